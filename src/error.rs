@@ -1,0 +1,181 @@
+//! The one error type of vmad's public API, and its errno mapping.
+//!
+//! Every variant maps to exactly one errno ([`Error::errno`]); the C ABI
+//! crate turns that into each libibumad function's own sign convention.
+//! Per-send outcomes (a request that timed out, an RMPP transfer the peer
+//! aborted) are not errors of a call: they arrive through the receive queue,
+//! as the kernel reports them.
+
+use crate::wire;
+
+/// Linux errno values used by vmad (x86-64 and aarch64 share them).
+pub mod errno {
+    /// Operation not permitted.
+    pub const EPERM: i32 = 1;
+    /// I/O error.
+    pub const EIO: i32 = 5;
+    /// Resource temporarily unavailable (== EWOULDBLOCK on Linux).
+    pub const EAGAIN: i32 = 11;
+    /// Alias of [`EAGAIN`] on Linux.
+    pub const EWOULDBLOCK: i32 = EAGAIN;
+    /// Out of memory, or a table is full.
+    pub const ENOMEM: i32 = 12;
+    /// No such device.
+    pub const ENODEV: i32 = 19;
+    /// Invalid argument.
+    pub const EINVAL: i32 = 22;
+    /// No space left (the caller's buffer is too small).
+    pub const ENOSPC: i32 = 28;
+    /// Message too long.
+    pub const EMSGSIZE: i32 = 90;
+    /// Protocol not supported.
+    pub const EPROTONOSUPPORT: i32 = 93;
+    /// Operation not supported.
+    pub const EOPNOTSUPP: i32 = 95;
+    /// Address already in use.
+    pub const EADDRINUSE: i32 = 98;
+    /// Connection timed out.
+    pub const ETIMEDOUT: i32 = 110;
+}
+
+/// Errors returned by vmad's API. Every variant maps to exactly one errno.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A parameter is out of range (bad class, QPN over 24 bits, `*length` < 256…). EINVAL.
+    #[error("invalid argument: {0}")]
+    InvalidArgument(&'static str),
+    /// The port handle is not open (never opened, or already closed). EINVAL, as `umad_poll(3)`.
+    #[error("invalid port handle")]
+    InvalidPort,
+    /// The agent id is not registered on this port. EINVAL.
+    #[error("agent {0} is not registered")]
+    UnknownAgent(u32),
+    /// A registration overlaps one that already owns the same class, version (OUI) and method. EINVAL (as the kernel).
+    #[error("method already in use: class {class:#04x} version {version} method {method:#04x}")]
+    MethodInUse {
+        /// Management class.
+        class: u8,
+        /// Class version.
+        version: u8,
+        /// The first conflicting method.
+        method: u8,
+    },
+    /// A send duplicates an outstanding request (same TID and class). EINVAL (as the kernel).
+    #[error("duplicate of an outstanding request (TID {0:#018x})")]
+    DuplicateRequest(u64),
+    /// The MAD given to send is malformed. EINVAL.
+    #[error("malformed MAD: {0}")]
+    Malformed(#[from] wire::Error),
+    /// No such CA or port. ENODEV.
+    #[error("no such device or port")]
+    NoDevice,
+    /// Nothing to receive and the call was non-blocking. EAGAIN (== EWOULDBLOCK).
+    #[error("operation would block")]
+    WouldBlock,
+    /// A blocking wait expired. ETIMEDOUT.
+    #[error("timed out")]
+    TimedOut,
+    /// The caller's buffer cannot hold the (coalesced RMPP) message; `needed` is the data length. ENOSPC.
+    #[error("buffer too small: {needed} bytes of data needed")]
+    BufferTooSmall {
+        /// The data length (after the 64-byte header) the message needs.
+        needed: usize,
+    },
+    /// The message exceeds what can be sent (256 bytes without RMPP, or the RMPP limit). EMSGSIZE.
+    #[error("message too large: {len} bytes, limit {limit}")]
+    MessageTooLarge {
+        /// Length given.
+        len: usize,
+        /// Limit in force.
+        limit: usize,
+    },
+    /// A table or queue is full (32 agents per port, a configured cap). ENOMEM.
+    #[error("resource limit reached: {0}")]
+    LimitReached(&'static str),
+    /// The operation needs a privilege the caller lacks (e.g. Q_Key 0x80010000 needs CAP_NET_RAW). EPERM.
+    #[error("not permitted: {0}")]
+    NotPermitted(&'static str),
+    /// The transport cannot do this (QP0 on verbs, SMPs on RoCE). EOPNOTSUPP.
+    #[error("not supported by this transport: {0}")]
+    Unsupported(&'static str),
+    /// The address (e.g. UDP 4791) is already owned by someone else. EADDRINUSE.
+    #[error("address in use: {0}")]
+    AddressInUse(String),
+    /// A transport or OS failure. EIO; the source keeps the OS error.
+    #[error("transport I/O error: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+impl Error {
+    /// The errno this error stands for (positive).
+    pub fn errno(&self) -> i32 {
+        use errno::*;
+        match self {
+            Error::InvalidArgument(_)
+            | Error::InvalidPort
+            | Error::UnknownAgent(_)
+            | Error::MethodInUse { .. }
+            | Error::DuplicateRequest(_)
+            | Error::Malformed(_) => EINVAL,
+            Error::NoDevice => ENODEV,
+            Error::WouldBlock => EWOULDBLOCK,
+            Error::TimedOut => ETIMEDOUT,
+            Error::BufferTooSmall { .. } => ENOSPC,
+            Error::MessageTooLarge { .. } => EMSGSIZE,
+            Error::LimitReached(_) => ENOMEM,
+            Error::NotPermitted(_) => EPERM,
+            Error::Unsupported(_) => EOPNOTSUPP,
+            Error::AddressInUse(_) => EADDRINUSE,
+            Error::Io(_) => EIO,
+        }
+    }
+}
+
+/// `Result` with vmad's [`Error`].
+pub type Result<T, E = Error> = core::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::errno::*;
+    use super::*;
+
+    #[test]
+    fn errno_mapping_table() {
+        let table: Vec<(Error, i32)> = vec![
+            (Error::InvalidArgument("x"), EINVAL),
+            (Error::InvalidPort, EINVAL),
+            (Error::UnknownAgent(3), EINVAL),
+            (
+                Error::MethodInUse {
+                    class: 3,
+                    version: 2,
+                    method: 1,
+                },
+                EINVAL,
+            ),
+            (Error::DuplicateRequest(7), EINVAL),
+            (Error::Malformed(wire::Error::Truncated), EINVAL),
+            (Error::NoDevice, ENODEV),
+            (Error::WouldBlock, EAGAIN),
+            (Error::TimedOut, ETIMEDOUT),
+            (Error::BufferTooSmall { needed: 1000 }, ENOSPC),
+            (
+                Error::MessageTooLarge {
+                    len: 300,
+                    limit: 256,
+                },
+                EMSGSIZE,
+            ),
+            (Error::LimitReached("agents"), ENOMEM),
+            (Error::NotPermitted("qkey"), EPERM),
+            (Error::Unsupported("qp0"), EOPNOTSUPP),
+            (Error::AddressInUse("[::1]:4791".into()), EADDRINUSE),
+            (Error::Io(std::io::Error::other("x")), EIO),
+        ];
+        for (err, want) in table {
+            assert_eq!(err.errno(), want, "{err}");
+        }
+        assert_eq!(EWOULDBLOCK, EAGAIN);
+    }
+}

@@ -1,0 +1,100 @@
+//! Transports: how MADs reach a fabric.
+//!
+//! | transport | QP0 (SMPs) | QP1 (GMPs) | needs |
+//! |---|---|---|---|
+//! | `sim` (default) | yes | yes | nothing: an in-process fabric |
+//! | `ibsim` | yes | yes | a running ibsim |
+//! | `verbs` | no | own UD QP: client of remote QP1s, peer of vmad | an RDMA device, CAP_NET_RAW |
+//! | `roce` | no (RoCE has no QP0) | yes: vmad is QP1 of its own address | UDP 4791 on a free address |
+//!
+//! A transport moves whole 256-byte MADs. It never interprets them beyond
+//! what its wire format needs; matching, timers and RMPP are the engine's.
+
+use std::io;
+use std::time::Duration;
+
+use crate::engine::{RecvMeta, Transmit};
+use crate::wire::MAD_SIZE;
+
+/// What a transport can carry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Caps {
+    /// QP0 (SMPs) is available.
+    pub smi: bool,
+    /// QP1 (or vmad's own UD QP standing for it) is available.
+    pub gsi: bool,
+}
+
+/// Link layer of a port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LinkLayer {
+    /// InfiniBand (LIDs, QP0).
+    InfiniBand,
+    /// Ethernet (RoCE: GIDs only, GRH mandatory, no QP0).
+    Ethernet,
+}
+
+/// What a transport knows of its port: what `umad_get_port` reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PortAttrs {
+    /// CA name (`vmadsim0`, `mlx5_0`, …), under 20 bytes.
+    pub ca_name: String,
+    /// Port number.
+    pub port_num: u8,
+    /// Node type (1 CA, 2 switch, 3 router).
+    pub node_type: u8,
+    /// Node GUID.
+    pub node_guid: u64,
+    /// Port GUID.
+    pub port_guid: u64,
+    /// GID prefix.
+    pub gid_prefix: u64,
+    /// Base LID (0 on RoCE).
+    pub lid: u16,
+    /// LMC.
+    pub lmc: u8,
+    /// SM LID.
+    pub sm_lid: u16,
+    /// SM SL.
+    pub sm_sl: u8,
+    /// Port state (4 = Active).
+    pub state: u8,
+    /// Physical state (5 = LinkUp).
+    pub phys_state: u8,
+    /// Rate, Gb/s.
+    pub rate: u32,
+    /// PortInfo:CapabilityMask.
+    pub capmask: u32,
+    /// P_Key table.
+    pub pkeys: Vec<u16>,
+    /// Link layer.
+    pub link_layer: LinkLayer,
+}
+
+/// A MAD transport. All calls are non-blocking except [`Transport::wait`].
+pub trait Transport: Send {
+    /// What this transport can carry.
+    fn caps(&self) -> Caps;
+
+    /// The port this transport is attached to.
+    fn attrs(&self) -> &PortAttrs;
+
+    /// Hand up to `max` received MADs to `sink`, without blocking; returns how many.
+    /// The bytes are lent for the call only (zero copy from the transport's buffers).
+    fn recv_burst(
+        &mut self,
+        max: usize,
+        sink: &mut dyn FnMut(RecvMeta, &[u8]),
+    ) -> io::Result<usize>;
+
+    /// Lend one transmit slot to `fill`, which writes a MAD and says where it goes,
+    /// or returns `None` (nothing to send; the slot is not used). Returns whether one was sent.
+    fn transmit(
+        &mut self,
+        fill: &mut dyn FnMut(&mut [u8; MAD_SIZE]) -> Option<Transmit>,
+    ) -> io::Result<bool>;
+
+    /// Block until a MAD may be ready to receive, or `timeout` passes (`None`: no limit).
+    /// Spurious returns are allowed.
+    fn wait(&mut self, timeout: Option<Duration>) -> io::Result<()>;
+}

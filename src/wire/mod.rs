@@ -1,0 +1,135 @@
+//! Wire codecs: zero-copy views and parsed representations of MAD formats.
+//!
+//! # Views and representations
+//!
+//! Each format has two halves, in the style of smoltcp:
+//!
+//! - `Packet<T: AsRef<[u8]>>` wraps a byte buffer and nothing else.
+//!   `new_unchecked` only wraps; `check_len` verifies that the buffer holds
+//!   every field the accessors read; `new_checked` does both. **Once
+//!   `check_len` has passed, no getter or setter panics.** Setters need
+//!   `T: AsMut<[u8]>`.
+//! - `Repr` is a plain value: `Repr::parse(&Packet)` validates and copies the
+//!   fields out, `Repr::emit(&mut Packet)` writes every field (reserved bytes
+//!   as zero), `Repr::buffer_len()` says how many bytes `emit` needs. `emit`
+//!   never panics on a buffer of at least `buffer_len()` bytes.
+//!
+//! Views over MAD headers take the **whole MAD** and use the absolute IBA
+//! offsets (MAD header 0..24, RMPP 24..36, SA 36..56, vendor OUI 37..40, …),
+//! so any view can be made from the same 256-byte buffer.
+//!
+//! Use `new_checked` when parsing received bytes. When emitting into a
+//! reused buffer, use `new_unchecked` and check the length yourself: stale
+//! bytes from an earlier packet must not decide whether a check passes.
+//!
+//! Code enums (management class, method, RMPP type and status, …) keep
+//! values they have no name for in an `Unknown(x)` variant: nothing is lost
+//! in a round trip and parsing never fails on an unfamiliar code.
+
+use core::ops::{Range, RangeFrom};
+
+pub mod mad;
+pub mod rmpp;
+
+/// A fixed field: a byte range.
+pub(crate) type Field = Range<usize>;
+/// The rest of a buffer from an offset.
+#[allow(dead_code)]
+pub(crate) type Rest = RangeFrom<usize>;
+
+/// The size of every IB MAD (and of every RMPP segment) on the wire.
+pub const MAD_SIZE: usize = 256;
+
+/// Errors of the wire layer. Small and `Copy`: parsing never allocates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The buffer is shorter than the format (or a length field) requires.
+    #[error("truncated: buffer shorter than the format requires")]
+    Truncated,
+    /// A version field holds a value this format cannot be parsed under.
+    #[error("unsupported version")]
+    BadVersion,
+    /// The RMPP header is inconsistent (e.g. type/flags combination).
+    #[error("malformed RMPP header")]
+    BadRmppHeader,
+    /// An SA attribute offset of zero with data present, or records that overrun.
+    #[error("bad SA attribute offset")]
+    BadAttrOffset,
+    /// A length field disagrees with the buffer.
+    #[error("bad length field")]
+    BadLength,
+    /// Any other structural violation.
+    #[error("malformed")]
+    Malformed,
+}
+
+/// Result of wire parsing.
+pub type Result<T> = core::result::Result<T, Error>;
+
+/// Defines an open code enum: named variants plus `Unknown(raw)`, with `From` both ways.
+macro_rules! enum_with_unknown {
+    (
+        $(#[$enum_attr:meta])*
+        pub enum $name:ident($ty:ty) {
+            $( $(#[$variant_attr:meta])* $variant:ident = $value:expr ),+ $(,)?
+        }
+    ) => {
+        $(#[$enum_attr])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        pub enum $name {
+            $( $(#[$variant_attr])* $variant, )+
+            /// A value with no name in vmad's tables; kept as is.
+            Unknown($ty),
+        }
+
+        impl From<$ty> for $name {
+            fn from(value: $ty) -> Self {
+                match value {
+                    $( $value => $name::$variant, )+
+                    other => $name::Unknown(other),
+                }
+            }
+        }
+
+        impl From<$name> for $ty {
+            fn from(value: $name) -> Self {
+                match value {
+                    $( $name::$variant => $value, )+
+                    $name::Unknown(other) => other,
+                }
+            }
+        }
+    };
+}
+pub(crate) use enum_with_unknown;
+
+/// Big-endian readers and writers over checked ranges (private helpers).
+pub(crate) mod be {
+    use super::Field;
+
+    pub(crate) fn u16(b: &[u8], f: Field) -> u16 {
+        let mut a = [0u8; 2];
+        a.copy_from_slice(&b[f]);
+        u16::from_be_bytes(a)
+    }
+    pub(crate) fn u32(b: &[u8], f: Field) -> u32 {
+        let mut a = [0u8; 4];
+        a.copy_from_slice(&b[f]);
+        u32::from_be_bytes(a)
+    }
+    pub(crate) fn u64(b: &[u8], f: Field) -> u64 {
+        let mut a = [0u8; 8];
+        a.copy_from_slice(&b[f]);
+        u64::from_be_bytes(a)
+    }
+    pub(crate) fn set_u16(b: &mut [u8], f: Field, v: u16) {
+        b[f].copy_from_slice(&v.to_be_bytes());
+    }
+    pub(crate) fn set_u32(b: &mut [u8], f: Field, v: u32) {
+        b[f].copy_from_slice(&v.to_be_bytes());
+    }
+    pub(crate) fn set_u64(b: &mut [u8], f: Field, v: u64) {
+        b[f].copy_from_slice(&v.to_be_bytes());
+    }
+}

@@ -1,0 +1,1 @@
+//! vmad's one integration-test binary: everything here goes through the public API.
