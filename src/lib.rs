@@ -23,9 +23,11 @@
 
 pub mod engine;
 pub mod error;
+pub mod port;
 pub mod time;
 pub mod transport;
 pub mod types;
+pub mod umad;
 pub mod wire;
 
 pub use error::{Error, Result};

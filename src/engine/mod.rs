@@ -15,6 +15,8 @@
 //! `poll_timeout` (arm a timer for it), then drain events. `now` must never
 //! go backwards. Calling `handle_timeout` early does nothing.
 
+pub mod rmpp;
+
 use crate::time::Instant;
 use crate::types::{MadAddr, Qp};
 use crate::wire::MAD_SIZE;

@@ -10,6 +10,9 @@
 //! A transport moves whole 256-byte MADs. It never interprets them beyond
 //! what its wire format needs; matching, timers and RMPP are the engine's.
 
+pub mod ibsim;
+pub mod sim;
+
 use std::io;
 use std::time::Duration;
 

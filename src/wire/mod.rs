@@ -28,8 +28,15 @@
 
 use core::ops::{Range, RangeFrom};
 
+pub mod class_port_info;
+pub mod grh;
 pub mod mad;
+pub mod names;
 pub mod rmpp;
+pub mod sa;
+pub mod smp;
+pub mod umad;
+pub mod vendor;
 
 /// A fixed field: a byte range.
 pub(crate) type Field = Range<usize>;

@@ -1,0 +1,1 @@
+//! The ibsim transport. SKELETON: the ibsim helper fills this in.

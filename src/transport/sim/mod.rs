@@ -1,0 +1,1 @@
+//! The embedded simulated fabric. SKELETON: the port/umad helper fills this in.

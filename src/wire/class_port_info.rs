@@ -1,0 +1,1 @@
+//! TODO(wire helper): class_port_info codec.
