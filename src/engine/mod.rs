@@ -101,19 +101,26 @@ pub enum Event {
         /// The first 24 bytes of the request as sent (TID with the agent's high word).
         header: [u8; 24],
     },
+    /// An RMPP transfer of `agent` ended in ABORT or STOP (sent or received).
+    /// The kernel reports this to nobody; vmad reports it here, and the umad
+    /// layer counts it (and surfaces it only when asked to).
+    RmppAborted {
+        /// The agent whose transfer it was.
+        agent: AgentId,
+        /// The transfer's TID.
+        tid: u64,
+        /// The RMPP status of the ABORT/STOP.
+        status: crate::wire::rmpp::RmppStatus,
+        /// True if this side was sending, false if receiving.
+        sending: bool,
+    },
 }
 
 /// Engine configuration. Defaults match the Linux kernel's MAD layer.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct EngineConfig {
     /// Seed for the engine's randomness (TID high-word start).
     pub rng_seed: u64,
-}
-
-impl Default for EngineConfig {
-    fn default() -> Self {
-        EngineConfig { rng_seed: 0 }
-    }
 }
 
 /// The MAD engine of one port (both its QP0 and QP1 sides).
