@@ -1,1 +1,5 @@
 //! vmad's one integration-test binary: everything here goes through the public API.
+
+mod dr_walk;
+mod sim_fabric;
+mod util;
