@@ -1,7 +1,7 @@
 //! NodeInfo (IBA 14.2.5.3): 40 bytes of attribute data.
 //!
 //! The view wraps the attribute itself (offset 0 = BaseVersion): in an SMP
-//! that is [`super::DATA_OFFSET`], in an SA NodeRecord byte 8 of the record.
+//! that is [`super::DATA_OFFSET`], in an SA NodeRecord byte 4 of the record.
 
 use crate::wire::{be, enum_with_unknown, Error, Field, Result};
 
