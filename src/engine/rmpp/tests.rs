@@ -324,6 +324,9 @@ fn loop_lossy_duplicating_reordering_link_delivers_or_fails_cleanly() {
     }
     assert!(failed < 20, "{failed} transfers of 640 gave up");
     let resends = RESENDS.load(std::sync::atomic::Ordering::Relaxed);
-    assert!(resends > 100, "the link hurt too little: {resends} ACK timeouts");
+    assert!(
+        resends > 100,
+        "the link hurt too little: {resends} ACK timeouts"
+    );
     eprintln!("{failed} failed, {resends} ACK timeouts");
 }
