@@ -146,5 +146,53 @@ pub(crate) fn format_ds_ack(ack: &[u8], hdr_len: usize, out: &mut [u8; MAD_SIZE]
     format_reply(ack, hdr_len, out, RmppType::Ack, RmppStatus::Success, 0, 1);
 }
 
+/// Segment `message` (`hdr_len` header bytes, then data) with a sender and
+/// reassemble it with a receiver joined back to back over a perfect link,
+/// with the default [`RmppConfig`]; returns what the receiver delivers.
+///
+/// For benchmarks and smoke tests of the state machines; not a stable API.
+///
+/// # Errors
+///
+/// What `Sender::new` refuses: `InvalidArgument` (EINVAL) for a bad
+/// `hdr_len` or a message shorter than it, `MessageTooLarge` (EMSGSIZE);
+/// `InvalidArgument` if the transfer does not complete.
+#[doc(hidden)]
+pub fn loopback(message: Vec<u8>, hdr_len: usize) -> crate::Result<Vec<u8>> {
+    let cfg = RmppConfig::default();
+    let now = crate::time::Instant::ZERO;
+    let mut tx = send::Sender::new(now, message, hdr_len, 1, cfg.ack_timeout, 0, &cfg)?;
+    let mut rx: Option<recv::Receiver> = None;
+    let mut delivered = None;
+    let (mut seg, mut ack) = ([0u8; MAD_SIZE], [0u8; MAD_SIZE]);
+    let stalled = crate::Error::InvalidArgument("RMPP loopback did not complete");
+    while tx.poll_transmit(now, &mut seg) {
+        let progress = match rx.as_mut() {
+            Some(r) => r.handle_data(now, &seg),
+            None => {
+                let (r, p) = recv::Receiver::new(now, &seg, &cfg);
+                rx = Some(r);
+                p
+            }
+        };
+        let r = rx
+            .as_mut()
+            .ok_or(crate::Error::InvalidArgument("no receiver"))?;
+        match progress {
+            Progress::Pending => {}
+            Progress::Complete => delivered = delivered.or_else(|| r.take_message()),
+            Progress::Failed { .. } => return Err(stalled),
+        }
+        while r.poll_transmit(now, &mut ack) {
+            match tx.handle_rmpp(now, &ack) {
+                Progress::Pending => {}
+                Progress::Complete => return delivered.ok_or(stalled),
+                Progress::Failed { .. } => return Err(stalled),
+            }
+        }
+    }
+    Err(stalled)
+}
+
 #[cfg(test)]
 mod tests;

@@ -123,6 +123,14 @@ fn ds_ack_answers_the_final_ack() {
     assert!(out[hdr_of(SA)..].iter().all(|&b| b == 0));
 }
 
+#[test]
+fn loopback_returns_the_message() {
+    let msg = message(SA, 56, 1 << 20);
+    let got = super::loopback(msg.clone(), 56).unwrap();
+    assert_eq!((&got[..24], &got[36..]), (&msg[..24], &msg[36..]));
+    assert!(super::loopback(vec![0; 10], 56).is_err());
+}
+
 /// A tiny seeded PRNG (xorshift64*): no dependency, reproducible.
 struct Rng(u64);
 
