@@ -207,7 +207,15 @@ impl Receiver {
             self.stats.duplicates += 1;
             return Progress::Pending;
         }
-        let data = &pad_to(mad, MAD_SIZE)[self.hdr_len..];
+        let padded;
+        let whole = match mad.get(..MAD_SIZE) {
+            Some(whole) => whole,
+            None => {
+                padded = pad_to(mad, MAD_SIZE);
+                &padded[..]
+            }
+        };
+        let data = &whole[self.hdr_len..];
         if seg > self.seg_num + 1 {
             self.stats.held += 1;
             let held = Held {

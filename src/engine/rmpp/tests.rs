@@ -338,3 +338,58 @@ fn loop_lossy_duplicating_reordering_link_delivers_or_fails_cleanly() {
     );
     eprintln!("{failed} failed, {resends} ACK timeouts");
 }
+
+mod fuzz {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// A MAD that looks like RMPP: a real segment with fuzzed RMPP fields, or raw bytes.
+    fn rmpp_like() -> impl Strategy<Value = Vec<u8>> {
+        let shaped = (
+            any::<u8>(),
+            0u8..6,
+            any::<u8>(),
+            any::<u8>(),
+            0u32..140,
+            any::<u32>(),
+        )
+            .prop_map(|(v, t, fl, st, seg, len)| {
+                let mut m = message(SA, 56, 200);
+                m[24] = if v < 240 { 1 } else { v };
+                m[25] = t;
+                m[26] = fl;
+                m[27] = if st < 200 { 0 } else { st };
+                m[28..32].copy_from_slice(&seg.to_be_bytes());
+                m[32..36].copy_from_slice(&len.to_be_bytes());
+                m
+            });
+        prop_oneof![shaped, proptest::collection::vec(any::<u8>(), 0..300)]
+    }
+
+    proptest! {
+        #[test]
+        fn arbitrary_mads_never_panic_and_stay_bounded(
+            first in rmpp_like(),
+            rest in proptest::collection::vec(rmpp_like(), 0..40),
+        ) {
+            let cfg = RmppConfig { max_message: 4096, ..cfg() };
+            let (mut rx, _) = Receiver::new(at(0), &first, &cfg);
+            let mut tx = sender(SA, 200 * 20, 5, 1);
+            drain_sender(&mut tx, at(0));
+            let mut out = [0u8; MAD_SIZE];
+            for (i, m) in rest.iter().enumerate() {
+                let now = at(i as u64 * 1000);
+                rx.handle_data(now, m);
+                rx.handle_rmpp(now, m);
+                rx.handle_timeout(now);
+                while rx.poll_transmit(now, &mut out) {}
+                tx.handle_rmpp(now, m);
+                tx.handle_timeout(now);
+                while tx.poll_transmit(now, &mut out) {}
+            }
+            if let Some(m) = rx.take_message() {
+                prop_assert!(m.len() <= cfg.max_message);
+            }
+        }
+    }
+}
