@@ -226,7 +226,6 @@ impl Engine {
         match key {
             TimerKey::Txn(txn_id) => self.txn_expired(txn_id),
             TimerKey::Dedup(dedup_id) => self.dedup_expired(dedup_id),
-            TimerKey::Recv(_) => {}
         }
         let _ = now;
     }
