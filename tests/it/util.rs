@@ -41,13 +41,15 @@ pub(crate) fn try_recv_for(t: &mut dyn Transport, limit: Duration) -> Option<(Re
     }
 }
 
-/// A DR SMP SubnGet(attr) along `path` (`path[0]` is the first hop's out port).
+/// A DR SMP SubnGet(attr) along `path` (`path[0]` is the first hop's out port), as it
+/// leaves the sending port: the sender's SMI has set the hop pointer to 1 (IBA C14-9:1).
 pub(crate) fn dr_get(tid: u64, attr: u16, attr_mod: u32, path: &[u8]) -> [u8; 256] {
     let mut m = [0u8; 256];
     m[0] = 1;
     m[1] = 0x81;
     m[2] = 1;
     m[3] = 0x01;
+    m[6] = 1;
     m[7] = path.len() as u8;
     m[8..16].copy_from_slice(&tid.to_be_bytes());
     m[16..18].copy_from_slice(&attr.to_be_bytes());

@@ -76,7 +76,10 @@ impl Pkt {
 /// How a DR SMP reached the node that applies the rules to it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Entry {
-    /// Sent by this node: its port's owner or its SMA (the port it leaves from).
+    /// Sent by the owner of this CA port, whose SMI already applied the
+    /// sender's rules (C14-9:1 / C14-13:1), as the kernel does before posting to QP0.
+    Wire(u8),
+    /// Sent by this node's SMA, rules not yet applied (the port it answers for).
     Local(u8),
     /// LID-routed to this node (the LID-routed part before or after the DR part).
     LidTerminus,
@@ -116,16 +119,36 @@ fn dr_step(node: &Node, entry: Entry, mad: &mut [u8; MAD_SIZE], dlid: u16) -> Dr
     let initial = |m: &[u8; MAD_SIZE], i: u8| m[dr::INITIAL_PATH + usize::from(i)];
     let ret = |m: &[u8; MAD_SIZE], i: u8| m[dr::RETURN_PATH + usize::from(i)];
     let own_lid = node.lid(0).max(node.lid(1));
+    let lid_routed_part = |lid: u16| lid != PERMISSIVE && dlid != PERMISSIVE && dlid != own_lid;
     match (returning, entry) {
+        (false, Entry::Wire(port)) => {
+            if n == 0 && p == 1 {
+                DrAction::Handle
+            } else if n > 0 && p == 1 && lid_routed_part(dr_slid) {
+                // The DR part starts where the LID-routed part ends (DrSLID is the source).
+                mad[dr::HOP_PTR] = 0;
+                DrAction::LidRoute(dlid)
+            } else if n > 0 && p == 1 && initial(mad, 1) == port {
+                DrAction::Forward(port)
+            } else {
+                DrAction::Discard
+            }
+        }
+        (true, Entry::Wire(port)) => {
+            if n == 0 && p == 0 {
+                DrAction::Handle
+            } else if n > 0 && p == n && lid_routed_part(dr_dlid) {
+                // Back along the LID-routed tail to the switch that ended the DR part.
+                DrAction::LidRoute(dlid)
+            } else if n > 0 && p == n {
+                DrAction::Forward(port)
+            } else {
+                DrAction::Discard
+            }
+        }
         // Outgoing, sent from here or starting the DR part after a LID-routed part.
         (false, Entry::Local(_) | Entry::LidTerminus) => {
-            if entry != Entry::LidTerminus
-                && p == 0
-                && n > 0
-                && dr_slid != PERMISSIVE
-                && dlid != PERMISSIVE
-                && dlid != own_lid
-            {
+            if entry != Entry::LidTerminus && p == 0 && n > 0 && lid_routed_part(dr_slid) {
                 // C14-4: the SMP is LID-routed to the node where the DR part starts.
                 return DrAction::LidRoute(dlid);
             }
@@ -175,15 +198,14 @@ fn dr_step(node: &Node, entry: Entry, mad: &mut [u8; MAD_SIZE], dlid: u16) -> Dr
         // Returning, sent by the responder, or by the switch ending the LID-routed tail.
         (true, Entry::Local(_) | Entry::LidTerminus) => {
             if n > 0 && p == n + 1 {
-                if entry != Entry::LidTerminus
-                    && dr_dlid != PERMISSIVE
-                    && dlid != PERMISSIVE
-                    && dlid != own_lid
-                {
+                if entry != Entry::LidTerminus && lid_routed_part(dr_dlid) {
                     // Back along the LID-routed tail to the switch that ended the DR part.
                     return DrAction::LidRoute(dlid);
                 }
                 mad[dr::HOP_PTR] = n;
+                DrAction::Forward(ret(mad, n))
+            } else if n > 0 && p == n && entry == Entry::LidTerminus {
+                // Sent back along the tail by a port owner that already stepped the pointer.
                 DrAction::Forward(ret(mad, n))
             } else if n == 0 && p == 1 {
                 mad[dr::HOP_PTR] = 0;
@@ -223,10 +245,12 @@ fn dr_step(node: &Node, entry: Entry, mad: &mut [u8; MAD_SIZE], dlid: u16) -> Dr
 }
 
 impl FabricInner {
-    /// The owner of `(node, port)`, or that node's SMA, sends `pkt`.
+    /// The owner of `(node, port)` sends `pkt` (a DR SMP with its hop pointer already
+    /// stepped by the sender's SMI, as the engine and the kernel do), or an SMA sends a
+    /// LID-routed response.
     pub(crate) fn originate(&self, node: usize, port: u8, pkt: Pkt, delay: Duration) {
         if pkt.is_dr_smp() {
-            self.dr_walk(node, Entry::Local(port), pkt, delay);
+            self.dr_walk(node, Entry::Wire(port), pkt, delay);
         } else if pkt.dlid == PERMISSIVE && pkt.class() == CLASS_LID && pkt.dqp == 0 {
             // A LID-routed SMP to the permissive LID: whoever is at the other end takes it.
             self.cross(node, port, pkt, delay, Mode::Neighbour);
@@ -269,7 +293,7 @@ impl FabricInner {
             DrAction::Discard => {}
             DrAction::Handle => {
                 let port = match entry {
-                    Entry::Local(p) | Entry::Port(p) => p,
+                    Entry::Wire(p) | Entry::Local(p) | Entry::Port(p) => p,
                     Entry::LidTerminus => self.lid_map.get(&pkt.dlid).map_or(0, |&(_, p)| p),
                 };
                 self.handle(node, port, pkt, delay);
@@ -341,7 +365,11 @@ impl FabricInner {
         if is_smp && is_request {
             if let Some(resp) = sma::answer(self, node, port, &pkt) {
                 let out = if here.is_switch() { 0 } else { port };
-                self.originate(node, out, resp, delay);
+                if resp.is_dr_smp() {
+                    self.dr_walk(node, Entry::Local(out), resp, delay);
+                } else {
+                    self.originate(node, out, resp, delay);
+                }
                 return;
             }
         }
