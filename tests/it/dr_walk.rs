@@ -196,3 +196,39 @@ fn lid_routed_smp_crosses_switches() {
     assert_eq!(mad[64 + 2], 2, "a switch");
     assert_eq!(be64(&mad[64..], 12), f.node_guid("lrs_C").unwrap());
 }
+
+#[test]
+fn dr_walk_through_the_umad_api() {
+    use vmad::umad;
+    let f = Fabric::builder()
+        .ca("drum0")
+        .switch("drumA", 4)
+        .switch("drumB", 4)
+        .ca("drum1")
+        .link("drum0", 1, "drumA", 3)
+        .link("drumA", 1, "drumB", 2)
+        .link("drumB", 4, "drum1", 1)
+        .build()
+        .unwrap();
+    let port = umad::open_port("drum0", 1).unwrap();
+    let agent = umad::register(port, 0x81, 1, 0, None).unwrap();
+    let expect = [("drumA", 2u8), ("drumB", 2), ("drum1", 1)];
+    let path = [1u8, 1, 4];
+    for hops in 1..=3 {
+        // As an SM builds it: hop pointer 0; the engine's SMI steps it.
+        let mut mad = dr_get(hops as u64, NODE_INFO, 0, &path[..hops]);
+        mad[6] = 0;
+        let mut buf = umad_with(&mad, 0xffff, 0);
+        umad::send(port, agent, &mut buf, 256, 1000, 2).unwrap();
+        let (got, len, resp) = umad_recv(port, 256, -1).unwrap();
+        assert_eq!((got, len), (agent, 256));
+        assert_eq!(umad::status(&resp).unwrap(), 0);
+        let smp = umad::get_mad(&resp).unwrap();
+        assert_eq!(be16(smp, 4), 0x8000, "D bit, status 0");
+        let (name, node_type) = expect[hops - 1];
+        assert_eq!(be64(&smp[64..], 12), f.node_guid(name).unwrap());
+        assert_eq!(smp[64 + 2], node_type);
+    }
+    umad::close_port(port).unwrap();
+    f.unregister();
+}

@@ -2,4 +2,5 @@
 
 mod dr_walk;
 mod sim_fabric;
+mod umad_semantics;
 mod util;

@@ -103,3 +103,68 @@ pub(crate) fn gsi(lid: u16) -> MadAddr {
         ..MadAddr::default()
     }
 }
+
+/// Two CAs `{prefix}0` (LID 1) and `{prefix}1` (LID 2), linked, registered, both ports open.
+pub(crate) struct Pair {
+    pub(crate) fabric: vmad::transport::sim::Fabric,
+    pub(crate) a: vmad::umad::PortId,
+    pub(crate) b: vmad::umad::PortId,
+}
+
+impl Drop for Pair {
+    fn drop(&mut self) {
+        let _ = vmad::umad::close_port(self.a);
+        let _ = vmad::umad::close_port(self.b);
+        self.fabric.unregister();
+    }
+}
+
+pub(crate) fn pair(prefix: &str) -> Pair {
+    pair_with(prefix, vmad::transport::sim::FaultConfig::default())
+}
+
+pub(crate) fn pair_with(prefix: &str, faults: vmad::transport::sim::FaultConfig) -> Pair {
+    let (n0, n1) = (format!("{prefix}0"), format!("{prefix}1"));
+    let fabric = vmad::transport::sim::Fabric::builder()
+        .ca(&n0)
+        .ca(&n1)
+        .link(&n0, 1, &n1, 1)
+        .faults(&n0, 1, faults)
+        .build()
+        .unwrap();
+    let a = vmad::umad::open_port(&n0, 1).unwrap();
+    let b = vmad::umad::open_port(&n1, 1).unwrap();
+    Pair { fabric, a, b }
+}
+
+/// A 256-byte GMP header + zero data.
+pub(crate) fn gmp_mad(class: u8, version: u8, method: u8, tid: u64, attr: u16) -> [u8; 256] {
+    let mut m = [0u8; 256];
+    m[0] = 1;
+    m[1] = class;
+    m[2] = version;
+    m[3] = method;
+    m[8..16].copy_from_slice(&tid.to_be_bytes());
+    m[16..18].copy_from_slice(&attr.to_be_bytes());
+    m
+}
+
+/// An `ib_user_mad` buffer (64-byte header) holding `mad`, addressed to QP `qpn` at `lid`.
+pub(crate) fn umad_with(mad: &[u8], lid: u16, qpn: u32) -> Vec<u8> {
+    let mut buf = vec![0u8; vmad::umad::size() + mad.len()];
+    buf[64..].copy_from_slice(mad);
+    vmad::umad::set_addr(&mut buf, lid, qpn, 0, vmad::types::GSI_QKEY).unwrap();
+    buf
+}
+
+/// Receive into a fresh 64 + `cap` buffer: (agent, data length, buffer).
+pub(crate) fn umad_recv(
+    id: vmad::umad::PortId,
+    cap: usize,
+    timeout_ms: i32,
+) -> vmad::Result<(vmad::umad::AgentId, usize, Vec<u8>)> {
+    let mut buf = vec![0u8; 64 + cap];
+    let mut len = cap;
+    let agent = vmad::umad::recv(id, &mut buf, &mut len, timeout_ms)?;
+    Ok((agent, len, buf))
+}
