@@ -11,7 +11,7 @@
 //! **RoCE v2 with IPv4-mapped GIDs** (rxe, mlx5): the area does not hold a
 //! GRH but an IPv4 header in its *last* 20 bytes (40 − 20 = 20..40); bytes
 //! 0..20 are undefined. [`Packet::ip_version`] tells the two apart the way
-//! rdma-core's `ibv_init_ah_from_wc` does, and [`Packet::ipv4_sgid`] gives
+//! rdma-core's `ibv_init_ah_from_wc` does, and [`Packet::source_gid`] gives
 //! the source as an IPv4-mapped GID.
 
 use super::{be, Error, Field, Result};
