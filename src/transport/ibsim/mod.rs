@@ -149,7 +149,12 @@ impl Control {
         loop {
             let n = match self.sock.recv(&mut buf) {
                 Ok(n) => n,
-                Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                    ) =>
+                {
                     return Err(io::Error::new(
                         io::ErrorKind::TimedOut,
                         format!("ibsim did not answer control request {ctl_type:?}"),
@@ -372,7 +377,8 @@ impl IbsimTransport {
     ///
     /// [`crate::Error::Io`] (EIO) if ibsim does not answer or refuses.
     pub fn set_issm(&mut self, on: bool) -> crate::Result<()> {
-        self.ctl.call(CtlType::SetIssm, &i32::from(on).to_ne_bytes())?;
+        self.ctl
+            .call(CtlType::SetIssm, &i32::from(on).to_ne_bytes())?;
         Ok(())
     }
 
@@ -420,6 +426,7 @@ impl IbsimTransport {
         }
         tids.restore_response(mad);
         drop(tids);
+        smi_recv(mad);
         Some(RecvMeta {
             qp: if dqp == 0 { Qp::Smi } else { Qp::Gsi },
             src: MadAddr {
@@ -432,15 +439,37 @@ impl IbsimTransport {
     }
 }
 
+const CLASS_DR_SMP: u8 = 0x81;
+const HOP_PTR: usize = 6;
+const HOP_CNT: usize = 7;
+
+/// ibsim walks the whole directed route itself, the local hop included, and
+/// takes only SMPs with hop pointer 0 (as libibmad writes them, and as
+/// umad2sim passes them, with no kernel SMI in between). The engine, like the
+/// kernel, has already stepped the pointer as the local SMI does: undo that.
+fn smi_send(mad: &mut [u8]) {
+    if mad[1] == CLASS_DR_SMP {
+        mad[HOP_PTR] = 0;
+    }
+}
+
+/// A directed-route request ibsim forwards to us arrives with hop pointer 0;
+/// at its destination a real SMI leaves it at the hop count, which is what
+/// the engine checks. Responses (D bit) come back with pointer 0, as after
+/// a real SMI's last step.
+fn smi_recv(mad: &mut [u8]) {
+    if mad[1] == CLASS_DR_SMP && mad[4] & 0x80 == 0 {
+        mad[HOP_PTR] = mad[HOP_CNT];
+    }
+}
+
 /// The node names to try for a `node` setting.
 fn node_candidates(node: Option<&str>) -> Vec<String> {
     let Some(node) = node else {
         return vec![String::new()];
     };
     let mut out = vec![node.to_string()];
-    let hex = node
-        .strip_prefix("0x")
-        .or_else(|| node.strip_prefix("0X"));
+    let hex = node.strip_prefix("0x").or_else(|| node.strip_prefix("0X"));
     if let Some(guid) = hex.and_then(|h| u64::from_str_radix(h, 16).ok()) {
         for kind in ["H", "S", "R"] {
             out.push(format!("{kind}-{guid:016x}"));
@@ -491,7 +520,9 @@ fn receiver(sock: Sock, out: Sender<RequestBuf>, shared: Arc<Shared>) {
             Err(e)
                 if matches!(
                     e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
+                    io::ErrorKind::WouldBlock
+                        | io::ErrorKind::TimedOut
+                        | io::ErrorKind::Interrupted
                 ) => {}
             Err(e) => {
                 shared.fail(e);
@@ -507,7 +538,12 @@ fn sender(sock: Sock, input: Receiver<RequestBuf>, shared: Arc<Shared>) {
             match sock.send(&pkt[..]) {
                 Ok(_) => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                    ) =>
+                {
                     if shared.stop.load(Ordering::Relaxed) {
                         return;
                     }
@@ -575,6 +611,7 @@ impl Transport for IbsimTransport {
         req.set_sqp(t.qp.qpn());
         req.set_status(0);
         req.set_length(t.len.min(MAD_SIZE) as u64);
+        smi_send(&mut mad);
         req.mad_mut().copy_from_slice(&mad);
         self.tids
             .lock()

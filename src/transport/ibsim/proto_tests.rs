@@ -178,7 +178,7 @@ const PORTINFO: [u8; 40] = [
     0x00, 0x02, // LID
     0x00, 0x01, // MasterSMLID
     0x02, 0x50, 0xc0, 0x48, // CapabilityMask
-    0, 0, 0, 0, // DiagCode, M_KeyLeasePeriod
+    0, 0, 0, 0,    // DiagCode, M_KeyLeasePeriod
     1,    // LocalPortNum
     3,    // LinkWidthEnabled
     3,    // LinkWidthSupported

@@ -99,7 +99,9 @@ static NEXT_ID: AtomicU32 = AtomicU32::new(0);
 /// An id for the `in<id>`/`ctl<id>` names, unique among this process's live
 /// clients and unlikely to be another process's pid (umad2sim uses its pid).
 fn local_id(attempt: u32) -> u32 {
-    let n = NEXT_ID.fetch_add(1, Ordering::Relaxed).wrapping_add(attempt);
+    let n = NEXT_ID
+        .fetch_add(1, Ordering::Relaxed)
+        .wrapping_add(attempt);
     // Bit 30 keeps it above any pid; it stays positive as ibsim's `int` formats it.
     0x4000_0000 | ((std::process::id() & 0xf_ffff) << 10) | (n & 0x3ff)
 }
