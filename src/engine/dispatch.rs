@@ -84,7 +84,7 @@ impl Engine {
             return;
         }
         if response {
-            self.recv_response(agent, meta, buf);
+            self.recv_response(now, agent, meta, buf);
         } else {
             self.recv_request(now, agent, meta, buf);
         }
@@ -144,11 +144,11 @@ impl Engine {
         });
     }
 
-    fn recv_response(&mut self, agent: AgentId, meta: RecvMeta, buf: [u8; MAD_SIZE]) {
+    fn recv_response(&mut self, now: Instant, agent: AgentId, meta: RecvMeta, buf: [u8; MAD_SIZE]) {
         let pkt = mad::Packet::new_unchecked(&buf[..]);
         let (tid, class) = (pkt.tid(), u8::from(pkt.mgmt_class()));
         if let Some(txn_id) = self.match_response(agent, tid, class, &meta.src) {
-            self.finish_txn(txn_id);
+            self.finish_txn(now, txn_id);
             self.deliver(agent, meta.src, buf.to_vec());
             return;
         }
@@ -180,10 +180,18 @@ impl Engine {
         (dr || same_peer(&txn.dest, src)).then_some(txn_id)
     }
 
-    fn recv_request(&mut self, now: Instant, agent: AgentId, meta: RecvMeta, buf: [u8; MAD_SIZE]) {
+    pub(super) fn recv_request(
+        &mut self,
+        now: Instant,
+        agent: AgentId,
+        meta: RecvMeta,
+        buf: [u8; MAD_SIZE],
+    ) {
         let pkt = mad::Packet::new_unchecked(&buf[..]);
         let (tid, class, method) = (pkt.tid(), u8::from(pkt.mgmt_class()), pkt.method());
-        if method != Method::Send && !self.remember_request(now, agent, &meta.src, tid, class) {
+        // Segments handed raw to an agent doing its own RMPP share a TID: never filter those.
+        let filtered = method != Method::Send && !is_rmpp_active(&buf);
+        if filtered && !self.remember_request(now, agent, &meta.src, tid, class) {
             self.stats.dropped_duplicates += 1;
             return;
         }
@@ -195,7 +203,7 @@ impl Engine {
     }
 
     /// Remember a delivered request; false if it is already remembered (a duplicate).
-    fn remember_request(
+    pub(super) fn remember_request(
         &mut self,
         now: Instant,
         agent: AgentId,
@@ -248,16 +256,5 @@ impl Engine {
                 self.timers.set(TimerKey::Dedup(id), Some(deadline), None);
             }
         }
-    }
-
-    /// RMPP MADs of agents that run RMPP in the engine; true if consumed.
-    fn rmpp_intercept(
-        &mut self,
-        _now: Instant,
-        _agent: AgentId,
-        _meta: RecvMeta,
-        _buf: &[u8; MAD_SIZE],
-    ) -> bool {
-        false
     }
 }

@@ -34,6 +34,7 @@ pub mod rmpp;
 mod agent;
 mod config;
 mod dispatch;
+mod sessions;
 mod smi;
 mod stats;
 mod timers;
@@ -164,6 +165,14 @@ pub struct Engine {
     /// Delivered requests awaiting their response: key -> dedup id.
     dedup: HashMap<dispatch::DedupKey, u64>,
     dedup_entries: HashMap<u64, (dispatch::DedupKey, Instant)>,
+    /// RMPP sends by (agent, TID) -> txn id.
+    send_index: HashMap<(u32, u64), u64>,
+    /// RMPP senders that may have a segment due, polled in order.
+    rmpp_ready: VecDeque<u64>,
+    recv_sessions: HashMap<u64, sessions::RecvSession>,
+    recv_index: HashMap<sessions::RecvKey, u64>,
+    /// Reassemblies in progress per peer.
+    peer_active: HashMap<sessions::PeerKey, usize>,
     stats: EngineStats,
 }
 
@@ -183,6 +192,11 @@ impl Engine {
             events: VecDeque::new(),
             dedup: HashMap::new(),
             dedup_entries: HashMap::new(),
+            send_index: HashMap::new(),
+            rmpp_ready: VecDeque::new(),
+            recv_sessions: HashMap::new(),
+            recv_index: HashMap::new(),
+            peer_active: HashMap::new(),
             stats: EngineStats::default(),
         }
     }

@@ -166,7 +166,9 @@ impl<T: AsRef<[u8]>> Packet<T> {
     pub fn data(&self) -> &[u8] {
         &self.buffer.as_ref()[DATA_OFFSET..]
     }
-    /// The records of the data, each `attr_offset * 8` bytes.
+    /// The records of the data, each `attr_offset * 8` bytes. Wrap a buffer
+    /// cut to the message's real length (for RMPP, 56 + the coalesced
+    /// payload): padding after the last record would count as records.
     ///
     /// # Errors
     ///
