@@ -12,6 +12,8 @@
 
 pub mod ibsim;
 pub mod sim;
+#[cfg(feature = "verbs")]
+pub mod verbs;
 
 use std::io;
 use std::time::Duration;
