@@ -1,8 +1,12 @@
 //! The sans-IO MAD engine: agents, transactions, timeouts, retries and RMPP.
 //!
-//! SKELETON: the public shape below is the contract the port and transports
-//! code against. The engine helper fills in the bodies (and may add, not
-//! change, public items without telling the team).
+//! The engine does, for one port, what the Linux kernel's MAD layer
+//! (`mad.c`, `mad_rmpp.c`, `user_mad.c`) does for a umad user: it stamps
+//! requests with the agent's TID high word, matches responses to requests,
+//! retries and times out, routes unsolicited requests to the agent that
+//! registered their method (answering unclaimed Get/Set itself), and runs
+//! RMPP for agents that asked for it. It never reads a clock and never
+//! touches a socket: the caller passes time in and moves bytes out.
 //!
 //! # Call order
 //!
@@ -14,8 +18,34 @@
 //! After any input, call `poll_transmit` until it returns `None`, then
 //! `poll_timeout` (arm a timer for it), then drain events. `now` must never
 //! go backwards. Calling `handle_timeout` early does nothing.
+//!
+//! A request's response timer starts when `poll_transmit` hands the request
+//! out (that is the engine's "send completion"), as the kernel starts it at
+//! the send completion.
+//!
+//! # Determinism
+//!
+//! Given the same inputs (and `EngineConfig::rng_seed`), the engine produces
+//! the same outputs: hash maps are used for lookups only, never iterated to
+//! decide what is sent or delivered.
 
 pub mod rmpp;
+
+mod agent;
+mod config;
+mod dispatch;
+mod smi;
+mod stats;
+mod timers;
+mod txn;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::{HashMap, VecDeque};
+
+pub use config::EngineConfig;
+pub use stats::EngineStats;
 
 use crate::time::Instant;
 use crate::types::{MadAddr, Qp};
@@ -116,67 +146,159 @@ pub enum Event {
     },
 }
 
-/// Engine configuration. Defaults match the Linux kernel's MAD layer.
-#[derive(Debug, Clone, Default)]
-pub struct EngineConfig {
-    /// Seed for the engine's randomness (TID high-word start).
-    pub rng_seed: u64,
-}
-
 /// The MAD engine of one port (both its QP0 and QP1 sides).
 #[derive(Debug)]
 pub struct Engine {
-    _config: EngineConfig,
+    config: EngineConfig,
+    agents: agent::AgentTable,
+    /// Outstanding requests by id; ids are never reused.
+    txns: HashMap<u64, txn::Txn>,
+    /// (agent, TID, class) -> txn id, for response matching and duplicate sends.
+    txn_index: HashMap<txn::TxnKey, u64>,
+    /// Per agent slot: requests waiting for the outstanding limit, in send order.
+    backlogs: Vec<VecDeque<u64>>,
+    next_id: u64,
+    timers: timers::Timers,
+    tx_queue: VecDeque<txn::Out>,
+    events: VecDeque<Event>,
+    /// Delivered requests awaiting their response: key -> dedup id.
+    dedup: HashMap<dispatch::DedupKey, u64>,
+    dedup_entries: HashMap<u64, (dispatch::DedupKey, Instant)>,
+    stats: EngineStats,
 }
 
 impl Engine {
     /// A new engine.
     pub fn new(config: EngineConfig) -> Engine {
-        Engine { _config: config }
+        let mut rng = config::SplitMix::new(config.rng_seed);
+        Engine {
+            agents: agent::AgentTable::new(&mut rng),
+            config,
+            txns: HashMap::new(),
+            txn_index: HashMap::new(),
+            backlogs: vec![VecDeque::new(); agent::MAX_AGENTS],
+            next_id: 1,
+            timers: timers::Timers::default(),
+            tx_queue: VecDeque::new(),
+            events: VecDeque::new(),
+            dedup: HashMap::new(),
+            dedup_entries: HashMap::new(),
+            stats: EngineStats::default(),
+        }
     }
 
-    /// Register an agent.
-    pub fn register(&mut self, _spec: AgentSpec) -> Result<AgentId> {
-        todo!("engine helper")
+    /// The configuration this engine runs with.
+    pub fn config(&self) -> &EngineConfig {
+        &self.config
+    }
+
+    /// Register an agent. Its id is the lowest free slot (0..32).
+    ///
+    /// # Errors
+    ///
+    /// As the kernel's `ib_register_mad_agent`: [`crate::Error::InvalidArgument`]
+    /// (EINVAL) for an RMPP version other than 0/1, a class version of 0x83 or
+    /// more, class 0 or out of range, a vendor range 2 class without OUI, RMPP
+    /// on a class without RMPP, or a class on the wrong QP;
+    /// [`crate::Error::MethodInUse`] (EINVAL) when another agent already serves
+    /// one of the methods for the same class, version (and OUI);
+    /// [`crate::Error::LimitReached`] (ENOMEM) when 32 agents are registered.
+    pub fn register(&mut self, spec: AgentSpec) -> Result<AgentId> {
+        self.agents.register(spec)
+    }
+
+    /// The TID high word the engine stamps on `agent`'s requests (24 bits).
+    pub fn hi_tid(&self, agent: AgentId) -> Option<u32> {
+        self.agents.get(agent).map(|a| a.hi_tid)
     }
 
     /// Unregister an agent; its outstanding sends are dropped silently.
-    pub fn unregister(&mut self, _agent: AgentId) -> Result<()> {
-        todo!("engine helper")
+    ///
+    /// # Errors
+    ///
+    /// [`crate::Error::UnknownAgent`] (EINVAL) if `agent` is not registered.
+    pub fn unregister(&mut self, agent: AgentId) -> Result<()> {
+        self.agents.unregister(agent)?;
+        self.purge_agent(agent);
+        Ok(())
     }
 
     /// Queue a MAD for sending.
-    pub fn send(&mut self, _now: Instant, _agent: AgentId, _req: SendRequest<'_>) -> Result<()> {
-        todo!("engine helper")
+    ///
+    /// Requests (no R bit) get the agent's TID high word; responses keep the
+    /// caller's TID. Non-RMPP MADs shorter than 256 bytes are zero-padded.
+    ///
+    /// # Errors
+    ///
+    /// [`crate::Error::UnknownAgent`] (EINVAL) for an unregistered agent;
+    /// [`crate::Error::InvalidArgument`] (EINVAL) for a MAD shorter than 36
+    /// bytes or a directed-route SMP an end node cannot send;
+    /// [`crate::Error::MessageTooLarge`] (EMSGSIZE) for more than 256 bytes
+    /// without RMPP, or more than the RMPP limit;
+    /// [`crate::Error::DuplicateRequest`] (EINVAL) when a request with the
+    /// same TID and class is still outstanding.
+    pub fn send(&mut self, now: Instant, agent: AgentId, req: SendRequest<'_>) -> Result<()> {
+        self.send_inner(now, agent, req)
     }
 
-    /// A MAD arrived.
-    pub fn handle_datagram(&mut self, _now: Instant, _meta: RecvMeta, _mad: &[u8]) {
-        todo!("engine helper")
+    /// A MAD arrived. Anything invalid or unclaimed is dropped and counted in [`Engine::stats`].
+    pub fn handle_datagram(&mut self, now: Instant, meta: RecvMeta, mad: &[u8]) {
+        self.datagram(now, meta, mad);
     }
 
     /// Time passed; fire expired timers.
-    pub fn handle_timeout(&mut self, _now: Instant) {
-        todo!("engine helper")
+    pub fn handle_timeout(&mut self, now: Instant) {
+        while let Some(key) = self.timers.pop_due(now) {
+            self.fire(now, key);
+        }
     }
 
     /// Write the next MAD to send into `out`.
-    pub fn poll_transmit(&mut self, _now: Instant, _out: &mut [u8; MAD_SIZE]) -> Option<Transmit> {
-        todo!("engine helper")
+    pub fn poll_transmit(&mut self, now: Instant, out: &mut [u8; MAD_SIZE]) -> Option<Transmit> {
+        self.transmit(now, out)
     }
 
     /// The earliest deadline, if any.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        todo!("engine helper")
+        self.timers.next_deadline()
     }
 
     /// The next event, removed from the queue.
     pub fn poll_event(&mut self) -> Option<Event> {
-        todo!("engine helper")
+        self.events.pop_front()
     }
 
     /// The next event, left in the queue (for ENOSPC: the message stays queued).
     pub fn peek_event(&self) -> Option<&Event> {
-        todo!("engine helper")
+        self.events.front()
+    }
+
+    /// Events waiting in the queue.
+    pub fn pending_events(&self) -> usize {
+        self.events.len()
+    }
+
+    /// The engine's counters.
+    pub fn stats(&self) -> EngineStats {
+        self.stats
+    }
+
+    /// Queue an event, dropping received data (never timeout reports) when full, as the kernel.
+    fn push_event(&mut self, event: Event) {
+        let always = matches!(event, Event::SendTimedOut { .. });
+        if !always && self.events.len() >= self.config.max_events {
+            self.stats.queue_drops += 1;
+            return;
+        }
+        if matches!(event, Event::Recv { .. }) {
+            self.stats.delivered += 1;
+        }
+        self.events.push_back(event);
+    }
+
+    fn alloc_id(&mut self) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        id
     }
 }

@@ -16,7 +16,27 @@
 //!
 //! Views over MAD headers take the **whole MAD** and use the absolute IBA
 //! offsets (MAD header 0..24, RMPP 24..36, SA 36..56, vendor OUI 37..40, …),
-//! so any view can be made from the same 256-byte buffer.
+//! so any view can be made from the same 256-byte buffer. Views over an
+//! attribute or a record (NodeInfo, PortInfo, NodeDescription, NodeRecord,
+//! PathRecord, ClassPortInfo) wrap that attribute's own bytes, because the
+//! same attribute sits at different offsets (SMP data at 64, inside an SA
+//! record, after a class header). Two views are not MAD formats at all:
+//! [`umad`] is libibumad's `ib_user_mad` C header (host-order words) and
+//! [`grh`] the 40-byte area in front of a UD receive buffer.
+//!
+//! # Modules
+//!
+//! | module | format |
+//! |---|---|
+//! | [`mad`] | common MAD header, 0..24 |
+//! | [`rmpp`] | RMPP header, 24..36 |
+//! | [`smp`] | LID-routed and directed-route SMPs; NodeInfo, PortInfo, NodeDescription |
+//! | [`sa`] | SA header 36..56, record iteration, NodeRecord, PathRecord |
+//! | [`vendor`] | vendor range-2 OUI, 37..40 |
+//! | [`class_port_info`] | ClassPortInfo (72 bytes) |
+//! | [`umad`] | `struct ib_user_mad` header (64 bytes, or 56 on the old ABI) |
+//! | [`grh`] | GRH / RoCE v2 IPv4 header area (40 bytes) |
+//! | [`names`] | code names and a one-line display of any MAD ([`pretty`]) |
 //!
 //! Use `new_checked` when parsing received bytes. When emitting into a
 //! reused buffer, use `new_unchecked` and check the length yourself: stale
@@ -37,6 +57,8 @@ pub mod sa;
 pub mod smp;
 pub mod umad;
 pub mod vendor;
+
+pub use names::{pretty, MadDisplay};
 
 /// A fixed field: a byte range.
 pub(crate) type Field = Range<usize>;

@@ -14,13 +14,41 @@
 //!
 //! Both machines write whole 256-byte MADs (DATA segments, ACK, ABORT, STOP)
 //! into a caller slot; the engine core addresses them.
+//!
+//! # Progress, as the engine reads it
+//!
+//! - Sender: `Complete` once the last segment is ACKed (the engine then
+//!   waits for the response with the user's timeout, or completes the send);
+//!   `Failed { TooManyRetries, notify_peer: false }` when the ACK retries of a
+//!   window ran out (the kernel reports ETIMEDOUT and sends no ABORT). After
+//!   the end every input is ignored and the final progress is repeated (with
+//!   `notify_peer` false once the ABORT has been polled).
+//! - Receiver: `Complete` from `new`/`handle_data` the moment the message is
+//!   whole (take it with `take_message`, which yields it once); the session
+//!   then lingers (`is_lingering`), re-ACKing retransmits and answering
+//!   `Complete` to them, until `handle_timeout` past `deadline` returns
+//!   `Complete` again: drop it then. `Failed { notify_peer: false }` from
+//!   `Receiver::new` means the MAD starts no session (a stray middle segment,
+//!   as the kernel drops it silently) or is not a DATA segment: drop it.
+//! - Dual-sided RMPP: a requester whose last segment is ACKed and which
+//!   expects a response answers with [`format_ds_ack`] (kernel `ack_ds_ack`);
+//!   the responder's completed receive session takes that ACK (segment 0)
+//!   through `Receiver::handle_rmpp` and offers its window as
+//!   `Receiver::reply_window` (1 unless such an ACK said otherwise), which is
+//!   the `window_last` for the response's `Sender` (kernel `init_newwin`).
+
+// The engine core drives these machines; until every entry point is used
+// there, unused ones must not fail the build.
+#![cfg_attr(not(test), allow(dead_code))]
 
 pub(crate) mod recv;
 pub(crate) mod send;
 
 use core::time::Duration;
 
-use crate::wire::rmpp::RmppStatus;
+use crate::wire::mad::METHOD_RESP;
+use crate::wire::rmpp::{self, Packet, RmppStatus, RmppType};
+use crate::wire::MAD_SIZE;
 
 /// RMPP tunables. Defaults match the Linux kernel (`mad_rmpp.c`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,3 +95,104 @@ pub(crate) enum Progress {
         notify_peer: bool,
     },
 }
+
+/// Lowest RMPPStatus an ABORT may carry (T2L).
+const ABORT_MIN: u8 = 118;
+/// Highest RMPPStatus an ABORT may carry (unspecified).
+const ABORT_MAX: u8 = 127;
+
+/// Whether `status` is one an ABORT may carry (kernel `process_rmpp_abort`).
+fn is_abort_status(status: RmppStatus) -> bool {
+    (ABORT_MIN..=ABORT_MAX).contains(&u8::from(status))
+}
+
+/// Data bytes a segment carries after the `hdr_len` header bytes.
+fn data_per_segment(hdr_len: usize) -> usize {
+    MAD_SIZE - hdr_len
+}
+
+/// Write into `out` a reply to `src` in the kernel's `format_ack` /
+/// `nack_recv` shape: `src`'s first `hdr_len` bytes (missing bytes as zero),
+/// the method's response bit flipped, RMPP version 1, `rmpp_type`, flags
+/// Active alone (RRespTime kept), `status`, `seg_num`, `newwin`; the rest zero.
+fn format_reply(
+    src: &[u8],
+    hdr_len: usize,
+    out: &mut [u8; MAD_SIZE],
+    rmpp_type: RmppType,
+    status: RmppStatus,
+    seg_num: u32,
+    newwin: u32,
+) {
+    out.fill(0);
+    let n = hdr_len.min(src.len()).min(MAD_SIZE);
+    out[..n].copy_from_slice(&src[..n]);
+    out[3] ^= METHOD_RESP;
+    let mut p = Packet::new_unchecked(&mut out[..]);
+    let resp_time = p.resp_time();
+    p.set_rmpp_version(rmpp::VERSION);
+    p.set_rmpp_type(rmpp_type);
+    p.set_resp_time_flags(resp_time, rmpp::FLAG_ACTIVE);
+    p.set_rmpp_status(status);
+    p.set_seg_num(seg_num);
+    p.set_paylen_newwin(newwin);
+}
+
+/// Write into `out` the dual-sided RMPP ACK a requester sends when `ack`
+/// (the receiver's final ACK of its request) arrives and a response is
+/// expected (kernel `ack_ds_ack`): `ack`'s first `hdr_len` bytes, method
+/// flipped back, type ACK, segment 0, NewWindowLast 1.
+pub(crate) fn format_ds_ack(ack: &[u8], hdr_len: usize, out: &mut [u8; MAD_SIZE]) {
+    format_reply(ack, hdr_len, out, RmppType::Ack, RmppStatus::Success, 0, 1);
+}
+
+/// Segment `message` (`hdr_len` header bytes, then data) with a sender and
+/// reassemble it with a receiver joined back to back over a perfect link,
+/// with the default [`RmppConfig`]; returns what the receiver delivers.
+///
+/// For benchmarks and smoke tests of the state machines; not a stable API.
+///
+/// # Errors
+///
+/// What `Sender::new` refuses: `InvalidArgument` (EINVAL) for a bad
+/// `hdr_len` or a message shorter than it, `MessageTooLarge` (EMSGSIZE);
+/// `InvalidArgument` if the transfer does not complete.
+#[doc(hidden)]
+pub fn loopback(message: Vec<u8>, hdr_len: usize) -> crate::Result<Vec<u8>> {
+    let cfg = RmppConfig::default();
+    let now = crate::time::Instant::ZERO;
+    let mut tx = send::Sender::new(now, message, hdr_len, 1, cfg.ack_timeout, 0, &cfg)?;
+    let mut rx: Option<recv::Receiver> = None;
+    let mut delivered = None;
+    let (mut seg, mut ack) = ([0u8; MAD_SIZE], [0u8; MAD_SIZE]);
+    let stalled = crate::Error::InvalidArgument("RMPP loopback did not complete");
+    while tx.poll_transmit(now, &mut seg) {
+        let progress = match rx.as_mut() {
+            Some(r) => r.handle_data(now, &seg),
+            None => {
+                let (r, p) = recv::Receiver::new(now, &seg, &cfg);
+                rx = Some(r);
+                p
+            }
+        };
+        let r = rx
+            .as_mut()
+            .ok_or(crate::Error::InvalidArgument("no receiver"))?;
+        match progress {
+            Progress::Pending => {}
+            Progress::Complete => delivered = delivered.or_else(|| r.take_message()),
+            Progress::Failed { .. } => return Err(stalled),
+        }
+        while r.poll_transmit(now, &mut ack) {
+            match tx.handle_rmpp(now, &ack) {
+                Progress::Pending => {}
+                Progress::Complete => return delivered.ok_or(stalled),
+                Progress::Failed { .. } => return Err(stalled),
+            }
+        }
+    }
+    Err(stalled)
+}
+
+#[cfg(test)]
+mod tests;

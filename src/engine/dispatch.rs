@@ -1,0 +1,263 @@
+//! Incoming MADs: validation, response matching, request routing, the
+//! engine's own answer to unclaimed Get/Set, and the duplicate-request filter.
+
+use super::timers::TimerKey;
+use super::txn::TxnState;
+use super::{agent, smi, AgentId, Engine, Event, RecvMeta};
+use crate::time::Instant;
+use crate::types::{MadAddr, Qp, GSI_QKEY};
+use crate::wire::mad::{self, MadStatus, Method, MgmtClass};
+use crate::wire::{rmpp, MAD_SIZE};
+
+/// A delivered request, remembered until its agent answers it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct DedupKey {
+    agent: u32,
+    qpn: u32,
+    lid: u16,
+    gid: Option<[u8; 16]>,
+    tid: u64,
+    class: u8,
+}
+
+impl DedupKey {
+    fn new(agent: AgentId, peer: &MadAddr, tid: u64, class: u8) -> DedupKey {
+        DedupKey {
+            agent: agent.0,
+            qpn: peer.qpn,
+            lid: peer.lid,
+            gid: peer.grh.map(|g| g.gid),
+            tid,
+            class,
+        }
+    }
+}
+
+/// Whether a response from `src` can answer a request sent to `dest` (kernel
+/// `rcv_has_same_gid`): same GID when both carry a GRH, same LID when neither does.
+pub(crate) fn same_peer(dest: &MadAddr, src: &MadAddr) -> bool {
+    match (&dest.grh, &src.grh) {
+        (Some(d), Some(s)) => d.gid == s.gid,
+        (None, None) => dest.lid == src.lid,
+        _ => false,
+    }
+}
+
+/// The address to answer a MAD from `src` on `qp`.
+pub(crate) fn reply_addr(qp: Qp, src: &MadAddr) -> MadAddr {
+    MadAddr {
+        qkey: if qp == Qp::Gsi { GSI_QKEY } else { 0 },
+        ..*src
+    }
+}
+
+pub(crate) fn is_rmpp_active(mad: &[u8]) -> bool {
+    MgmtClass::from(mad[1]).is_rmpp_class() && mad[26] & rmpp::FLAG_ACTIVE != 0
+}
+
+impl Engine {
+    pub(super) fn datagram(&mut self, now: Instant, meta: RecvMeta, bytes: &[u8]) {
+        self.stats.received += 1;
+        if bytes.len() < MAD_SIZE {
+            self.stats.dropped_invalid += 1;
+            return;
+        }
+        let mut buf = [0u8; MAD_SIZE];
+        buf.copy_from_slice(&bytes[..MAD_SIZE]);
+        let pkt = mad::Packet::new_unchecked(&buf[..]);
+        let class = pkt.mgmt_class();
+        // kernel validate_mad: IB base version only; SMPs on QP0 only, GMPs never on QP0.
+        if pkt.base_version() != mad::BASE_VERSION || class.is_smp() != (meta.qp == Qp::Smi) {
+            self.stats.dropped_invalid += 1;
+            return;
+        }
+        if class == MgmtClass::SubnDirectedRoute && !smi::dr_recv(&mut buf[..]) {
+            self.stats.dropped_invalid += 1;
+            return;
+        }
+        let response = mad::Packet::new_unchecked(&buf[..]).is_response();
+        let Some(agent) = self.route(&buf, response) else {
+            self.unrouted(meta, buf, response);
+            return;
+        };
+        if self.rmpp_intercept(now, agent, meta, &buf) {
+            return;
+        }
+        if response {
+            self.recv_response(agent, meta, buf);
+        } else {
+            self.recv_request(now, agent, meta, buf);
+        }
+    }
+
+    /// The agent a MAD belongs to: by TID high word for responses, by
+    /// class/version/method (and OUI) for requests (kernel `find_mad_agent`).
+    fn route(&self, buf: &[u8; MAD_SIZE], response: bool) -> Option<AgentId> {
+        let pkt = mad::Packet::new_unchecked(&buf[..]);
+        if response {
+            return self.agents.by_hi_tid((pkt.tid() >> 32) as u32);
+        }
+        let (class, version) = (u8::from(pkt.mgmt_class()), pkt.class_version());
+        if version >= agent::MAX_CLASS_VERSION {
+            return None;
+        }
+        let oui = if pkt.mgmt_class().is_vendor_range2() {
+            u32::from_be_bytes([0, buf[37], buf[38], buf[39]])
+        } else {
+            0
+        };
+        self.agents
+            .for_request(class, version, u8::from(pkt.method()), oui)
+    }
+
+    /// No agent: responses are unmatched; unclaimed Get/Set get the engine's answer.
+    fn unrouted(&mut self, meta: RecvMeta, mut buf: [u8; MAD_SIZE], response: bool) {
+        if response {
+            self.stats.unmatched_responses += 1;
+            return;
+        }
+        let method = mad::Packet::new_unchecked(&buf[..]).method();
+        if method != Method::Get && method != Method::Set {
+            self.stats.dropped_unclaimed += 1;
+            return;
+        }
+        // kernel generate_unmatched_resp: the request turned around, status
+        // UNSUPPORTED_METHOD_ATTR, plus the direction bit for a DR SMP.
+        let dr = mad::Packet::new_unchecked(&buf[..]).mgmt_class() == MgmtClass::SubnDirectedRoute;
+        let mut pkt = mad::Packet::new_unchecked(&mut buf[..]);
+        pkt.set_method(Method::GetResp);
+        let mut status = MadStatus::UNSUPPORTED_METHOD_ATTR.0;
+        if dr {
+            status |= smi::DIRECTION;
+        }
+        pkt.set_status(MadStatus(status));
+        if dr && !smi::dr_send(&mut buf[..]) {
+            self.stats.dropped_invalid += 1;
+            return;
+        }
+        self.stats.auto_replies += 1;
+        self.tx_queue.push_back(super::txn::Out::Raw {
+            agent: None,
+            qp: meta.qp,
+            dest: reply_addr(meta.qp, &meta.src),
+            mad: Box::new(buf),
+        });
+    }
+
+    fn recv_response(&mut self, agent: AgentId, meta: RecvMeta, buf: [u8; MAD_SIZE]) {
+        let pkt = mad::Packet::new_unchecked(&buf[..]);
+        let (tid, class) = (pkt.tid(), u8::from(pkt.mgmt_class()));
+        if let Some(txn_id) = self.match_response(agent, tid, class, &meta.src) {
+            self.finish_txn(txn_id);
+            self.deliver(agent, meta.src, buf.to_vec());
+            return;
+        }
+        // kernel ib_mad_complete_recv: an agent not running RMPP in the
+        // kernel gets unmatched RMPP-active responses (the later segments).
+        let rmpp_in_engine = self.agents.get(agent).is_some_and(|a| a.kernel_rmpp());
+        if !rmpp_in_engine && is_rmpp_active(&buf) {
+            self.deliver(agent, meta.src, buf.to_vec());
+            return;
+        }
+        self.stats.unmatched_responses += 1;
+    }
+
+    /// The outstanding request (sent or still queued: the kernel's EARLY_RESP)
+    /// this response answers: same TID and class, and the same peer unless DR.
+    pub(super) fn match_response(
+        &self,
+        agent: AgentId,
+        tid: u64,
+        class: u8,
+        src: &MadAddr,
+    ) -> Option<u64> {
+        let &txn_id = self.txn_index.get(&(agent.0, tid, class))?;
+        let txn = self.txns.get(&txn_id)?;
+        if txn.state == TxnState::Backlog {
+            return None;
+        }
+        let dr = MgmtClass::from(class) == MgmtClass::SubnDirectedRoute;
+        (dr || same_peer(&txn.dest, src)).then_some(txn_id)
+    }
+
+    fn recv_request(&mut self, now: Instant, agent: AgentId, meta: RecvMeta, buf: [u8; MAD_SIZE]) {
+        let pkt = mad::Packet::new_unchecked(&buf[..]);
+        let (tid, class, method) = (pkt.tid(), u8::from(pkt.mgmt_class()), pkt.method());
+        if method != Method::Send && !self.remember_request(now, agent, &meta.src, tid, class) {
+            self.stats.dropped_duplicates += 1;
+            return;
+        }
+        self.deliver(agent, meta.src, buf.to_vec());
+    }
+
+    pub(super) fn deliver(&mut self, agent: AgentId, addr: MadAddr, mad: Vec<u8>) {
+        self.push_event(Event::Recv { agent, addr, mad });
+    }
+
+    /// Remember a delivered request; false if it is already remembered (a duplicate).
+    fn remember_request(
+        &mut self,
+        now: Instant,
+        agent: AgentId,
+        src: &MadAddr,
+        tid: u64,
+        class: u8,
+    ) -> bool {
+        let window = self.config.duplicate_request_window;
+        if window.is_zero() {
+            return true;
+        }
+        let key = DedupKey::new(agent, src, tid, class);
+        if self.dedup.contains_key(&key) {
+            return false;
+        }
+        let id = self.alloc_id();
+        let deadline = now + window;
+        self.dedup.insert(key, id);
+        self.dedup_entries.insert(id, (key, deadline));
+        self.timers.set(TimerKey::Dedup(id), None, Some(deadline));
+        true
+    }
+
+    /// The agent answered (or gave up on) a request: its retransmissions are welcome again.
+    pub(super) fn forget_request(&mut self, agent: AgentId, peer: &MadAddr, tid: u64, class: u8) {
+        if let Some(id) = self.dedup.remove(&DedupKey::new(agent, peer, tid, class)) {
+            if let Some((_, deadline)) = self.dedup_entries.remove(&id) {
+                self.timers.set(TimerKey::Dedup(id), Some(deadline), None);
+            }
+        }
+    }
+
+    pub(super) fn dedup_expired(&mut self, id: u64) {
+        if let Some((key, _)) = self.dedup_entries.remove(&id) {
+            self.dedup.remove(&key);
+        }
+    }
+
+    pub(super) fn forget_agent_requests(&mut self, agent: AgentId) {
+        let mut doomed: Vec<u64> = self
+            .dedup_entries
+            .iter()
+            .filter(|(_, (k, _))| k.agent == agent.0)
+            .map(|(&id, _)| id)
+            .collect();
+        doomed.sort_unstable();
+        for id in doomed {
+            if let Some((key, deadline)) = self.dedup_entries.remove(&id) {
+                self.dedup.remove(&key);
+                self.timers.set(TimerKey::Dedup(id), Some(deadline), None);
+            }
+        }
+    }
+
+    /// RMPP MADs of agents that run RMPP in the engine; true if consumed.
+    fn rmpp_intercept(
+        &mut self,
+        _now: Instant,
+        _agent: AgentId,
+        _meta: RecvMeta,
+        _buf: &[u8; MAD_SIZE],
+    ) -> bool {
+        false
+    }
+}

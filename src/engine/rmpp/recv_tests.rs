@@ -1,0 +1,378 @@
+use super::super::tests::{
+    at, cfg, drain_receiver, drain_sender, hdr_of, message, reply, rmpp_of, sender, SA, VENDOR,
+};
+use super::*;
+
+/// All DATA segments of an SA message of `data_len` bytes.
+fn segments(class: u8, data_len: usize) -> Vec<[u8; MAD_SIZE]> {
+    drain_sender(&mut sender(class, data_len, u32::MAX, 0), at(0))
+}
+
+fn failed(status: RmppStatus, notify_peer: bool) -> Progress {
+    Progress::Failed {
+        status,
+        notify_peer,
+    }
+}
+
+/// Set PayloadLength of a segment.
+fn with_paylen(mut m: [u8; MAD_SIZE], v: u32) -> [u8; MAD_SIZE] {
+    Packet::new_unchecked(&mut m[..]).set_paylen_newwin(v);
+    m
+}
+
+/// Check `out` is the one ABORT (or STOP) with `status` answering `src`.
+fn assert_nack(out: &[[u8; MAD_SIZE]], src: &[u8], t: RmppType, status: RmppStatus) {
+    assert_eq!(out.len(), 1);
+    assert_eq!(rmpp_of(&out[0]), (t, status, 0, 0));
+    assert_eq!(out[0][3], src[3] ^ 0x80);
+}
+
+#[test]
+fn in_order_reassembly_is_byte_exact() {
+    for class in [SA, VENDOR] {
+        let hdr = hdr_of(class);
+        for data_len in [0, 1, 199, 200, 201, 200 * 64, 200 * 65 + 3, 100_000] {
+            let segs = segments(class, data_len);
+            let (mut rx, mut p) = Receiver::new(at(0), &segs[0], &cfg());
+            for s in &segs[1..] {
+                assert_eq!(p, Progress::Pending);
+                p = rx.handle_data(at(1), s);
+            }
+            assert_eq!(p, Progress::Complete);
+            let m = rx.take_message().unwrap();
+            let want = message(class, hdr, data_len);
+            assert_eq!(m.len(), hdr + data_len, "kernel mad_len = hdr + data");
+            assert_eq!(&m[..24], &want[..24]);
+            assert_eq!(
+                &m[24..36],
+                &segs[0][24..36],
+                "the first segment's RMPP header"
+            );
+            assert_eq!(&m[36..], &want[36..]);
+            assert_eq!(rx.take_message(), None, "once");
+        }
+    }
+}
+
+#[test]
+fn acks_at_window_end_and_on_last() {
+    let segs = segments(SA, 200 * 130);
+    let (mut rx, _) = Receiver::new(at(0), &segs[0], &cfg());
+    let acks = drain_receiver(&mut rx, at(0));
+    assert_eq!(
+        rmpp_of(&acks[0]),
+        (RmppType::Ack, RmppStatus::Success, 1, 65)
+    );
+    assert_eq!(rx.window_last(), 65);
+    for s in &segs[1..64] {
+        rx.handle_data(at(1), s);
+    }
+    assert!(
+        drain_receiver(&mut rx, at(1)).is_empty(),
+        "no ACK inside the window"
+    );
+    rx.handle_data(at(1), &segs[64]);
+    let ack = drain_receiver(&mut rx, at(1));
+    assert_eq!(
+        rmpp_of(&ack[0]),
+        (RmppType::Ack, RmppStatus::Success, 65, 129)
+    );
+    for s in &segs[65..] {
+        rx.handle_data(at(2), s);
+    }
+    let ack = drain_receiver(&mut rx, at(2));
+    assert_eq!(
+        rmpp_of(&ack[0]),
+        (RmppType::Ack, RmppStatus::Success, 130, 193)
+    );
+    // The ACK's shape (kernel format_ack): data headers, method flipped, Active only.
+    let a = &ack[0];
+    assert_eq!(a[3], segs[0][3] ^ 0x80);
+    assert_eq!(&a[..3], &segs[0][..3]);
+    assert_eq!(&a[4..24], &segs[0][4..24]);
+    assert_eq!(&a[36..56], &segs[0][36..56], "class header copied");
+    assert_eq!(
+        (a[24], a[26]),
+        (1, (rmpp::RESP_TIME_NONE << 3) | rmpp::FLAG_ACTIVE)
+    );
+    assert!(a[56..].iter().all(|&b| b == 0));
+}
+
+#[test]
+fn duplicate_reack() {
+    let segs = segments(SA, 200 * 10);
+    let (mut rx, _) = Receiver::new(at(0), &segs[0], &cfg());
+    drain_receiver(&mut rx, at(0));
+    rx.handle_data(at(1), &segs[1]);
+    rx.handle_data(at(1), &segs[2]);
+    // Segment 2 was received but not ACKed: its copy is dropped.
+    assert_eq!(rx.handle_data(at(2), &segs[1]), Progress::Pending);
+    assert!(drain_receiver(&mut rx, at(2)).is_empty());
+    // Segment 1 was ACKed: its copy is answered with the current state.
+    rx.handle_data(at(3), &segs[0]);
+    let ack = drain_receiver(&mut rx, at(3));
+    assert_eq!(
+        rmpp_of(&ack[0]),
+        (RmppType::Ack, RmppStatus::Success, 3, 65)
+    );
+    // That ACK covered segment 2: now its copy is answered too.
+    rx.handle_data(at(4), &segs[1]);
+    assert_eq!(drain_receiver(&mut rx, at(4)).len(), 1);
+    assert_eq!((rx.stats().reacked, rx.stats().duplicates), (2, 1));
+}
+
+#[test]
+fn out_of_order_inside_window_is_held() {
+    let segs = segments(SA, 200 * 5);
+    let (mut rx, _) = Receiver::new(at(0), &segs[0], &cfg());
+    for i in [4, 2, 3] {
+        assert_eq!(rx.handle_data(at(1), &segs[i]), Progress::Pending);
+    }
+    assert_eq!(rx.stats().held, 3);
+    assert_eq!(rx.handle_data(at(1), &segs[1]), Progress::Complete);
+    assert_eq!(
+        rx.take_message().unwrap()[56..],
+        message(SA, 56, 1000)[56..]
+    );
+}
+
+#[test]
+fn out_of_window_drop() {
+    let segs = segments(SA, 200 * 100);
+    let (mut rx, _) = Receiver::new(at(0), &segs[0], &cfg());
+    drain_receiver(&mut rx, at(0));
+    assert_eq!(
+        rx.handle_data(at(1), &segs[65]),
+        Progress::Pending,
+        "segment 66 > 65"
+    );
+    assert!(drain_receiver(&mut rx, at(1)).is_empty());
+    assert_eq!(rx.stats().out_of_window, 1);
+    assert_eq!(rx.stats().held, 0);
+}
+
+#[test]
+fn bad_segment_first_flag_mismatch() {
+    let segs = segments(SA, 200 * 3);
+    let mut no_first = segs[0];
+    no_first[26] &= !rmpp::FLAG_FIRST;
+    let (mut rx, p) = Receiver::new(at(0), &no_first, &cfg());
+    assert_eq!(p, failed(RmppStatus::BadSegment, true));
+    assert_nack(
+        &drain_receiver(&mut rx, at(0)),
+        &no_first,
+        RmppType::Abort,
+        RmppStatus::BadSegment,
+    );
+    assert_eq!(rx.deadline(), None);
+
+    let (mut rx, _) = Receiver::new(at(0), &segs[0], &cfg());
+    drain_receiver(&mut rx, at(0));
+    let mut first_flag = segs[1];
+    first_flag[26] |= rmpp::FLAG_FIRST;
+    assert_eq!(
+        rx.handle_data(at(1), &first_flag),
+        failed(RmppStatus::BadSegment, true)
+    );
+    assert_nack(
+        &drain_receiver(&mut rx, at(1)),
+        &first_flag,
+        RmppType::Abort,
+        RmppStatus::BadSegment,
+    );
+}
+
+#[test]
+fn stray_middle_segment_starts_nothing_silently() {
+    let segs = segments(SA, 200 * 3);
+    let (mut rx, p) = Receiver::new(at(0), &segs[1], &cfg());
+    assert_eq!(p, failed(RmppStatus::BadSegment, false));
+    assert!(drain_receiver(&mut rx, at(0)).is_empty());
+    let ack = reply(&segs[0], RmppType::Ack, 0, 1, 1);
+    let (_, p) = Receiver::new(at(0), &ack, &cfg());
+    assert_eq!(p, failed(RmppStatus::BadType, false));
+}
+
+#[test]
+fn bad_version_and_status_are_aborted() {
+    let segs = segments(SA, 200 * 3);
+    let mut v2 = segs[0];
+    v2[24] = 2;
+    let (mut rx, p) = Receiver::new(at(0), &v2, &cfg());
+    assert_eq!(p, failed(RmppStatus::UnsupportedVersion, true));
+    assert_nack(
+        &drain_receiver(&mut rx, at(0)),
+        &v2,
+        RmppType::Abort,
+        RmppStatus::UnsupportedVersion,
+    );
+    let mut st = segs[0];
+    st[27] = 5;
+    let (_, p) = Receiver::new(at(0), &st, &cfg());
+    assert_eq!(p, failed(RmppStatus::BadStatus, true));
+}
+
+#[test]
+fn bad_length_first_claim_beyond_max_message() {
+    let segs = segments(SA, 200 * 3);
+    // A claim of ~4 GiB: refused before any allocation.
+    let huge = with_paylen(segs[0], u32::MAX - 100);
+    let (mut rx, p) = Receiver::new(at(0), &huge, &cfg());
+    assert_eq!(p, failed(RmppStatus::BadLength, true));
+    assert_nack(
+        &drain_receiver(&mut rx, at(0)),
+        &huge,
+        RmppType::Abort,
+        RmppStatus::BadLength,
+    );
+    let small = RmppConfig {
+        max_message: 600,
+        ..cfg()
+    };
+    let (_, p) = Receiver::new(at(0), &segs[0], &small);
+    assert_eq!(p, failed(RmppStatus::BadLength, true), "656 bytes > 600");
+}
+
+#[test]
+fn bad_length_last_inconsistent_with_total() {
+    let segs = segments(SA, 200 * 3 - 10);
+    // The last segment's PayloadLength disagrees with the first's total.
+    let (mut rx, _) = Receiver::new(at(0), &segs[0], &cfg());
+    rx.handle_data(at(1), &segs[1]);
+    let bad_last = with_paylen(segs[2], 200);
+    assert_eq!(
+        rx.handle_data(at(1), &bad_last),
+        failed(RmppStatus::BadLength, true)
+    );
+    // Last arrives earlier than announced.
+    let (mut rx, _) = Receiver::new(at(0), &segs[0], &cfg());
+    let mut early_last = segs[1];
+    early_last[26] |= rmpp::FLAG_LAST;
+    assert_eq!(
+        rx.handle_data(at(1), &early_last),
+        failed(RmppStatus::BadLength, true)
+    );
+    // A first segment announcing one segment but not Last.
+    let (_, p) = Receiver::new(at(0), &with_paylen(segs[0], 100), &cfg());
+    assert_eq!(p, failed(RmppStatus::BadLength, true));
+    // Unannounced length, last PayloadLength removing more than the segment holds.
+    let (mut rx, _) = Receiver::new(at(0), &with_paylen(segs[0], 0), &cfg());
+    rx.handle_data(at(1), &segs[1]);
+    assert_eq!(
+        rx.handle_data(at(1), &with_paylen(segs[2], 10)),
+        failed(RmppStatus::BadLength, true)
+    );
+}
+
+#[test]
+fn unannounced_transfer_beyond_max_message_is_stopped() {
+    let segs = segments(SA, 200 * 10);
+    let small = RmppConfig {
+        max_message: 56 + 200 * 4,
+        ..cfg()
+    };
+    let (mut rx, p) = Receiver::new(at(0), &with_paylen(segs[0], 0), &small);
+    assert_eq!(p, Progress::Pending);
+    for s in &segs[1..4] {
+        assert_eq!(rx.handle_data(at(1), s), Progress::Pending);
+    }
+    drain_receiver(&mut rx, at(1));
+    assert_eq!(
+        rx.handle_data(at(1), &segs[4]),
+        failed(RmppStatus::ResourcesExhausted, true)
+    );
+    assert_nack(
+        &drain_receiver(&mut rx, at(1)),
+        &segs[4],
+        RmppType::Stop,
+        RmppStatus::ResourcesExhausted,
+    );
+}
+
+#[test]
+fn total_time_too_long() {
+    let segs = segments(SA, 200 * 3);
+    let (mut rx, _) = Receiver::new(at(0), &segs[0], &cfg());
+    drain_receiver(&mut rx, at(0));
+    assert_eq!(rx.deadline(), Some(at(40_000)));
+    assert_eq!(rx.handle_timeout(at(39_999)), Progress::Pending);
+    assert_eq!(
+        rx.handle_timeout(at(40_000)),
+        failed(RmppStatus::TotalTimeTooLong, true)
+    );
+    assert_nack(
+        &drain_receiver(&mut rx, at(40_000)),
+        &segs[0],
+        RmppType::Abort,
+        RmppStatus::TotalTimeTooLong,
+    );
+    assert_eq!(rx.deadline(), None);
+    assert_eq!(
+        rx.handle_data(at(40_001), &segs[1]),
+        failed(RmppStatus::TotalTimeTooLong, false)
+    );
+}
+
+#[test]
+fn linger_reack_then_expiry() {
+    let segs = segments(SA, 200 * 3);
+    let (mut rx, _) = Receiver::new(at(0), &segs[0], &cfg());
+    rx.handle_data(at(1), &segs[1]);
+    assert_eq!(rx.handle_data(at(2), &segs[2]), Progress::Complete);
+    assert!(rx.is_lingering());
+    let ack = drain_receiver(&mut rx, at(2));
+    assert_eq!(
+        rmpp_of(&ack[0]),
+        (RmppType::Ack, RmppStatus::Success, 3, 65)
+    );
+    assert!(rx.take_message().is_some());
+    assert_eq!(rx.deadline(), Some(at(10_002)));
+    // A retransmit of any segment of the window is answered with the final ACK.
+    for s in &segs {
+        assert_eq!(rx.handle_data(at(5000), s), Progress::Complete);
+        let again = drain_receiver(&mut rx, at(5000));
+        assert_eq!(
+            rmpp_of(&again[0]),
+            (RmppType::Ack, RmppStatus::Success, 3, 65)
+        );
+    }
+    assert_eq!(rx.take_message(), None);
+    assert_eq!(rx.handle_timeout(at(10_001)), Progress::Pending);
+    assert_eq!(
+        rx.handle_timeout(at(10_002)),
+        Progress::Complete,
+        "drop it now"
+    );
+}
+
+#[test]
+fn single_segment_completes_at_once() {
+    let segs = segments(VENDOR, 5);
+    let (mut rx, p) = Receiver::new(at(0), &segs[0], &cfg());
+    assert_eq!(p, Progress::Complete);
+    let ack = drain_receiver(&mut rx, at(0));
+    assert_eq!(rmpp_of(&ack[0]), (RmppType::Ack, RmppStatus::Success, 1, 1));
+    assert_eq!(rx.take_message().unwrap().len(), 45);
+}
+
+#[test]
+fn abort_from_sender_ends_silently_and_ds_ack_sets_reply_window() {
+    let segs = segments(SA, 200 * 3);
+    let (mut rx, _) = Receiver::new(at(0), &segs[0], &cfg());
+    drain_receiver(&mut rx, at(0));
+    let abort = reply(&segs[0], RmppType::Abort, 127, 0, 0);
+    assert_eq!(
+        rx.handle_rmpp(at(1), &abort),
+        failed(RmppStatus::Unspecified, false)
+    );
+    assert!(drain_receiver(&mut rx, at(1)).is_empty());
+
+    let (mut rx, _) = Receiver::new(at(0), &segs[0], &cfg());
+    rx.handle_data(at(0), &segs[1]);
+    rx.handle_data(at(0), &segs[2]);
+    assert_eq!(rx.reply_window(), 1);
+    let ds = reply(&segs[0], RmppType::Ack, 0, 0, 7);
+    assert_eq!(rx.handle_rmpp(at(1), &ds), Progress::Complete);
+    assert_eq!(rx.reply_window(), 7);
+}

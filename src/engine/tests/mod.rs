@@ -1,0 +1,10 @@
+//! Engine tests, all in virtual time (see [`harness`]). One file per concern;
+//! test names say the behaviour they check.
+
+pub(crate) mod harness;
+
+mod agents;
+mod dispatch;
+mod limits;
+mod requests;
+mod timers;

@@ -1,0 +1,158 @@
+//! Timeouts, retries and the deadline index.
+
+use core::time::Duration;
+
+use super::harness::*;
+use crate::engine::{AgentId, Engine, EngineConfig, Event, SendRequest};
+use crate::time::Instant;
+use crate::types::{MadAddr, Qp};
+use crate::wire::MAD_SIZE;
+
+fn client() -> (Engine, AgentId) {
+    let mut e = Engine::new(EngineConfig {
+        rng_seed: 5,
+        ..EngineConfig::default()
+    });
+    let a = e.register(gsi_agent(0x04, 0, &[])).unwrap();
+    (e, a)
+}
+
+fn dest() -> MadAddr {
+    MadAddr {
+        qpn: 1,
+        lid: 2,
+        ..MadAddr::default()
+    }
+}
+
+fn send(e: &mut Engine, now: Instant, a: AgentId, tid: u64, timeout_ms: u32, retries: u32) {
+    let m = mad(0x04, 0x01, tid);
+    e.send(
+        now,
+        a,
+        SendRequest {
+            addr: dest(),
+            mad: &m,
+            timeout_ms,
+            retries,
+        },
+    )
+    .unwrap();
+}
+
+fn drain(e: &mut Engine, now: Instant) -> usize {
+    let mut buf = [0u8; MAD_SIZE];
+    let mut n = 0;
+    while e.poll_transmit(now, &mut buf).is_some() {
+        n += 1;
+    }
+    n
+}
+
+#[test]
+fn timeouts_report_original_header() {
+    let (mut e, a) = client();
+    let hi = u64::from(e.hi_tid(a).unwrap());
+    send(&mut e, Instant::ZERO, a, 0xffff_ffff_0000_0042, 100, 0);
+    let mut buf = [0u8; MAD_SIZE];
+    e.poll_transmit(Instant::ZERO, &mut buf).unwrap();
+    e.handle_timeout(Instant::from_millis(100));
+    match e.poll_event() {
+        Some(Event::SendTimedOut {
+            agent,
+            addr,
+            header,
+        }) => {
+            assert_eq!(agent, a);
+            assert_eq!(addr, dest());
+            assert_eq!(header[..], buf[..24]);
+            assert_eq!(tid_of(&header), hi << 32 | 0x42);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(e.stats().timeouts, 1);
+}
+
+#[test]
+fn timeouts_after_every_retry() {
+    let (mut e, a) = client();
+    send(&mut e, Instant::ZERO, a, 1, 100, 2);
+    let mut now = Instant::ZERO;
+    let mut sends = drain(&mut e, now);
+    while let Some(t) = e.poll_timeout() {
+        now = t;
+        e.handle_timeout(now);
+        sends += drain(&mut e, now);
+    }
+    assert_eq!(sends, 3);
+    assert_eq!(now, Instant::from_millis(300));
+    assert!(matches!(e.poll_event(), Some(Event::SendTimedOut { .. })));
+    assert_eq!((e.stats().retries, e.stats().timeouts), (2, 1));
+}
+
+#[test]
+fn timers_start_at_send_completion() {
+    let (mut e, a) = client();
+    send(&mut e, Instant::ZERO, a, 1, 100, 0);
+    assert_eq!(
+        e.poll_timeout(),
+        None,
+        "no timer before the send is handed out"
+    );
+    drain(&mut e, Instant::from_millis(50));
+    assert_eq!(e.poll_timeout(), Some(Instant::from_millis(150)));
+}
+
+#[test]
+fn timers_early_handle_timeout_does_nothing() {
+    let (mut e, a) = client();
+    send(&mut e, Instant::ZERO, a, 1, 100, 0);
+    drain(&mut e, Instant::ZERO);
+    e.handle_timeout(Instant::from_millis(99));
+    assert!(e.poll_event().is_none());
+    assert_eq!(e.poll_timeout(), Some(Instant::from_millis(100)));
+    assert_eq!(drain(&mut e, Instant::from_millis(99)), 0);
+}
+
+#[test]
+fn timers_poll_timeout_is_earliest_deadline() {
+    let (mut e, a) = client();
+    for (i, ms) in [(1u64, 300u32), (2, 100), (3, 200)] {
+        send(&mut e, Instant::ZERO, a, i, ms, 0);
+    }
+    drain(&mut e, Instant::ZERO);
+    let mut order = Vec::new();
+    while let Some(t) = e.poll_timeout() {
+        e.handle_timeout(t);
+        while let Some(Event::SendTimedOut { header, .. }) = e.poll_event() {
+            order.push((t, tid_of(&header) & 0xffff_ffff));
+        }
+    }
+    let ms = |x| Instant::from_millis(x);
+    assert_eq!(order, vec![(ms(100), 2), (ms(200), 3), (ms(300), 1)]);
+}
+
+#[test]
+fn timers_index_holds_one_entry_per_waiting_request() {
+    let (mut e, a) = client();
+    for i in 0..1000 {
+        send(&mut e, Instant::ZERO, a, i, 1000, 0);
+    }
+    drain(&mut e, Instant::ZERO);
+    assert_eq!(e.timers.len(), 1000);
+    let hi = u64::from(e.hi_tid(a).unwrap());
+    let meta = crate::engine::RecvMeta {
+        qp: Qp::Gsi,
+        src: dest(),
+    };
+    for i in 0..1000 {
+        e.handle_datagram(
+            Instant::from_millis(1),
+            meta,
+            &mad(0x04, 0x81, hi << 32 | i),
+        );
+    }
+    assert_eq!(e.timers.len(), 0, "answered requests leave no timer behind");
+    assert_eq!(e.stats().delivered, 1000);
+    let _ = Duration::ZERO;
+}

@@ -1,0 +1,281 @@
+//! Outgoing work: requests in flight (TID stamping, duplicate sends,
+//! retries, timeouts, the per-agent backlog) and the transmit queue.
+
+use core::time::Duration;
+
+use super::timers::TimerKey;
+use super::{smi, AgentId, Engine, Event, SendRequest, Transmit};
+use crate::time::Instant;
+use crate::types::{MadAddr, Qp};
+use crate::wire::mad::{self, MgmtClass};
+use crate::wire::{rmpp, MAD_SIZE};
+use crate::{Error, Result};
+
+/// What identifies an outstanding request: agent, full TID, class.
+pub(crate) type TxnKey = (u32, u64, u8);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TxnState {
+    /// Waiting for the agent's outstanding count to drop.
+    Backlog,
+    /// In the transmit queue.
+    Queued,
+    /// Handed out; the response timer runs.
+    Waiting,
+}
+
+/// One request that expects a response.
+#[derive(Debug)]
+pub(crate) struct Txn {
+    pub(crate) agent: AgentId,
+    pub(crate) tid: u64,
+    pub(crate) class: u8,
+    pub(crate) qp: Qp,
+    pub(crate) dest: MadAddr,
+    pub(crate) mad: Box<[u8; MAD_SIZE]>,
+    pub(crate) timeout: Duration,
+    pub(crate) retries_left: u32,
+    pub(crate) state: TxnState,
+    pub(crate) deadline: Option<Instant>,
+}
+
+impl Txn {
+    pub(crate) fn key(&self) -> TxnKey {
+        (self.agent.0, self.tid, self.class)
+    }
+}
+
+/// An entry of the transmit queue.
+#[derive(Debug)]
+pub(crate) enum Out {
+    /// A request (first attempt or retry); skipped if it completed meanwhile.
+    Txn(u64),
+    /// A MAD that expects nothing back: a response, a `timeout_ms == 0` send,
+    /// or an answer of the engine itself (`agent == None`).
+    Raw {
+        agent: Option<(AgentId, u64)>,
+        qp: Qp,
+        dest: MadAddr,
+        mad: Box<[u8; MAD_SIZE]>,
+    },
+}
+
+impl Engine {
+    pub(super) fn send_inner(
+        &mut self,
+        now: Instant,
+        id: AgentId,
+        req: SendRequest<'_>,
+    ) -> Result<()> {
+        let _ = now;
+        let agent = self.agents.get(id).ok_or(Error::UnknownAgent(id.0))?;
+        let (qp, hi_tid, serial) = (agent.spec.qp, agent.hi_tid, agent.serial);
+        let bytes = req.mad;
+        if bytes.len() < rmpp::END {
+            return Err(Error::InvalidArgument("MAD shorter than 36 bytes"));
+        }
+        if bytes.len() > MAD_SIZE {
+            return Err(Error::MessageTooLarge {
+                len: bytes.len(),
+                limit: MAD_SIZE,
+            });
+        }
+        let mut buf = Box::new([0u8; MAD_SIZE]);
+        buf[..bytes.len()].copy_from_slice(bytes);
+        let mut pkt = mad::Packet::new_unchecked(&mut buf[..]);
+        let class = u8::from(pkt.mgmt_class());
+        let response = pkt.is_response();
+        let tid = if response {
+            pkt.tid()
+        } else {
+            (u64::from(hi_tid) << 32) | (pkt.tid() & 0xffff_ffff)
+        };
+        pkt.set_tid(tid);
+        if MgmtClass::from(class) == MgmtClass::SubnDirectedRoute && !smi::dr_send(&mut buf[..]) {
+            return Err(Error::InvalidArgument(
+                "directed-route SMP with a hop pointer an end node cannot send",
+            ));
+        }
+        if response {
+            self.forget_request(id, &req.addr, tid, class);
+        }
+        if req.timeout_ms == 0 {
+            self.tx_queue.push_back(Out::Raw {
+                agent: Some((id, serial)),
+                qp,
+                dest: req.addr,
+                mad: buf,
+            });
+            return Ok(());
+        }
+        let key = (id.0, tid, class);
+        if self.txn_index.contains_key(&key) {
+            return Err(Error::DuplicateRequest(tid));
+        }
+        let txn_id = self.alloc_id();
+        self.txn_index.insert(key, txn_id);
+        self.txns.insert(
+            txn_id,
+            Txn {
+                agent: id,
+                tid,
+                class,
+                qp,
+                dest: req.addr,
+                mad: buf,
+                timeout: Duration::from_millis(u64::from(req.timeout_ms)),
+                retries_left: req.retries,
+                state: TxnState::Backlog,
+                deadline: None,
+            },
+        );
+        self.stats.outstanding += 1;
+        self.admit(id, txn_id);
+        Ok(())
+    }
+
+    /// Queue a new request, or park it in the agent's backlog when the agent is at its limit.
+    fn admit(&mut self, id: AgentId, txn_id: u64) {
+        let limit = self.config.max_outstanding_per_agent;
+        let Some(agent) = self.agents.get_mut(id) else {
+            return;
+        };
+        if limit != 0 && agent.active >= limit {
+            self.backlogs[id.0 as usize].push_back(txn_id);
+            self.stats.backlogged += 1;
+            self.stats.backlog_depth += 1;
+            return;
+        }
+        agent.active += 1;
+        if let Some(txn) = self.txns.get_mut(&txn_id) {
+            txn.state = TxnState::Queued;
+        }
+        self.tx_queue.push_back(Out::Txn(txn_id));
+    }
+
+    /// Remove a finished request (answered, timed out) and let the backlog move.
+    pub(super) fn finish_txn(&mut self, txn_id: u64) -> Option<Txn> {
+        let txn = self.txns.remove(&txn_id)?;
+        self.txn_index.remove(&txn.key());
+        self.timers.set(TimerKey::Txn(txn_id), txn.deadline, None);
+        self.stats.outstanding -= 1;
+        if txn.state == TxnState::Backlog {
+            let backlog = &mut self.backlogs[txn.agent.0 as usize];
+            backlog.retain(|&t| t != txn_id);
+            self.stats.backlog_depth -= 1;
+            return Some(txn);
+        }
+        if let Some(agent) = self.agents.get_mut(txn.agent) {
+            agent.active = agent.active.saturating_sub(1);
+        }
+        if let Some(next) = self.backlogs[txn.agent.0 as usize].pop_front() {
+            self.stats.backlog_depth -= 1;
+            self.admit(txn.agent, next);
+        }
+        Some(txn)
+    }
+
+    pub(super) fn transmit(&mut self, now: Instant, out: &mut [u8; MAD_SIZE]) -> Option<Transmit> {
+        while let Some(item) = self.tx_queue.pop_front() {
+            match item {
+                Out::Txn(txn_id) => {
+                    let Some(txn) = self.txns.get_mut(&txn_id) else {
+                        continue;
+                    };
+                    if txn.state != TxnState::Queued {
+                        continue;
+                    }
+                    out.copy_from_slice(&txn.mad[..]);
+                    txn.state = TxnState::Waiting;
+                    let deadline = now + txn.timeout;
+                    let old = txn.deadline.replace(deadline);
+                    let tx = Transmit {
+                        qp: txn.qp,
+                        dest: txn.dest,
+                        len: MAD_SIZE,
+                    };
+                    self.timers.set(TimerKey::Txn(txn_id), old, Some(deadline));
+                    self.stats.sent += 1;
+                    return Some(tx);
+                }
+                Out::Raw {
+                    agent,
+                    qp,
+                    dest,
+                    mad,
+                } => {
+                    if let Some((id, serial)) = agent {
+                        if self.agents.get(id).map(|a| a.serial) != Some(serial) {
+                            continue;
+                        }
+                    }
+                    out.copy_from_slice(&mad[..]);
+                    self.stats.sent += 1;
+                    return Some(Transmit {
+                        qp,
+                        dest,
+                        len: MAD_SIZE,
+                    });
+                }
+            }
+        }
+        None
+    }
+
+    pub(super) fn fire(&mut self, now: Instant, key: TimerKey) {
+        match key {
+            TimerKey::Txn(txn_id) => self.txn_expired(txn_id),
+            TimerKey::Dedup(dedup_id) => self.dedup_expired(dedup_id),
+        }
+        let _ = now;
+    }
+
+    fn txn_expired(&mut self, txn_id: u64) {
+        let Some(txn) = self.txns.get_mut(&txn_id) else {
+            return;
+        };
+        txn.deadline = None;
+        if txn.state != TxnState::Waiting {
+            return;
+        }
+        if txn.retries_left > 0 {
+            txn.retries_left -= 1;
+            txn.state = TxnState::Queued;
+            self.stats.retries += 1;
+            self.tx_queue.push_back(Out::Txn(txn_id));
+            return;
+        }
+        if let Some(txn) = self.finish_txn(txn_id) {
+            self.stats.timeouts += 1;
+            let mut header = [0u8; mad::HEADER_LEN];
+            header.copy_from_slice(&txn.mad[..mad::HEADER_LEN]);
+            self.push_event(Event::SendTimedOut {
+                agent: txn.agent,
+                addr: txn.dest,
+                header,
+            });
+        }
+    }
+
+    /// Drop everything of an unregistered agent, silently (the kernel flushes).
+    pub(super) fn purge_agent(&mut self, id: AgentId) {
+        let mut doomed: Vec<u64> = self
+            .txns
+            .iter()
+            .filter(|(_, t)| t.agent == id)
+            .map(|(&k, _)| k)
+            .collect();
+        doomed.sort_unstable();
+        for txn_id in &doomed {
+            if let Some(txn) = self.txns.remove(txn_id) {
+                self.txn_index.remove(&txn.key());
+                self.timers.set(TimerKey::Txn(*txn_id), txn.deadline, None);
+                self.stats.outstanding -= 1;
+            }
+        }
+        let backlog = &mut self.backlogs[id.0 as usize];
+        self.stats.backlog_depth -= backlog.len() as u64;
+        backlog.clear();
+        self.forget_agent_requests(id);
+    }
+}
