@@ -104,8 +104,6 @@ pub struct UmadDeviceNode {
     pub ca_name: *const c_char,
 }
 
-/// `UMAD_USER_RMPP`.
-pub const UMAD_USER_RMPP: u32 = 1 << 0;
 
 const _: () = {
     assert!(size_of::<IbMadAddr>() == 44);

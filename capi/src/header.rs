@@ -9,13 +9,11 @@ use crate::boundary::guard;
 pub(crate) const HEADER_SIZE: usize = core::mem::size_of::<IbUserMad>();
 
 /// `size_t umad_size(void)`: 64.
-#[no_mangle]
 pub extern "C" fn umad_size() -> usize {
     HEADER_SIZE
 }
 
 /// `void *umad_get_mad(void *umad)`: the MAD after the header.
-#[no_mangle]
 pub extern "C" fn umad_get_mad(umad: *mut c_void) -> *mut c_void {
     if umad.is_null() {
         return core::ptr::null_mut();
@@ -24,7 +22,6 @@ pub extern "C" fn umad_get_mad(umad: *mut c_void) -> *mut c_void {
 }
 
 /// `ib_mad_addr_t *umad_get_mad_addr(void *umad)`.
-#[no_mangle]
 pub extern "C" fn umad_get_mad_addr(umad: *mut c_void) -> *mut IbMadAddr {
     if umad.is_null() {
         return core::ptr::null_mut();
@@ -49,13 +46,11 @@ fn with_header<R>(umad: *mut c_void, fallback: R, f: impl FnOnce(&mut IbUserMad)
 }
 
 /// `int umad_status(void *umad)`: 0, or ETIMEDOUT for a send-timeout completion.
-#[no_mangle]
 pub extern "C" fn umad_status(umad: *mut c_void) -> c_int {
     with_header(umad, -vmad::error::errno::EINVAL, |h| h.status as c_int)
 }
 
 /// `int umad_set_addr(void *umad, int dlid, int dqp, int sl, int qkey)`: host-order values.
-#[no_mangle]
 pub extern "C" fn umad_set_addr(umad: *mut c_void, dlid: c_int, dqp: c_int, sl: c_int, qkey: c_int) -> c_int {
     with_header(umad, -vmad::error::errno::EINVAL, |h| {
         h.addr.qpn = (dqp as u32).to_be();
@@ -67,7 +62,6 @@ pub extern "C" fn umad_set_addr(umad: *mut c_void, dlid: c_int, dqp: c_int, sl: 
 }
 
 /// `int umad_set_addr_net(void *umad, __be16 dlid, __be32 dqp, int sl, __be32 qkey)`: stored as given.
-#[no_mangle]
 pub extern "C" fn umad_set_addr_net(umad: *mut c_void, dlid: u16, dqp: u32, sl: c_int, qkey: u32) -> c_int {
     with_header(umad, -vmad::error::errno::EINVAL, |h| {
         h.addr.qpn = dqp;
@@ -80,7 +74,6 @@ pub extern "C" fn umad_set_addr_net(umad: *mut c_void, dlid: u16, dqp: u32, sl: 
 
 /// `int umad_set_grh(void *umad, void *mad_addr)`: NULL clears grh_present; otherwise copies
 /// gid, hop limit, traffic class and the host-order flow label (not gid_index, as libibumad).
-#[no_mangle]
 pub extern "C" fn umad_set_grh(umad: *mut c_void, mad_addr: *mut c_void) -> c_int {
     with_header(umad, -vmad::error::errno::EINVAL, |h| {
         if mad_addr.is_null() {
@@ -99,7 +92,6 @@ pub extern "C" fn umad_set_grh(umad: *mut c_void, mad_addr: *mut c_void) -> c_in
 }
 
 /// `int umad_set_pkey(void *umad, int pkey_index)`.
-#[no_mangle]
 pub extern "C" fn umad_set_pkey(umad: *mut c_void, pkey_index: c_int) -> c_int {
     with_header(umad, -vmad::error::errno::EINVAL, |h| {
         h.addr.pkey_index = pkey_index as u16;
@@ -108,7 +100,6 @@ pub extern "C" fn umad_set_pkey(umad: *mut c_void, pkey_index: c_int) -> c_int {
 }
 
 /// `int umad_get_pkey(void *umad)`.
-#[no_mangle]
 pub extern "C" fn umad_get_pkey(umad: *mut c_void) -> c_int {
     with_header(umad, -vmad::error::errno::EINVAL, |h| c_int::from(h.addr.pkey_index))
 }
