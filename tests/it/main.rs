@@ -1,1 +1,7 @@
 //! vmad's one integration-test binary: everything here goes through the public API.
+
+mod dr_walk;
+mod ibsim;
+mod sim_fabric;
+mod umad_semantics;
+mod util;
