@@ -104,7 +104,6 @@ pub struct UmadDeviceNode {
     pub ca_name: *const c_char,
 }
 
-
 const _: () = {
     assert!(size_of::<IbMadAddr>() == 44);
     assert!(offset_of!(IbMadAddr, gid) == 16);
@@ -125,3 +124,108 @@ const _: () = {
     assert!(offset_of!(UmadRegAttr, oui) == 24);
     assert!(size_of::<UmadCaPair>() == 48);
 };
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The same table `capi/tests/c/layout.c` prints from the C headers.
+    #[test]
+    fn layout_matches_the_c_headers() {
+        let mut t = String::new();
+        let mut s = |name: &str, v: usize| t.push_str(&format!("sizeof {name} {v}\n"));
+        macro_rules! o {
+            ($t:expr, $ty:ty, $($f:ident),*) => {
+                $(t.push_str(&format!("offsetof {}.{} {}\n", $t, stringify!($f), offset_of!($ty, $f)));)*
+            };
+        }
+        s("ib_mad_addr_t", size_of::<IbMadAddr>());
+        o!(
+            "ib_mad_addr_t",
+            IbMadAddr,
+            qpn,
+            qkey,
+            lid,
+            sl,
+            path_bits,
+            grh_present,
+            gid_index,
+            hop_limit,
+            traffic_class,
+            gid,
+            flow_label,
+            pkey_index,
+            reserved
+        );
+        let mut s = |name: &str, v: usize| t.push_str(&format!("sizeof {name} {v}\n"));
+        s("struct ib_user_mad", size_of::<IbUserMad>());
+        o!(
+            "struct ib_user_mad",
+            IbUserMad,
+            agent_id,
+            status,
+            timeout_ms,
+            retries,
+            length,
+            addr
+        );
+        t.push_str(&format!(
+            "offsetof struct ib_user_mad.data {}\n",
+            size_of::<IbUserMad>()
+        ));
+        t.push_str(&format!("sizeof umad_port_t {}\n", size_of::<UmadPort>()));
+        o!(
+            "umad_port_t",
+            UmadPort,
+            ca_name,
+            portnum,
+            base_lid,
+            lmc,
+            sm_lid,
+            sm_sl,
+            state,
+            phys_state,
+            rate,
+            capmask,
+            gid_prefix,
+            port_guid,
+            pkeys_size,
+            pkeys,
+            link_layer
+        );
+        t.push_str(&format!("sizeof umad_ca_t {}\n", size_of::<UmadCa>()));
+        o!(
+            "umad_ca_t",
+            UmadCa,
+            ca_name,
+            node_type,
+            numports,
+            fw_ver,
+            ca_type,
+            hw_ver,
+            node_guid,
+            system_guid,
+            ports
+        );
+        t.push_str(&format!(
+            "sizeof struct umad_reg_attr {}\n",
+            size_of::<UmadRegAttr>()
+        ));
+        o!(
+            "struct umad_reg_attr",
+            UmadRegAttr,
+            mgmt_class,
+            mgmt_class_version,
+            flags,
+            method_mask,
+            oui,
+            rmpp_version
+        );
+        t.push_str(&format!(
+            "sizeof struct umad_device_node {}\n",
+            size_of::<UmadDeviceNode>()
+        ));
+        o!("struct umad_device_node", UmadDeviceNode, next, ca_name);
+        assert_eq!(t, include_str!("../tests/c/layout.expected"));
+    }
+}

@@ -8,7 +8,9 @@ use vmad::transport::{LinkLayer, PortAttrs};
 use vmad::umad::{self as umad, CaInfo};
 use vmad::Error;
 
-use crate::abi::{UmadCa, UmadCaPair, UmadDeviceNode, UmadPort, UMAD_CA_MAX_PORTS, UMAD_CA_NAME_LEN};
+use crate::abi::{
+    UmadCa, UmadCaPair, UmadDeviceNode, UmadPort, UMAD_CA_MAX_PORTS, UMAD_CA_NAME_LEN,
+};
 use crate::boundary::{c_alloc_copy, c_alloc_one, c_free, ca_name, fill_cstr, guard, set_errno};
 use crate::ports::fail;
 use crate::select;
@@ -56,7 +58,12 @@ pub extern "C" fn umad_get_ca_portguids(ca: *const c_char, guids: *mut u64, max:
             Ok(i) => i,
             Err(e) => return fail(&e),
         };
-        let numports = info.ports.iter().map(|p| usize::from(p.port_num)).max().unwrap_or(0);
+        let numports = info
+            .ports
+            .iter()
+            .map(|p| usize::from(p.port_num))
+            .max()
+            .unwrap_or(0);
         let mut table = vec![0u64; numports + 1];
         for p in &info.ports {
             table[usize::from(p.port_num)] = p.port_guid.to_be();

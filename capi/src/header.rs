@@ -26,7 +26,9 @@ pub extern "C" fn umad_get_mad_addr(umad: *mut c_void) -> *mut IbMadAddr {
     if umad.is_null() {
         return core::ptr::null_mut();
     }
-    umad.cast::<u8>().wrapping_add(core::mem::offset_of!(IbUserMad, addr)).cast()
+    umad.cast::<u8>()
+        .wrapping_add(core::mem::offset_of!(IbUserMad, addr))
+        .cast()
 }
 
 /// Run `f` on the caller's header, or return `fallback` for NULL.
@@ -51,7 +53,13 @@ pub extern "C" fn umad_status(umad: *mut c_void) -> c_int {
 }
 
 /// `int umad_set_addr(void *umad, int dlid, int dqp, int sl, int qkey)`: host-order values.
-pub extern "C" fn umad_set_addr(umad: *mut c_void, dlid: c_int, dqp: c_int, sl: c_int, qkey: c_int) -> c_int {
+pub extern "C" fn umad_set_addr(
+    umad: *mut c_void,
+    dlid: c_int,
+    dqp: c_int,
+    sl: c_int,
+    qkey: c_int,
+) -> c_int {
     with_header(umad, -vmad::error::errno::EINVAL, |h| {
         h.addr.qpn = (dqp as u32).to_be();
         h.addr.lid = (dlid as u16).to_be();
@@ -62,7 +70,13 @@ pub extern "C" fn umad_set_addr(umad: *mut c_void, dlid: c_int, dqp: c_int, sl: 
 }
 
 /// `int umad_set_addr_net(void *umad, __be16 dlid, __be32 dqp, int sl, __be32 qkey)`: stored as given.
-pub extern "C" fn umad_set_addr_net(umad: *mut c_void, dlid: u16, dqp: u32, sl: c_int, qkey: u32) -> c_int {
+pub extern "C" fn umad_set_addr_net(
+    umad: *mut c_void,
+    dlid: u16,
+    dqp: u32,
+    sl: c_int,
+    qkey: u32,
+) -> c_int {
     with_header(umad, -vmad::error::errno::EINVAL, |h| {
         h.addr.qpn = dqp;
         h.addr.lid = dlid;
@@ -101,5 +115,7 @@ pub extern "C" fn umad_set_pkey(umad: *mut c_void, pkey_index: c_int) -> c_int {
 
 /// `int umad_get_pkey(void *umad)`.
 pub extern "C" fn umad_get_pkey(umad: *mut c_void) -> c_int {
-    with_header(umad, -vmad::error::errno::EINVAL, |h| c_int::from(h.addr.pkey_index))
+    with_header(umad, -vmad::error::errno::EINVAL, |h| {
+        c_int::from(h.addr.pkey_index)
+    })
 }

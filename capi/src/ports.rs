@@ -67,7 +67,8 @@ fn open(ca: *const c_char, portnum: c_int) -> c_int {
     })
 }
 
-/// `int umad_open_port(const char *ca_name, int portnum)`: the port id (a pollable fd).
+/// `int umad_open_port(const char *ca_name, int portnum)`: the port id (a small positive
+/// number, never reused in the process; `umad_get_fd` gives its pollable descriptor).
 /// NULL or "" names the first CA; port 0 its first active port.
 pub extern "C" fn umad_open_port(ca: *const c_char, portnum: c_int) -> c_int {
     open(ca, portnum)
@@ -88,7 +89,9 @@ pub extern "C" fn umad_close_port(portid: c_int) -> c_int {
     })
 }
 
-/// `int umad_get_fd(int portid)`: the pollable descriptor, which is the port id itself.
+/// `int umad_get_fd(int portid)`: a real descriptor that polls readable exactly while a
+/// message is queued (libibumad's port id is its device fd; vmad's is not, so callers that
+/// poll must ask for it, as the API says).
 pub extern "C" fn umad_get_fd(portid: c_int) -> c_int {
     guard(-EIO, || match umad::get_fd(port_id(portid)) {
         Ok(fd) => fd,
@@ -124,7 +127,8 @@ pub extern "C" fn umad_register(
     method_mask: *const c_long,
 ) -> c_int {
     guard(-EPERM, || {
-        let (Ok(class), Ok(version)) = (u8::try_from(mgmt_class), u8::try_from(mgmt_version)) else {
+        let (Ok(class), Ok(version)) = (u8::try_from(mgmt_class), u8::try_from(mgmt_version))
+        else {
             return eperm(&Error::InvalidArgument("class or version out of range"));
         };
         let mask = read_mask(method_mask);
@@ -147,7 +151,11 @@ pub extern "C" fn umad_register_oui(
     guard(-EPERM, || {
         let class = match u8::try_from(mgmt_class) {
             Ok(c @ 0x30..=0x4f) => c,
-            _ => return fail(&Error::InvalidArgument("register_oui needs a class in 0x30..=0x4f")),
+            _ => {
+                return fail(&Error::InvalidArgument(
+                    "register_oui needs a class in 0x30..=0x4f",
+                ))
+            }
         };
         if oui.is_null() {
             return fail(&Error::InvalidArgument("oui is NULL"));
@@ -164,7 +172,11 @@ pub extern "C" fn umad_register_oui(
 
 /// `int umad_register2(int port_fd, struct umad_reg_attr *attr, uint32_t *agent_id)`:
 /// 0, or a **positive** errno (errno itself is not promised).
-pub extern "C" fn umad_register2(portid: c_int, attr: *mut UmadRegAttr, agent_id: *mut u32) -> c_int {
+pub extern "C" fn umad_register2(
+    portid: c_int,
+    attr: *mut UmadRegAttr,
+    agent_id: *mut u32,
+) -> c_int {
     if attr.is_null() || agent_id.is_null() {
         return EINVAL;
     }
@@ -236,8 +248,16 @@ pub extern "C" fn umad_send(
     guard(-EIO, || {
         // SAFETY: the caller's buffer holds umad_size() + length bytes (libibumad writes
         // exactly that many from it).
-        let buf = unsafe { core::slice::from_raw_parts_mut(umad_buf.cast::<u8>(), HEADER_SIZE + len) };
-        match umad::send(port_id(portid), AgentId(agent), buf, len, timeout_ms, retries) {
+        let buf =
+            unsafe { core::slice::from_raw_parts_mut(umad_buf.cast::<u8>(), HEADER_SIZE + len) };
+        match umad::send(
+            port_id(portid),
+            AgentId(agent),
+            buf,
+            len,
+            timeout_ms,
+            retries,
+        ) {
             Ok(()) => 0,
             Err(e) => send_fail(e.errno()),
         }
@@ -247,7 +267,12 @@ pub extern "C" fn umad_send(
 /// `int umad_recv(int portid, void *umad, int *length, int timeout_ms)`: the agent id, or
 /// -EINVAL / -EWOULDBLOCK / -ETIMEDOUT / -ENOSPC (then `*length` = data length needed and
 /// the message stays queued) / -EIO, errno set.
-pub extern "C" fn umad_recv(portid: c_int, umad_buf: *mut c_void, length: *mut c_int, timeout_ms: c_int) -> c_int {
+pub extern "C" fn umad_recv(
+    portid: c_int,
+    umad_buf: *mut c_void,
+    length: *mut c_int,
+    timeout_ms: c_int,
+) -> c_int {
     if umad_buf.is_null() || length.is_null() {
         return fail(&Error::InvalidArgument("NULL buffer or length"));
     }
@@ -261,7 +286,8 @@ pub extern "C" fn umad_recv(portid: c_int, umad_buf: *mut c_void, length: *mut c
             return fail(&Error::InvalidArgument("*length must be at least 256"));
         }
         // SAFETY: the caller's buffer holds umad_size() + *length bytes (the man page's rule).
-        let buf = unsafe { core::slice::from_raw_parts_mut(umad_buf.cast::<u8>(), HEADER_SIZE + cap) };
+        let buf =
+            unsafe { core::slice::from_raw_parts_mut(umad_buf.cast::<u8>(), HEADER_SIZE + cap) };
         let r = umad::recv(port_id(portid), buf, &mut cap, timeout_ms);
         let out = c_int::try_from(cap).unwrap_or(c_int::MAX);
         match r {

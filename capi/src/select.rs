@@ -106,11 +106,18 @@ fn select_sim() -> Result<Selected> {
 
 /// `loss=0.1,dup=0.05,reorder=0.1,corrupt=0.01,delay_us=20,seed=7`.
 pub(crate) fn parse_faults(spec: &str) -> Result<FaultConfig> {
-    let bad = || Error::InvalidArgument("VMAD_SIM_FAULTS: expected key=value[,key=value…] with keys loss, dup, reorder, corrupt, delay_us, seed");
+    let bad = || {
+        Error::InvalidArgument("VMAD_SIM_FAULTS: expected key=value[,key=value…] with keys loss, dup, reorder, corrupt, delay_us, seed")
+    };
     let mut f = FaultConfig::default();
     for item in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         let (k, v) = item.split_once('=').ok_or_else(bad)?;
-        let p = || v.parse::<f64>().ok().filter(|p| (0.0..=1.0).contains(p)).ok_or_else(bad);
+        let p = || {
+            v.parse::<f64>()
+                .ok()
+                .filter(|p| (0.0..=1.0).contains(p))
+                .ok_or_else(bad)
+        };
         match k.trim() {
             "loss" => f.loss = p()?,
             "dup" => f.dup = p()?,
@@ -187,7 +194,12 @@ fn select_ibsim() -> Result<Selected> {
 /// by itself set PortInfo:CapMask.IsSM: on ibsim the SM role is taken when the port is
 /// opened with `SIM_SET_ISSM=1` (`scripts/with-vmad` sets it for `opensm`); on the
 /// embedded fabric every opened port already receives the SMPs addressed to it.
-pub extern "C" fn umad_get_issm_path(ca: *const c_char, portnum: c_int, path: *mut c_char, max: c_int) -> c_int {
+pub extern "C" fn umad_get_issm_path(
+    ca: *const c_char,
+    portnum: c_int,
+    path: *mut c_char,
+    max: c_int,
+) -> c_int {
     if path.is_null() {
         return fail(&Error::InvalidArgument("path is NULL"));
     }
@@ -243,7 +255,10 @@ fn issm_file(ca: &str, port: u8) -> std::io::Result<std::path::PathBuf> {
     };
     std::fs::create_dir_all(&dir)?;
     let file = dir.join(format!("issm-{ca}-{port}"));
-    std::fs::OpenOptions::new().create(true).append(true).open(&file)?;
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&file)?;
     Ok(file)
 }
 
@@ -255,7 +270,10 @@ mod tests {
     fn fault_spec_parses() {
         let f = parse_faults("loss=0.1,dup=0.05,reorder=0.1,seed=7").unwrap();
         assert_eq!((f.loss, f.dup, f.reorder, f.seed), (0.1, 0.05, 0.1, 7));
-        assert_eq!(parse_faults("delay_us=20").unwrap().delay, Duration::from_micros(20));
+        assert_eq!(
+            parse_faults("delay_us=20").unwrap().delay,
+            Duration::from_micros(20)
+        );
         assert!(parse_faults("loss=2").is_err());
         assert!(parse_faults("bogus=1").is_err());
         assert!(parse_faults("loss").is_err());

@@ -78,7 +78,10 @@ mod tests {
         assert_eq!(s(umad_method_str(0x03, 0x92)), "GetTableResp");
         assert_eq!(s(umad_attribute_str(0x01, 0x0011u16.to_be())), "NodeInfo");
         assert_eq!(umad_class_str(0x03), umad_class_str(0x03));
-        assert_eq!(s(umad_common_mad_status_str(0x000cu16.to_be())), "Method/attribute combination not supported");
+        assert_eq!(
+            s(umad_common_mad_status_str(0x000cu16.to_be())),
+            "Method/attribute combination not supported"
+        );
         assert_eq!(s(umad_sa_mad_status_str(0x0300u16.to_be())), "No records");
     }
 }

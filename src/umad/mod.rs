@@ -114,7 +114,10 @@ pub fn disable_default_fabric() {
 
 /// Build the default fabric unless a fabric already owns one of its names.
 fn ensure_default() {
-    if DEFAULT_FABRIC.load(Ordering::Relaxed) && !registry::contains("vmadsim0") && !registry::contains("vmadsim1") {
+    if DEFAULT_FABRIC.load(Ordering::Relaxed)
+        && !registry::contains("vmadsim0")
+        && !registry::contains("vmadsim1")
+    {
         // Losing a race to another thread building it is fine: it exists either way.
         let _ = sim::Fabric::default_pair();
     }
