@@ -129,6 +129,15 @@ fn print_path(r: &[u8]) {
     );
 }
 
+/// One SA request to make, and how to print its records.
+struct Query {
+    method: u8,
+    attr: u16,
+    comp_mask: u64,
+    record: Vec<u8>,
+    print: fn(&[u8]),
+}
+
 fn lid_arg(v: Option<&String>) -> u16 {
     v.and_then(|s| s.parse().ok()).unwrap_or_else(|| usage())
 }
@@ -162,41 +171,45 @@ fn main() {
             user_rmpp: false,
         })
         .expect("register SA agent");
-    let (method, attr, mask, record, print): (u8, u16, u64, Vec<u8>, fn(&[u8])) =
-        match args.first().map(String::as_str) {
-            // NodeRecord CompMask bit 0: LID (record bytes 0..2).
-            Some("node") => {
-                let lid = lid_arg(args.get(1));
-                (
-                    METHOD_GET,
-                    ATTR_NODE_RECORD,
-                    1,
-                    lid.to_be_bytes().to_vec(),
-                    print_node,
-                )
+    let q = match args.first().map(String::as_str) {
+        // NodeRecord CompMask bit 0: LID (record bytes 0..2).
+        Some("node") => Query {
+            method: METHOD_GET,
+            attr: ATTR_NODE_RECORD,
+            comp_mask: 1,
+            record: lid_arg(args.get(1)).to_be_bytes().to_vec(),
+            print: print_node,
+        },
+        Some("nodes") => Query {
+            method: METHOD_GET_TABLE,
+            attr: ATTR_NODE_RECORD,
+            comp_mask: 0,
+            record: Vec::new(),
+            print: print_node,
+        },
+        // PathRecord CompMask bit 4 DLID (bytes 40..42), bit 5 SLID (42..44).
+        Some(kind @ ("path" | "paths")) => {
+            let mut record = vec![0u8; 64];
+            record[42..44].copy_from_slice(&lid_arg(args.get(1)).to_be_bytes());
+            let (method, comp_mask) = if kind == "path" {
+                record[40..42].copy_from_slice(&lid_arg(args.get(2)).to_be_bytes());
+                (METHOD_GET, 0x30)
+            } else {
+                (METHOD_GET_TABLE, 0x20)
+            };
+            Query {
+                method,
+                attr: ATTR_PATH_RECORD,
+                comp_mask,
+                record,
+                print: print_path,
             }
-            Some("nodes") => (
-                METHOD_GET_TABLE,
-                ATTR_NODE_RECORD,
-                0,
-                Vec::new(),
-                print_node,
-            ),
-            // PathRecord CompMask bit 4 DLID (bytes 40..42), bit 5 SLID (42..44).
-            Some("path") | Some("paths") => {
-                let mut pr = vec![0u8; 64];
-                pr[42..44].copy_from_slice(&lid_arg(args.get(1)).to_be_bytes());
-                let (method, mask) = if args[0] == "path" {
-                    pr[40..42].copy_from_slice(&lid_arg(args.get(2)).to_be_bytes());
-                    (METHOD_GET, 0x30)
-                } else {
-                    (METHOD_GET_TABLE, 0x20)
-                };
-                (method, ATTR_PATH_RECORD, mask, pr, print_path)
-            }
-            _ => usage(),
-        };
-    let mad = sa_mad(1, method, attr, mask, &record);
+        }
+        _ => usage(),
+    };
+    let method = q.method;
+    let print = q.print;
+    let mad = sa_mad(1, q.method, q.attr, q.comp_mask, &q.record);
     match query(&port, agent, sm_lid, &mad) {
         Ok(rsp) => {
             let recs = records(&rsp);
