@@ -9,6 +9,9 @@ use crate::types::{MadAddr, Qp, GSI_QKEY};
 use crate::wire::mad::{self, MadStatus, Method, MgmtClass};
 use crate::wire::{rmpp, MAD_SIZE};
 
+/// The ClassPortInfo attribute (common to every class).
+const CLASS_PORT_INFO: u16 = 0x0001;
+
 /// A delivered request, remembered until its agent answers it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) struct DedupKey {
@@ -66,8 +69,15 @@ impl Engine {
         buf.copy_from_slice(&bytes[..MAD_SIZE]);
         let pkt = mad::Packet::new_unchecked(&buf[..]);
         let class = pkt.mgmt_class();
-        // kernel validate_mad: IB base version only; SMPs on QP0 only, GMPs never on QP0.
-        if pkt.base_version() != mad::BASE_VERSION || class.is_smp() != (meta.qp == Qp::Smi) {
+        // kernel validate_mad: IB base version only; SMPs on QP0 only, GMPs never on QP0;
+        // CM attributes other than ClassPortInfo only use the Send method.
+        let bad_cm = class == MgmtClass::Cm
+            && pkt.attr_id() != CLASS_PORT_INFO
+            && pkt.method() != Method::Send;
+        if pkt.base_version() != mad::BASE_VERSION
+            || class.is_smp() != (meta.qp == Qp::Smi)
+            || bad_cm
+        {
             self.stats.dropped_invalid += 1;
             return;
         }

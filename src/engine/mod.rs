@@ -23,7 +23,31 @@
 //! out (that is the engine's "send completion"), as the kernel starts it at
 //! the send completion.
 //!
-//! # Determinism
+//! # What it does, as the kernel does it
+//!
+//! - **Requests out** get the agent's 24-bit TID high word (the low 32 bits
+//!   are the caller's); responses keep their TID. A `timeout_ms` of 0
+//!   expects nothing back: a response to it is dropped. Retries resend the
+//!   same bytes. When every attempt expired, [`Event::SendTimedOut`] carries
+//!   the first 24 bytes as sent.
+//! - **Responses in** are routed by the TID high word, then matched by TID,
+//!   class and peer (LID, or GID with a GRH; any peer for directed-route
+//!   SMPs), also before their request was handed out (the kernel's
+//!   EARLY_RESP). Unmatched or late ones are dropped and counted.
+//! - **Requests in** go to the agent whose method mask has the method, for
+//!   the class, class version (and OUI in vendor range 2). Unclaimed Get/Set
+//!   are answered by the engine with GetResp(UNSUPPORTED_METHOD_ATTR), with
+//!   the direction bit and return-path hop step for a DR SMP; other
+//!   unclaimed MADs are dropped. A request repeated while the agent has not
+//!   yet answered it (within `duplicate_request_window`) is dropped.
+//! - **RMPP** runs in the engine for agents registered with RMPP version 1
+//!   (and without `user_rmpp`) on an RMPP class when the user sets
+//!   RMPPFlags.Active: segmentation, windows, ACKs, reassembly (delivered as
+//!   one [`Event::Recv`]), dual-sided RMPP (GetMulti), ABORT/STOP (reported
+//!   as [`Event::RmppAborted`]). Other agents see RMPP MADs untouched.
+//! - **Limits** (see [`EngineConfig`]) are counted in [`EngineStats`].
+//!
+//! //! # Determinism
 //!
 //! Given the same inputs (and `EngineConfig::rng_seed`), the engine produces
 //! the same outputs: hash maps are used for lookups only, never iterated to
@@ -123,7 +147,8 @@ pub enum Event {
         /// The message bytes.
         mad: Vec<u8>,
     },
-    /// Every attempt of a request expired: the `umad_status(3)` ETIMEDOUT completion.
+    /// Every attempt of a request expired, or an RMPP sender ran out of ACK
+    /// retries: the `umad_status(3)` ETIMEDOUT completion.
     SendTimedOut {
         /// The agent that sent it.
         agent: AgentId,
