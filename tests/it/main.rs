@@ -2,6 +2,7 @@
 
 mod dr_walk;
 mod ibsim;
+mod rmpp_gettable;
 mod sim_fabric;
 mod umad_semantics;
 mod util;
