@@ -2,6 +2,8 @@
 
 mod dr_walk;
 mod ibsim;
+#[cfg(feature = "verbs")]
+mod rxe;
 mod sim_fabric;
 mod umad_semantics;
 mod util;
