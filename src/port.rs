@@ -73,6 +73,7 @@ struct Core {
     closed: bool,
     /// RMPP transfers that ended in ABORT/STOP (the kernel reports them to nobody).
     rmpp_aborts: u64,
+    last_rmpp_abort: Option<Event>,
     /// The readable end handed out by [`Port::fd`] holds one byte iff a message is queued.
     fd_read: UnixStream,
     fd_write: UnixStream,
@@ -84,7 +85,7 @@ impl Core {
     /// then make the descriptor's readability match the queue.
     fn settle(&mut self) {
         while matches!(self.engine.peek_event(), Some(Event::RmppAborted { .. })) {
-            self.engine.poll_event();
+            self.last_rmpp_abort = self.engine.poll_event();
             self.rmpp_aborts += 1;
         }
         let want = self.engine.peek_event().is_some();
@@ -155,6 +156,7 @@ impl Port {
                 engine: Engine::new(config.engine.clone()),
                 closed: false,
                 rmpp_aborts: 0,
+                last_rmpp_abort: None,
                 fd_read,
                 fd_write,
                 fd_ready: false,
@@ -303,6 +305,11 @@ impl Port {
     /// RMPP transfers that ended in ABORT or STOP so far (counted, never queued).
     pub fn rmpp_aborts(&self) -> u64 {
         self.shared.lock().rmpp_aborts
+    }
+
+    /// The most recent RMPP abort notice ([`Event::RmppAborted`]), if any.
+    pub fn last_rmpp_abort(&self) -> Option<Event> {
+        self.shared.lock().last_rmpp_abort.clone()
     }
 
     /// Whether the port is still open.

@@ -8,9 +8,12 @@
 
 mod diags;
 mod discover;
-mod driver;
 mod fabric;
 mod peers;
+// The example's walk is what these tests check against ibnetdiscover.
+#[allow(dead_code)]
+#[path = "../../examples/smp_walk.rs"]
+mod smp_walk;
 
 use std::time::{Duration, Instant};
 
@@ -19,9 +22,10 @@ use vmad::transport::ibsim::{DropPolicy, IbsimConfig, IbsimTransport};
 use vmad::transport::Transport;
 use vmad::types::{MadAddr, Qp};
 
-use discover::{discover, parse_ibnetdiscover, Topology};
-use driver::Driver;
+use discover::parse_ibnetdiscover;
 use fabric::Fabric;
+use smp_walk::{walk, Topology};
+use vmad::port::{Port, PortConfig};
 
 const ATTR_NODE_INFO: u16 = 0x0011;
 const ATTR_PORT_INFO: u16 = 0x0015;
@@ -258,11 +262,21 @@ fn ibsim_remote_udp_mode_works() {
     );
 }
 
+/// A port over a fresh transport attached at `node` (attributes read after any SM ran).
+pub(crate) fn open_port(f: &Fabric, node: Option<&str>) -> Port {
+    open_port_with(f.config(node))
+}
+
+pub(crate) fn open_port_with(config: IbsimConfig) -> Port {
+    let mut t = IbsimTransport::connect(config).unwrap();
+    t.refresh_attrs().unwrap();
+    Port::open(Box::new(t), PortConfig::default()).unwrap()
+}
+
 /// Switch port GUIDs are the node GUID whichever port NodeInfo came in by;
 /// ibnetdiscover lists them once, as port 0.
 fn normalise(mut t: Topology) -> Topology {
     for n in t.nodes.values_mut() {
-        n.path.clear();
         if n.node_type == 2 {
             assert!(n.port_guids.values().all(|&g| g == n.guid), "{n:?}");
             n.port_guids = [(0, n.guid)].into();
@@ -302,12 +316,17 @@ fn discovery_matches_ibnetdiscover(topology: &str, nodes: usize, links: usize) {
     let f = Fabric::start(topology, &[]);
     let diags = parse_ibnetdiscover(&f.exec(None, &["ibnetdiscover"]));
     assert_eq!(diags.nodes.len(), nodes, "ibnetdiscover's count");
-    let mut d = Driver::new(IbsimTransport::connect(f.config(None)).unwrap());
-    let (vmad, sweep) = discover(&mut d, 64, 100, 3);
+    let port = open_port(&f, None);
+    let (vmad, sweep) = walk(&port, 64, 100, 3).unwrap();
     assert_eq!(sweep.timeouts, 0);
     assert_eq!(vmad.nodes.len(), nodes);
     assert_eq!(vmad.links.len(), links);
     assert!(vmad.nodes.values().all(|n| !n.desc.is_empty()));
+    // The example prints what it found in ibnetdiscover's format, readable back.
+    assert_eq!(
+        normalise(parse_ibnetdiscover(&smp_walk::render(&vmad))),
+        normalise(vmad.clone())
+    );
     assert_same_fabric(vmad, diags);
 }
 

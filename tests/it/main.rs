@@ -2,6 +2,7 @@
 
 mod dr_walk;
 mod ibsim;
+mod rmpp_gettable;
 #[cfg(feature = "verbs")]
 mod rxe;
 mod sim_fabric;
