@@ -343,3 +343,36 @@ fn ibsim_dr_discovery_matches_ibnetdiscover_ft234() {
     // 12 leaves x 18 CAs, 6 spines: 216 CA links + 72 uplinks.
     discovery_matches_ibnetdiscover("ft234.net", 234, 288);
 }
+
+/// An ibsim node registered as a named CA opens through the umad API.
+#[test]
+#[ignore = "needs ibsim/opensm: run by ./scripts/test"]
+fn ibsim_registered_ca_opens_through_umad() {
+    let f = Fabric::start("small.net", &[]);
+    f.opensm(&[]);
+    let name = format!("ibsim{}", std::process::id() % 100_000);
+    vmad::transport::ibsim::register_ca(&name, f.config(Some("H4"))).unwrap();
+    let ca = vmad::umad::get_ca(&name).unwrap();
+    assert_eq!(
+        (ca.node_guid, ca.node_type, ca.ca_type.as_str()),
+        (0x10_0006, 1, "simulator")
+    );
+    assert_eq!(ca.ports.len(), 1);
+    let p = &ca.ports[0];
+    assert_eq!((p.port_num, p.port_guid, p.state), (1, 0x10_0007, 4));
+    assert_ne!(p.lid, 0);
+    assert_eq!(vmad::umad::get_port(&name, 1).unwrap().lid, p.lid);
+    assert!(
+        vmad::umad::open(&name, 2).is_err(),
+        "ibsim attaches to port 1 only"
+    );
+    let (_, port) = vmad::umad::open(&name, 1).unwrap();
+    assert_eq!(port.attrs().ca_name, name);
+    let (topo, sweep) = walk(&port, 8, 100, 3).unwrap();
+    assert_eq!(
+        (topo.nodes.len(), topo.links.len(), sweep.timeouts),
+        (6, 6, 0)
+    );
+    port.close();
+    vmad::transport::registry::unregister_ca(&name);
+}

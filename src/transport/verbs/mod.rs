@@ -245,6 +245,11 @@ fn qkey_error(e: &io::Error, qkey: u32) -> Error {
     }
 }
 
+/// Name the verb that failed in the error (EIO keeps the OS error's kind).
+fn step(what: &'static str) -> impl Fn(io::Error) -> Error {
+    move |e| Error::Io(io::Error::new(e.kind(), format!("{what}: {e}")))
+}
+
 impl VerbsTransport {
     /// Open a device and port, create the UD QP and register the rings.
     ///
@@ -275,12 +280,7 @@ impl VerbsTransport {
         } else {
             LinkLayer::InfiniBand
         };
-        let table_len = usize::try_from(pattr.gid_tbl_len).unwrap_or(0) * 4 + 16;
-        let gids: Vec<_> = ctx
-            .gid_table(table_len)?
-            .into_iter()
-            .filter(|e| e.port_num == u32::from(port))
-            .collect();
+        let gids = ctx.gid_entries(port, u32::try_from(pattr.gid_tbl_len).unwrap_or(0));
         // SAFETY: `raw` is the plain byte view of the GID union; every bit pattern is valid.
         let gid_of = |e: &sys::ibv_gid_entry| unsafe { e.gid.raw };
         let chosen = match (config.gid_index, link_layer) {
@@ -301,26 +301,29 @@ impl VerbsTransport {
         };
         let mut pkeys = Vec::new();
         for i in 0..pattr.pkey_tbl_len {
-            pkeys.push(ctx.query_pkey(port, i)?);
+            pkeys.push(ctx.query_pkey(port, i).map_err(step("ibv_query_pkey"))?);
         }
 
-        let pd = Pd::new(&ctx)?;
+        let pd = Pd::new(&ctx).map_err(step("ibv_alloc_pd"))?;
         let channel = match config.completion_channel {
-            true => Some(Channel::new(&ctx)?),
+            true => Some(Channel::new(&ctx).map_err(step("ibv_create_comp_channel"))?),
             false => None,
         };
-        let send_cq = Cq::new(&ctx, config.send_slots, None)?;
-        let recv_cq = Cq::new(&ctx, config.recv_slots, channel.as_ref())?;
+        let send_cq =
+            Cq::new(&ctx, config.send_slots, None).map_err(step("ibv_create_cq(send)"))?;
+        let recv_cq = Cq::new(&ctx, config.recv_slots, channel.as_ref())
+            .map_err(step("ibv_create_cq(recv)"))?;
         let mut qp = QueuePair::new_ud(
             &pd,
             &send_cq,
             &recv_cq,
             config.send_slots,
             config.recv_slots,
-        )?;
+        )
+        .map_err(step("ibv_create_qp(UD)"))?;
         qp.to_init(port, config.pkey_index, config.qkey)
             .map_err(|e| qkey_error(&e, config.qkey))?;
-        qp.to_rts()?;
+        qp.to_rts().map_err(step("ibv_modify_qp(RTR/RTS)"))?;
         let layout = Layout {
             recv_slots: config.recv_slots,
             send_slots: config.send_slots,
@@ -332,7 +335,8 @@ impl VerbsTransport {
                 (i as u64, addr, len)
             })
             .collect();
-        qp.post_recvs(ring.lkey(), &all)?;
+        qp.post_recvs(ring.lkey(), &all)
+            .map_err(step("ibv_post_recv"))?;
 
         let (gid_prefix, port_guid) = match link_layer {
             LinkLayer::InfiniBand => {
