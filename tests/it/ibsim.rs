@@ -6,7 +6,14 @@
 //! and infiniband-diags: `./scripts/test` installs them and runs these with
 //! `cargo test --test it -- --ignored ibsim`.
 
+mod diags;
+mod discover;
 mod fabric;
+mod peers;
+// The example's walk is what these tests check against ibnetdiscover.
+#[allow(dead_code)]
+#[path = "../../examples/smp_walk.rs"]
+mod smp_walk;
 
 use std::time::{Duration, Instant};
 
@@ -15,7 +22,10 @@ use vmad::transport::ibsim::{DropPolicy, IbsimConfig, IbsimTransport};
 use vmad::transport::Transport;
 use vmad::types::{MadAddr, Qp};
 
+use discover::parse_ibnetdiscover;
 use fabric::Fabric;
+use smp_walk::{walk, Topology};
+use vmad::port::{Port, PortConfig};
 
 const ATTR_NODE_INFO: u16 = 0x0011;
 const ATTR_PORT_INFO: u16 = 0x0015;
@@ -250,4 +260,119 @@ fn ibsim_remote_udp_mode_works() {
         u64::from_be_bytes(rsp[64 + 12..64 + 20].try_into().unwrap()),
         0x20_0001
     );
+}
+
+/// A port over a fresh transport attached at `node` (attributes read after any SM ran).
+pub(crate) fn open_port(f: &Fabric, node: Option<&str>) -> Port {
+    open_port_with(f.config(node))
+}
+
+pub(crate) fn open_port_with(config: IbsimConfig) -> Port {
+    let mut t = IbsimTransport::connect(config).unwrap();
+    t.refresh_attrs().unwrap();
+    Port::open(Box::new(t), PortConfig::default()).unwrap()
+}
+
+/// Switch port GUIDs are the node GUID whichever port NodeInfo came in by;
+/// ibnetdiscover lists them once, as port 0.
+fn normalise(mut t: Topology) -> Topology {
+    for n in t.nodes.values_mut() {
+        if n.node_type == 2 {
+            assert!(n.port_guids.values().all(|&g| g == n.guid), "{n:?}");
+            n.port_guids = [(0, n.guid)].into();
+        }
+    }
+    t
+}
+
+fn assert_same_fabric(vmad: Topology, diags: Topology) {
+    let (vmad, diags) = (normalise(vmad), normalise(diags));
+    let only_vmad: Vec<_> = vmad
+        .nodes
+        .keys()
+        .filter(|g| !diags.nodes.contains_key(g))
+        .collect();
+    let only_diags: Vec<_> = diags
+        .nodes
+        .keys()
+        .filter(|g| !vmad.nodes.contains_key(g))
+        .collect();
+    assert!(
+        only_vmad.is_empty() && only_diags.is_empty(),
+        "nodes only vmad found: {only_vmad:x?}; only ibnetdiscover: {only_diags:x?}"
+    );
+    for (g, n) in &vmad.nodes {
+        assert_eq!(n, &diags.nodes[g]);
+    }
+    let a: Vec<_> = vmad.links.difference(&diags.links).collect();
+    let b: Vec<_> = diags.links.difference(&vmad.links).collect();
+    assert!(
+        a.is_empty() && b.is_empty(),
+        "links only vmad: {a:x?}; only ibnetdiscover: {b:x?}"
+    );
+}
+
+fn discovery_matches_ibnetdiscover(topology: &str, nodes: usize, links: usize) {
+    let f = Fabric::start(topology, &[]);
+    let diags = parse_ibnetdiscover(&f.exec(None, &["ibnetdiscover"]));
+    assert_eq!(diags.nodes.len(), nodes, "ibnetdiscover's count");
+    let port = open_port(&f, None);
+    let (vmad, sweep) = walk(&port, 64, 100, 3).unwrap();
+    assert_eq!(sweep.timeouts, 0);
+    assert_eq!(vmad.nodes.len(), nodes);
+    assert_eq!(vmad.links.len(), links);
+    assert!(vmad.nodes.values().all(|n| !n.desc.is_empty()));
+    // The example prints what it found in ibnetdiscover's format, readable back.
+    assert_eq!(
+        normalise(parse_ibnetdiscover(&smp_walk::render(&vmad))),
+        normalise(vmad.clone())
+    );
+    assert_same_fabric(vmad, diags);
+}
+
+#[test]
+#[ignore = "needs ibsim/opensm: run by ./scripts/test"]
+fn ibsim_dr_discovery_matches_ibnetdiscover_small() {
+    // 4 CA links, 2 switch-to-switch links.
+    discovery_matches_ibnetdiscover("small.net", 6, 6);
+}
+
+#[test]
+#[ignore = "needs ibsim/opensm: run by ./scripts/test"]
+fn ibsim_dr_discovery_matches_ibnetdiscover_ft234() {
+    // 12 leaves x 18 CAs, 6 spines: 216 CA links + 72 uplinks.
+    discovery_matches_ibnetdiscover("ft234.net", 234, 288);
+}
+
+/// An ibsim node registered as a named CA opens through the umad API.
+#[test]
+#[ignore = "needs ibsim/opensm: run by ./scripts/test"]
+fn ibsim_registered_ca_opens_through_umad() {
+    let f = Fabric::start("small.net", &[]);
+    f.opensm(&[]);
+    let name = format!("ibsim{}", std::process::id() % 100_000);
+    vmad::transport::ibsim::register_ca(&name, f.config(Some("H4"))).unwrap();
+    let ca = vmad::umad::get_ca(&name).unwrap();
+    assert_eq!(
+        (ca.node_guid, ca.node_type, ca.ca_type.as_str()),
+        (0x10_0006, 1, "simulator")
+    );
+    assert_eq!(ca.ports.len(), 1);
+    let p = &ca.ports[0];
+    assert_eq!((p.port_num, p.port_guid, p.state), (1, 0x10_0007, 4));
+    assert_ne!(p.lid, 0);
+    assert_eq!(vmad::umad::get_port(&name, 1).unwrap().lid, p.lid);
+    assert!(
+        vmad::umad::open(&name, 2).is_err(),
+        "ibsim attaches to port 1 only"
+    );
+    let (_, port) = vmad::umad::open(&name, 1).unwrap();
+    assert_eq!(port.attrs().ca_name, name);
+    let (topo, sweep) = walk(&port, 8, 100, 3).unwrap();
+    assert_eq!(
+        (topo.nodes.len(), topo.links.len(), sweep.timeouts),
+        (6, 6, 0)
+    );
+    port.close();
+    vmad::transport::registry::unregister_ca(&name);
 }

@@ -2,6 +2,9 @@
 
 mod dr_walk;
 mod ibsim;
+mod rmpp_gettable;
+#[cfg(feature = "verbs")]
+mod rxe;
 mod sim_fabric;
 mod umad_semantics;
 mod util;
