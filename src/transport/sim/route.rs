@@ -53,6 +53,9 @@ pub(crate) struct Pkt {
     pub(crate) grh: Option<GrhAddr>,
     /// Links crossed so far.
     pub(crate) hops: u32,
+    /// This frame is an injected duplicate: it is never duplicated again, so a
+    /// frame crossing n links makes at most n + 1 copies.
+    pub(crate) duplicate: bool,
 }
 
 impl Pkt {
@@ -335,7 +338,7 @@ impl FabricInner {
         }
         let link: &Link = &self.links[link_index];
         let (peer, in_port) = link.peer(node, out);
-        let verdict = lock(&link.faults).judge(pkt.len);
+        let verdict = lock(&link.faults).judge(pkt.len, !pkt.duplicate);
         if verdict.lose {
             return;
         }
@@ -344,7 +347,11 @@ impl FabricInner {
         }
         let delay = delay + verdict.delay;
         if verdict.duplicate {
-            self.arrive(peer, in_port, pkt.clone(), delay, mode);
+            let copy = Pkt {
+                duplicate: true,
+                ..pkt.clone()
+            };
+            self.arrive(peer, in_port, copy, delay, mode);
         }
         self.arrive(peer, in_port, pkt, delay, mode);
     }
