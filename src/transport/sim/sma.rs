@@ -77,6 +77,27 @@ pub(crate) fn answer(fabric: &FabricInner, node: usize, port: u8, req: &Pkt) -> 
         (METHOD_GET | METHOD_SET, _) if n.is_switch() => STATUS_UNSUPPORTED,
         _ => return None,
     };
+    Some(respond(fabric, node, port, req, status, &data))
+}
+
+/// The answer a CA port nobody has open gives to an SMP or GMP Get/Set: GetResp with
+/// status 0x000c, as the kernel's MAD layer answers requests no agent claims.
+pub(crate) fn unclaimed(fabric: &FabricInner, node: usize, port: u8, req: &Pkt) -> Option<Pkt> {
+    matches!(req.mad[3], METHOD_GET | METHOD_SET)
+        .then(|| respond(fabric, node, port, req, STATUS_UNSUPPORTED, &[0; DATA_LEN]))
+}
+
+/// `req` turned into its GetResp with `status` (and `data` when the status is 0),
+/// addressed back to its sender.
+fn respond(
+    fabric: &FabricInner,
+    node: usize,
+    port: u8,
+    req: &Pkt,
+    status: u16,
+    data: &[u8; DATA_LEN],
+) -> Pkt {
+    let n = &fabric.nodes[node];
     let mut resp = req.clone();
     resp.mad[3] = METHOD_GET_RESP;
     let mut status_word = status;
@@ -85,16 +106,16 @@ pub(crate) fn answer(fabric: &FabricInner, node: usize, port: u8, req: &Pkt) -> 
     }
     resp.mad[dr::STATUS].copy_from_slice(&status_word.to_be_bytes());
     if status == 0 {
-        resp.mad[DATA..DATA + DATA_LEN].copy_from_slice(&data);
+        resp.mad[DATA..DATA + DATA_LEN].copy_from_slice(data);
     }
     resp.len = crate::wire::MAD_SIZE;
     resp.slid = n.lid(port);
     resp.dlid = req.slid;
-    resp.sqp = 0;
+    resp.sqp = req.dqp;
     resp.dqp = req.sqp;
     resp.grh = None;
     resp.hops = req.hops;
-    Some(resp)
+    resp
 }
 
 fn node_info(fabric: &FabricInner, node: usize, port: u8, d: &mut [u8; DATA_LEN]) {
