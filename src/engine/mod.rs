@@ -56,6 +56,7 @@
 pub mod rmpp;
 
 mod agent;
+mod audit;
 mod config;
 mod dispatch;
 mod sessions;
@@ -69,6 +70,8 @@ mod tests;
 
 use std::collections::{HashMap, VecDeque};
 
+#[doc(hidden)]
+pub use audit::Footprint;
 pub use config::EngineConfig;
 pub use stats::EngineStats;
 

@@ -72,8 +72,21 @@ pub(crate) struct RecvSession {
 }
 
 impl RecvSession {
-    fn peer(&self) -> PeerKey {
+    pub(super) fn peer(&self) -> PeerKey {
         (self.src.lid, self.src.grh.map(|g| g.gid))
+    }
+
+    pub(super) fn key(&self) -> RecvKey {
+        self.key
+    }
+
+    pub(super) fn is_counted(&self) -> bool {
+        self.counted
+    }
+
+    /// Bytes this session holds.
+    pub(super) fn buffered(&self) -> usize {
+        self.rx.buffered()
     }
 }
 

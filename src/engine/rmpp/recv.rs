@@ -172,6 +172,11 @@ impl Receiver {
         Some((u32::try_from(segs).ok()?, (unit - pad) as u32))
     }
 
+    /// Bytes this session holds: the message buffer and the held segments.
+    pub(crate) fn buffered(&self) -> usize {
+        self.message.capacity() + self.held.values().map(|h| h.data.len()).sum::<usize>()
+    }
+
     /// A DATA segment of this session arrived (kernel `continue_rmpp`).
     pub(crate) fn handle_data(&mut self, now: Instant, mad: &[u8]) -> Progress {
         let Ok(p) = Packet::new_checked(mad) else {
