@@ -130,8 +130,8 @@ impl Engine {
             return fail("recv_index and recv_sessions differ in size".into());
         }
         let mut peers: HashMap<super::sessions::PeerKey, usize> = HashMap::new();
-        let limit = self.config.rmpp.max_message
-            + self.config.rmpp.window as usize * crate::wire::MAD_SIZE;
+        let limit =
+            self.config.rmpp.max_message + self.config.rmpp.window as usize * crate::wire::MAD_SIZE;
         for (&sid, s) in &self.recv_sessions {
             if self.recv_index.get(&s.key()) != Some(&sid) {
                 return fail(format!("recv session {sid} missing from recv_index"));
@@ -139,7 +139,7 @@ impl Engine {
             if s.is_counted() {
                 *peers.entry(s.peer()).or_default() += 1;
             }
-            if s.buffered() > limit.max(1 << 20) + crate::wire::MAD_SIZE {
+            if s.buffered() > limit {
                 return fail(format!(
                     "recv session {sid} holds {} bytes (limit {limit})",
                     s.buffered()

@@ -229,6 +229,10 @@ impl Engine {
         if self.dedup.contains_key(&key) {
             return false;
         }
+        if self.dedup.len() >= self.config.max_events {
+            // A flood: stay bounded, at the price of letting its retransmissions through.
+            return true;
+        }
         let id = self.alloc_id();
         let deadline = now + window;
         self.dedup.insert(key, id);

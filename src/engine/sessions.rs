@@ -466,7 +466,9 @@ impl Engine {
         }
         let peer: PeerKey = (meta.src.lid, meta.src.grh.map(|g| g.gid));
         let active = self.peer_active.get(&peer).copied().unwrap_or(0);
-        if active >= self.config.max_reassemblies_per_peer {
+        let total: usize = self.peer_active.values().sum();
+        if active >= self.config.max_reassemblies_per_peer || total >= self.config.max_reassemblies
+        {
             self.stats.dropped_rmpp_limit += 1;
             return;
         }

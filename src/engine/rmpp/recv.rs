@@ -148,7 +148,9 @@ impl Receiver {
             }
         }
         let claimed = rx.announced_segs as usize * rx.per_seg + hdr_len;
-        rx.message.reserve(claimed.clamp(MAD_SIZE, 1 << 20));
+        // What a first segment claims is only reserved up to 64 KiB: a hostile
+        // peer's claim must not cost memory it never sends.
+        rx.message.reserve(claimed.clamp(MAD_SIZE, 64 << 10));
         rx.message.extend_from_slice(&pad_to(first, MAD_SIZE));
         rx.seg_num = 1;
         rx.stats.accepted = 1;
