@@ -459,7 +459,13 @@ impl Engine {
         let key = RecvKey::new(agent, &meta.src, &buf[..], buf[3]);
         if let Some(&sid) = self.recv_index.get(&key) {
             if let Some(session) = self.recv_sessions.get_mut(&sid) {
+                let dropped = |rx: &Receiver| {
+                    let s = rx.stats();
+                    s.out_of_window + s.duplicates
+                };
+                let before = dropped(&session.rx);
                 let progress = session.rx.handle_data(now, &buf[..]);
+                self.stats.dropped_rmpp_segments += dropped(&session.rx) - before;
                 self.recv_progress(now, sid, progress);
             }
             return;

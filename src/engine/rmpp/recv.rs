@@ -436,7 +436,6 @@ impl Receiver {
     }
 
     /// This session's counters.
-    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn stats(&self) -> RecvStats {
         self.stats
     }
