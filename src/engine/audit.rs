@@ -167,15 +167,20 @@ impl Engine {
                 return fail(format!("dedup entry {id} disagrees"));
             }
         }
-        // The event queue: received data never beyond its limit (timeout reports may be).
-        let data = self
+        // The event queue: what peers send unasked never beyond its limit (timeout
+        // reports and answers to our own requests may be: the application bounds those).
+        let unasked = self
             .events
             .iter()
-            .filter(|e| !matches!(e, Event::SendTimedOut { .. }))
+            .filter(|e| match e {
+                Event::Recv { mad, .. } => mad.get(3).is_some_and(|m| m & 0x80 == 0),
+                Event::RmppAborted { .. } => true,
+                Event::SendTimedOut { .. } => false,
+            })
             .count();
-        if data > self.config.max_events {
+        if unasked > self.config.max_events {
             return fail(format!(
-                "{data} data events queued, limit {}",
+                "{unasked} unsolicited events queued, limit {}",
                 self.config.max_events
             ));
         }

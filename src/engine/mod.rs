@@ -325,7 +325,8 @@ impl Engine {
         self.stats
     }
 
-    /// Queue an event, dropping received data (never timeout reports) when full, as the kernel.
+    /// Queue an event, dropping received data when full, as the kernel (never timeout
+    /// reports, nor responses to outstanding requests: see `deliver_answer`).
     fn push_event(&mut self, event: Event) {
         let always = matches!(event, Event::SendTimedOut { .. });
         if !always && self.events.len() >= self.config.max_events {

@@ -565,7 +565,7 @@ impl Engine {
             match self.match_response(agent, tid, class, &src) {
                 Some(txn_id) => {
                     self.finish_txn(now, txn_id);
-                    self.deliver(agent, src, message);
+                    self.deliver_answer(agent, src, message);
                 }
                 None => self.stats.unmatched_responses += 1,
             }
