@@ -37,10 +37,6 @@
 //!   `Receiver::reply_window` (1 unless such an ACK said otherwise), which is
 //!   the `window_last` for the response's `Sender` (kernel `init_newwin`).
 
-// The engine core drives these machines; until every entry point is used
-// there, unused ones must not fail the build.
-#![cfg_attr(not(test), allow(dead_code))]
-
 pub(crate) mod recv;
 pub(crate) mod send;
 

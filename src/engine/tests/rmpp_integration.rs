@@ -269,3 +269,111 @@ fn rmpp_send_size_checks() {
     f.flush();
     assert_eq!(f.trace.len(), 1);
 }
+
+/// First segment of a 3-segment GetMulti request from node 0.
+fn first_of_three(tid: u64) -> Vec<u8> {
+    let mut seg = sa_message(0x14, tid, 200);
+    seg.truncate(MAD_SIZE);
+    seg[26] = 1 | 2; // Active | First
+    seg[28..32].copy_from_slice(&1u32.to_be_bytes());
+    seg[32..36].copy_from_slice(&(220u32 * 3).to_be_bytes());
+    seg
+}
+
+#[test]
+fn rmpp_receiver_total_time_abort_reported() {
+    let mut f = Fabric::new(2, LinkModel::perfect(), 60);
+    let server = f.register(1, gsi_agent(0x03, 1, &[0x14]));
+    f.inject(0, 1, Qp::Gsi, &first_of_three(3));
+    // The first segment is ACKed at once, opening the window (kernel start_rmpp).
+    assert!(matches!(&f.trace[..], [w] if w.mad[25] == 2 && w.to == Some(0)));
+    f.advance(Duration::from_secs(41));
+    let ev = f.take_events(1);
+    assert!(
+        matches!(ev[..], [Event::RmppAborted { agent, tid: 3, status: RmppStatus::TotalTimeTooLong, sending: false }] if agent == server),
+        "{ev:?}"
+    );
+    let abort = f.trace.last().expect("ABORT sent");
+    assert_eq!((abort.to, abort.mad[25], abort.mad[27]), (Some(0), 4, 118));
+    assert_eq!(f.nodes[1].engine.poll_timeout(), None, "session gone");
+}
+
+#[test]
+fn rmpp_completed_session_lingers_then_goes() {
+    let (mut f, client, server) = sa_pair(LinkModel::perfect(), 61, 1);
+    let req = sa_message(0x14, 4, 1000);
+    f.send(0, client, 1, &req, 100, 0).unwrap();
+    f.advance(Duration::from_millis(1));
+    assert_eq!(recvs(&f.take_events(1)).len(), 1);
+    // The request is whole; its session lingers to re-ACK retransmits.
+    assert!(f.nodes[1].engine.poll_timeout().is_some());
+    f.advance(Duration::from_secs(11));
+    assert_eq!(
+        f.nodes[1].engine.poll_timeout(),
+        None,
+        "linger over, session dropped"
+    );
+    assert_eq!(
+        f.nodes[0].engine.stats().timeouts,
+        1,
+        "nobody answered the request"
+    );
+    let _ = server;
+}
+
+#[test]
+fn rmpp_reassembly_slot_freed_on_completion() {
+    let mut f = Fabric::with_config(2, LinkModel::perfect(), 62, |_, c| EngineConfig {
+        max_reassemblies_per_peer: 1,
+        ..c
+    });
+    let client = f.register(0, gsi_agent(0x03, 1, &[]));
+    f.register(1, gsi_agent(0x03, 1, &[0x14]));
+    for tid in 0..3 {
+        f.send(0, client, 1, &sa_message(0x14, tid, 1000), 50, 0)
+            .unwrap();
+        f.advance(Duration::from_millis(1));
+    }
+    assert_eq!(recvs(&f.take_events(1)).len(), 3);
+    assert_eq!(f.nodes[1].engine.stats().dropped_rmpp_limit, 0);
+}
+
+#[test]
+fn rmpp_backlogged_requests_start_when_admitted() {
+    let mut f = Fabric::with_config(2, LinkModel::perfect(), 63, |_, c| EngineConfig {
+        max_outstanding_per_agent: 1,
+        ..c
+    });
+    let client = f.register(0, gsi_agent(0x03, 1, &[]));
+    let server = f.register(1, gsi_agent(0x03, 1, &[0x14]));
+    for tid in 0..3 {
+        f.send(0, client, 1, &sa_message(0x14, tid, 2000), 5000, 1)
+            .unwrap();
+    }
+    assert_eq!(f.nodes[0].engine.stats().backlog_depth, 2);
+    let requests = serve(&mut f, server, 3000, 100_000);
+    assert_eq!(requests.len(), 3);
+    let got: Vec<u64> = recvs(&f.take_events(0))
+        .iter()
+        .map(|(_, m)| tid_of(m) & 0xffff_ffff)
+        .collect();
+    assert_eq!(got, vec![0, 1, 2]);
+    let s = f.nodes[0].engine.stats();
+    assert_eq!(
+        (s.outstanding, s.backlog_depth, s.retries, s.timeouts),
+        (0, 0, 0, 0)
+    );
+}
+
+#[test]
+fn rmpp_unregister_mid_transfer_stops_everything() {
+    let (mut f, _, server) = sa_pair(LinkModel::perfect(), 64, 1);
+    f.filter = Some(Box::new(|w| w.from == 1)); // no ACKs: the sender keeps waiting
+    f.send(1, server, 0, &sa_message(0x92, 5, 5000), 0, 3)
+        .unwrap();
+    f.flush();
+    f.nodes[1].engine.unregister(server).unwrap();
+    assert_eq!(f.nodes[1].engine.poll_timeout(), None);
+    f.drive_bounded(100);
+    assert!(f.take_events(1).is_empty(), "dropped silently");
+}
