@@ -380,11 +380,9 @@ impl FabricInner {
             return; // No GSI on simulated switches; no SM behind port 0.
         }
         let is_request = pkt.mad[3] & 0x80 == 0 && !(pkt.is_dr_smp() && pkt.returning());
-        if let Err(pkt) = self.deliver(node, port, pkt, delay) {
-            if is_request {
-                if let Some(resp) = sma::unclaimed(self, node, port, &pkt) {
-                    self.respond(node, out, resp, delay);
-                }
+        if !self.deliver(node, port, &pkt, delay) && is_request {
+            if let Some(resp) = sma::unclaimed(self, node, port, &pkt) {
+                self.respond(node, out, resp, delay);
             }
         }
     }
@@ -398,25 +396,25 @@ impl FabricInner {
         }
     }
 
-    /// Queue the frame for the owner of `(node, port)`; `Err` gives it back when
-    /// nobody has the port open (frames for other QPs are dropped).
-    fn deliver(&self, node: usize, port: u8, pkt: Pkt, delay: Duration) -> Result<(), Pkt> {
+    /// Queue the frame for the owner of `(node, port)`; false when nobody has the
+    /// port open (frames for QPs other than 0 and 1 are dropped either way).
+    fn deliver(&self, node: usize, port: u8, pkt: &Pkt, delay: Duration) -> bool {
         let qp = match pkt.dqp {
             0 => Qp::Smi,
             1 => Qp::Gsi,
-            _ => return Ok(()),
+            _ => return true,
         };
         let endpoints = &self.nodes[node].endpoints;
         let Some(slot) = endpoints.get(usize::from(port)) else {
-            return Ok(());
+            return true;
         };
         match lock(slot).as_ref() {
-            // A closed receiver means the port is closing: the frame is lost, as on a real port.
             Some(tx) => {
-                let _ = tx.send(super::endpoint::Msg::frame(qp, &pkt, delay));
-                Ok(())
+                // A closed receiver means the port is closing: the frame is lost, as on a real port.
+                let _ = tx.send(super::endpoint::Msg::frame(qp, pkt, delay));
+                true
             }
-            None => Err(pkt),
+            None => false,
         }
     }
 }
