@@ -18,6 +18,10 @@ use std::time::{Duration, Instant};
 use vmad::transport::sim::{Fabric, FaultConfig};
 use vmad::types::GSI_QKEY;
 use vmad::umad::{self, AgentId, PortConfig, PortId};
+use vmad::wire::mad::{self, MadStatus, Method, MgmtClass};
+use vmad::wire::smp::node_info::{self, NodeType};
+use vmad::wire::smp::port_info::{self, PortState};
+use vmad::wire::smp::{self, node_desc};
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
@@ -87,8 +91,8 @@ fn main() -> Res<()> {
     gettable_runs(sm, client, sa_lid, "2% loss on the last link", 5, 2000)?;
     let after = fabric.link_stats("qs-sw3", 4).unwrap_or_default();
     println!(
-        "  that link carried {} frames and dropped {} of them; RMPP resent what was lost\n  \
-         (its resend timer is 20 ms here instead of the kernel's 2 s).",
+        "  that link carried {} frames and dropped {} of them; RMPP resent what was lost,\n  \
+         each time after its resend timer (20 ms here; the kernel's is 2 s) ran out.",
         after.frames - before.frames,
         after.lost - before.lost
     );
@@ -105,21 +109,39 @@ fn main() -> Res<()> {
 fn dr_get(sm: PortId, agent: AgentId, tid: u64, attr: u16, amod: u32, path: &[u8]) -> Res<Vec<u8>> {
     let mut buf = vec![0u8; umad::size() + 256];
     let mad = umad::get_mad_mut(&mut buf)?;
-    mad[..4].copy_from_slice(&[1, 0x81, 1, 0x01]); // base version, DR SMP class, version, Get
-    mad[7] = path.len() as u8; // hop count
-    mad[8..16].copy_from_slice(&tid.to_be_bytes());
-    mad[16..18].copy_from_slice(&attr.to_be_bytes());
-    mad[20..24].copy_from_slice(&amod.to_be_bytes());
-    mad[32..36].copy_from_slice(&[0xff; 4]); // DrSLID, DrDLID: permissive
-    mad[129..129 + path.len()].copy_from_slice(path); // initial path
-    umad::set_addr(&mut buf, 0xffff, 0, 0, 0)?;
+    mad::Repr {
+        base_version: 1,
+        mgmt_class: MgmtClass::SubnDirectedRoute,
+        class_version: 1,
+        method: Method::Get,
+        status: MadStatus::OK,
+        class_specific: 0,
+        tid,
+        attr_id: attr,
+        attr_mod: amod,
+    }
+    .emit(&mut mad::Packet::new_unchecked(&mut mad[..]));
+    let mut route = smp::DirectedRoute {
+        hop_count: path.len() as u8,
+        ..smp::DirectedRoute::default() // hop pointer 0, DrSLID = DrDLID = permissive
+    };
+    route.initial_path[1..=path.len()].copy_from_slice(path);
+    smp::Repr {
+        m_key: 0,
+        data: [0; smp::DATA_LEN],
+        dr: Some(route),
+    }
+    .emit(&mut smp::Packet::new_unchecked(&mut mad[..]));
+    umad::set_addr(&mut buf, 0xffff, 0, 0, 0)?; // DR SMPs go to the permissive LID, QP0
     umad::send(sm, agent, &mut buf, 256, 200, 3)?;
     let mut len = 256;
     umad::recv(sm, &mut buf, &mut len, -1)?;
     if umad::status(&buf)? != 0 {
         return Err(format!("SMP along {path:?} timed out").into());
     }
-    Ok(umad::get_mad(&buf)?[64..128].to_vec())
+    Ok(smp::Packet::new_checked(umad::get_mad(&buf)?)?
+        .data()
+        .to_vec())
 }
 
 /// Breadth-first discovery, the way an SM finds a subnet it knows nothing about.
@@ -137,34 +159,34 @@ fn discover(sm: PortId) -> Res<()> {
     let mut queue = VecDeque::from([Vec::<u8>::new()]);
     let mut smps = 0;
     while let Some(path) = queue.pop_front() {
-        let info = dr_get(sm, agent, next_tid(), NODE_INFO, 0, &path)?;
-        let desc = dr_get(sm, agent, next_tid(), NODE_DESC, 0, &path)?;
+        let data = dr_get(sm, agent, next_tid(), NODE_INFO, 0, &path)?;
+        let info = node_info::Repr::parse(&node_info::Packet::new_checked(&data[..])?)?;
+        let data = dr_get(sm, agent, next_tid(), NODE_DESC, 0, &path)?;
+        let desc = node_desc::Packet::new_checked(&data[..])?;
         smps += 2;
-        let guid = u64::from_be_bytes(info[12..20].try_into()?);
-        if seen.contains_key(&guid) {
+        if seen.contains_key(&info.node_guid) {
             continue;
         }
-        let name = String::from_utf8_lossy(&desc)
-            .trim_end_matches('\0')
-            .to_string();
-        let (kind, ports) = (info[2], info[3]);
+        let name = String::from_utf8_lossy(desc.text()).to_string();
+        let is_switch = info.node_type == NodeType::Switch;
         println!(
-            "  {} hop(s) away: {:<7} {:<6} GUID {guid:#018x}, entered on port {}",
+            "  {} hop(s) away: {:<7} {:<6} GUID {:#018x}, entered on port {}",
             path.len(),
             name,
-            if kind == 2 { "switch" } else { "CA" },
-            info[36]
+            if is_switch { "switch" } else { "CA" },
+            info.node_guid,
+            info.local_port_num
         );
-        seen.insert(guid, name);
+        seen.insert(info.node_guid, name);
         // Follow every other active port of a switch (and, at the start, our own port).
-        if kind == 2 || path.is_empty() {
-            for port in 1..=ports {
-                if kind == 2 && port == info[36] {
+        if is_switch || path.is_empty() {
+            for port in 1..=info.num_ports {
+                if is_switch && port == info.local_port_num {
                     continue;
                 }
-                let pi = dr_get(sm, agent, next_tid(), PORT_INFO, u32::from(port), &path)?;
+                let data = dr_get(sm, agent, next_tid(), PORT_INFO, u32::from(port), &path)?;
                 smps += 1;
-                if pi[32] & 0x0f == 4 {
+                if port_info::Packet::new_checked(&data[..])?.port_state() == PortState::Active {
                     let mut next = path.clone();
                     next.push(port);
                     queue.push_back(next);

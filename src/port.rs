@@ -14,8 +14,8 @@
 //!    wakes the threads blocked in [`Port::recv_with`] / [`Port::poll`].
 //!
 //! When a turn found nothing to do, the thread keeps polling for
-//! [`PortConfig::spin`] (so a reply that arrives just after a request is
-//! picked up in microseconds), then parks in [`Transport::wait`] until the
+//! [`PortConfig::spin`], yielding the CPU between polls (so a reply that
+//! arrives just after a request is picked up in microseconds), then parks in [`Transport::wait`] until the
 //! engine's next deadline. Application threads never touch the transport:
 //! [`Port::send`] hands the MAD to the engine under the port's lock and
 //! wakes the port thread through the transport's [`Waker`] (a transport
@@ -47,8 +47,9 @@ use crate::{Error, Result};
 pub struct PortConfig {
     /// The engine's configuration.
     pub engine: EngineConfig,
-    /// How long the port thread keeps polling after its last work before it parks.
-    /// Longer: lower latency, more CPU.
+    /// How long the port thread keeps polling (yielding the CPU between polls) after its
+    /// last work before it parks. Longer: lower latency, more CPU. Default 200 µs: long
+    /// enough that a request/response exchange never parks the thread in between.
     pub spin: Duration,
     /// Most MADs taken from the transport per turn.
     pub burst: usize,
@@ -60,7 +61,7 @@ impl Default for PortConfig {
     fn default() -> Self {
         PortConfig {
             engine: EngineConfig::default(),
-            spin: Duration::from_micros(50),
+            spin: Duration::from_micros(200),
             burst: 32,
             park_slice: Duration::from_millis(1),
         }
@@ -383,8 +384,20 @@ impl Drop for Port {
     }
 }
 
+/// Marks the port closed when the port thread ends, even by a panic, so that no
+/// receiver waits forever on a port nobody drives.
+struct ClosedOnExit<'a>(&'a Shared);
+
+impl Drop for ClosedOnExit<'_> {
+    fn drop(&mut self) {
+        self.0.lock().closed = true;
+        self.0.ready.notify_all();
+    }
+}
+
 /// The port thread.
 fn drive(shared: &Shared, mut transport: Box<dyn Transport>, config: &PortConfig) {
+    let _closed_on_exit = ClosedOnExit(shared);
     let has_waker = shared.waker.is_some();
     let mut idle_since: Option<Clock> = None;
     loop {
@@ -422,7 +435,9 @@ fn drive(shared: &Shared, mut transport: Box<dyn Transport>, config: &PortConfig
         let now = Clock::now();
         let since = *idle_since.get_or_insert(now);
         if now.duration_since(since) < config.spin {
-            std::hint::spin_loop();
+            // Yield rather than burn: on a busy machine the thread that will send
+            // us the next frame may need this core.
+            std::thread::yield_now();
             continue;
         }
         // Park until the engine's next deadline (or a wake / arrival).

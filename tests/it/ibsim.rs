@@ -343,3 +343,87 @@ fn ibsim_dr_discovery_matches_ibnetdiscover_ft234() {
     // 12 leaves x 18 CAs, 6 spines: 216 CA links + 72 uplinks.
     discovery_matches_ibnetdiscover("ft234.net", 234, 288);
 }
+
+/// An ibsim node registered as a named CA opens through the umad API.
+#[test]
+#[ignore = "needs ibsim/opensm: run by ./scripts/test"]
+fn ibsim_registered_ca_opens_through_umad() {
+    let f = Fabric::start("small.net", &[]);
+    f.opensm(&[]);
+    let name = format!("ibsim{}", std::process::id() % 100_000);
+    vmad::transport::ibsim::register_ca(&name, f.config(Some("H4"))).unwrap();
+    let ca = vmad::umad::get_ca(&name).unwrap();
+    assert_eq!(
+        (ca.node_guid, ca.node_type, ca.ca_type.as_str()),
+        (0x10_0006, 1, "simulator")
+    );
+    assert_eq!(ca.ports.len(), 1);
+    let p = &ca.ports[0];
+    assert_eq!((p.port_num, p.port_guid, p.state), (1, 0x10_0007, 4));
+    assert_ne!(p.lid, 0);
+    assert_eq!(vmad::umad::get_port(&name, 1).unwrap().lid, p.lid);
+    assert!(
+        vmad::umad::open(&name, 2).is_err(),
+        "ibsim attaches to port 1 only"
+    );
+    let (_, port) = vmad::umad::open(&name, 1).unwrap();
+    assert_eq!(port.attrs().ca_name, name);
+    let (topo, sweep) = walk(&port, 8, 100, 3).unwrap();
+    assert_eq!(
+        (topo.nodes.len(), topo.links.len(), sweep.timeouts),
+        (6, 6, 0)
+    );
+    port.close();
+    vmad::transport::registry::unregister_ca(&name);
+}
+
+/// ibnetdiscover's output is an ibsim topology too, with nodes named by GUID:
+/// such a node can be attached to by its GUID.
+#[test]
+#[ignore = "needs ibsim/opensm: run by ./scripts/test"]
+fn ibsim_attach_by_guid_on_an_ibnetdiscover_topology() {
+    let first = Fabric::start("small.net", &[]);
+    let file = first.run.join("discovered.net");
+    std::fs::write(&file, first.exec(None, &["ibnetdiscover"])).unwrap();
+    let f = Fabric::start_file(&file, &[]);
+    let t = IbsimTransport::connect(f.config(Some("0x100004"))).unwrap();
+    assert_eq!(t.node_id(), "H-0000000000100004");
+    assert_eq!(t.attrs().node_guid, 0x10_0004);
+    assert_eq!(t.attrs().port_guid, 0x10_0005);
+    let err = IbsimTransport::connect(f.config(Some("0x999"))).unwrap_err();
+    assert_eq!(err.errno(), vmad::error::errno::ENODEV);
+}
+
+/// ibsim busy-waits on a client whose receive queue is full; the transport's
+/// receiver thread keeps reading, so a burst sent without receiving completes.
+#[test]
+#[ignore = "needs ibsim/opensm: run by ./scripts/test"]
+fn ibsim_burst_without_receiving_does_not_stall() {
+    const N: u64 = 2000;
+    let f = Fabric::start("small.net", &[]);
+    let mut t = IbsimTransport::connect(f.config(None)).unwrap();
+    for i in 0..N {
+        let req = dr_get(0x4242_0000_0000_0000 | i, ATTR_NODE_INFO, 0, &[1]);
+        t.transmit(&mut |slot| {
+            slot.copy_from_slice(&req);
+            Some(Transmit {
+                qp: Qp::Smi,
+                dest: dr_dest(),
+                len: 256,
+            })
+        })
+        .unwrap();
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    let give_up = Instant::now() + Duration::from_secs(30);
+    while (seen.len() as u64) < N {
+        assert!(Instant::now() < give_up, "{} of {N} answers", seen.len());
+        t.wait(Some(Duration::from_millis(50))).unwrap();
+        t.recv_burst(256, &mut |_, mad| {
+            assert_eq!(tid_of(mad) >> 32, 0x4242_0000, "TID high word restored");
+            seen.insert(tid_of(mad));
+        })
+        .unwrap();
+    }
+    assert_eq!(t.drop_monitor().count(), 0);
+}

@@ -52,7 +52,8 @@ fn get_table(port: PortId, agent: umad::AgentId, tid: u64) -> Vec<u8> {
     let mut mad = gmp_mad(SA, 2, GET_TABLE, tid, 0x11);
     mad[24] = 1;
     let mut req = umad_with(&mad, 2, 1);
-    umad::send(port, agent, &mut req, 256, 5000, 3).unwrap();
+    // A lost request is resent after 1 s; the RMPP response itself takes far less.
+    umad::send(port, agent, &mut req, 256, 1000, 5).unwrap();
     let mut buf = vec![0u8; 64 + 256];
     let mut len = 256;
     let err = umad::recv(port, &mut buf, &mut len, -1).unwrap_err();

@@ -42,6 +42,10 @@ impl Control {
             let Some(rep) = CtlRepr::parse(&buf[..n]) else {
                 continue;
             };
+            // A late answer to an earlier call that timed out: not ours.
+            if rep.ctl_type != ctl_type && rep.ctl_type != CtlType::Error {
+                continue;
+            }
             if rep.ctl_type == CtlType::Error {
                 return Err(io::Error::other(format!(
                     "ibsim refused control request {ctl_type:?}"

@@ -35,7 +35,7 @@ mod tid;
 
 use std::io;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -48,7 +48,7 @@ pub use sock::Endpoint;
 use self::control::{node_candidates, query_attrs, Control};
 use self::proto::{CtlType, Request, RequestBuf, PERMISSIVE_LID, REQUEST_LEN};
 use self::sock::Sock;
-use self::threads::{receiver, sender, Msg, Shared};
+use self::threads::{receiver, Msg, Shared};
 use self::tid::TidRestore;
 use super::{Caps, PortAttrs, Transport, Waker};
 use crate::engine::{RecvMeta, Transmit};
@@ -136,25 +136,26 @@ impl IbsimConfig {
 
 /// A vmad transport attached to one node of a running ibsim.
 ///
-/// Two threads serve it. The receiver always drains ibsim's data socket:
-/// ibsim busy-waits when a client's queue is full, stalling the whole
-/// fabric, so nothing may stop the reading. The sender does the (blocking)
-/// socket writes, so [`Transport::transmit`] never blocks.
+/// A receiver thread always drains ibsim's data socket: ibsim busy-waits
+/// when a client's queue is full, stalling the whole fabric, so nothing may
+/// stop the reading. [`Transport::transmit`] writes straight to ibsim's
+/// socket: it can wait only while ibsim's queue for this client (10 deep)
+/// is full, which ibsim empties as it runs, since it never waits on us.
+/// A write timeout (2 s) bounds that against a hung ibsim.
 #[derive(Debug)]
 pub struct IbsimTransport {
     attrs: PortAttrs,
     node_id: String,
     config: IbsimConfig,
-    // Declared before `ctl` so the threads stop before the slot is freed.
+    // Declared before `ctl` so the receiver stops before the slot is freed.
     rx: Receiver<Msg>,
     /// Feeds `rx` too: what the port's [`Waker`] sends on.
     wake: Sender<Msg>,
-    tx: Option<Sender<RequestBuf>>,
     pending: Option<RequestBuf>,
     data: Sock,
     shared: Arc<Shared>,
-    threads: Vec<JoinHandle<()>>,
-    tids: Arc<Mutex<TidRestore>>,
+    receiver: Option<JoinHandle<()>>,
+    tids: TidRestore,
     monitor: DropMonitor,
     ctl: Control,
 }
@@ -212,45 +213,31 @@ impl IbsimTransport {
         // Bounds a send to a hung ibsim, so that dropping the transport cannot hang.
         data.set_write_timeout(Some(Duration::from_secs(2)))?;
         let shared = Arc::new(Shared::default());
-        let tids = Arc::new(Mutex::new(TidRestore::new(4096)));
+        let tids = TidRestore::new(4096);
         let monitor = DropMonitor::new(config.drops == DropPolicy::Report);
         let (in_tx, in_rx) = crossbeam_channel::unbounded();
-        let (out_tx, out_rx) = crossbeam_channel::unbounded();
-        let mut threads = Vec::with_capacity(2);
         let recv_sock = data.try_clone()?;
         recv_sock.set_read_timeout(Some(Duration::from_millis(200)))?;
         let sh = Arc::clone(&shared);
-        threads.push(
-            std::thread::Builder::new()
-                .name(format!("ibsim-rx{slot}"))
-                .spawn({
-                    let in_tx = in_tx.clone();
-                    move || receiver(recv_sock, in_tx, sh)
-                })?,
-        );
-        let send_sock = data.try_clone()?;
-        let sh = Arc::clone(&shared);
-        let spawned = std::thread::Builder::new()
-            .name(format!("ibsim-tx{slot}"))
-            .spawn(move || sender(send_sock, out_rx, sh));
-        let mut t = IbsimTransport {
+        let rx_tx = in_tx.clone();
+        // On failure `ctl` drops here and frees the slot.
+        let receiver = std::thread::Builder::new()
+            .name(format!("ibsim-rx{slot}"))
+            .spawn(move || receiver(recv_sock, rx_tx, sh))?;
+        Ok(IbsimTransport {
             attrs,
             node_id: info.node_id,
             config: config.clone(),
             wake: in_tx.clone(),
             rx: in_rx,
-            tx: Some(out_tx),
             pending: None,
             data,
             shared,
-            threads,
+            receiver: Some(receiver),
             tids,
             monitor,
             ctl,
-        };
-        // On failure `t` drops: the receiver stops and the slot is freed.
-        t.threads.push(spawned?);
-        Ok(t)
+        })
     }
 
     /// The ibsim node id this transport is attached to (e.g. `"H1"`).
@@ -329,22 +316,19 @@ impl IbsimTransport {
 
     /// Turn a drop echo into a report, or decide the packet goes up.
     /// Returns the packet's metadata if it is to be delivered.
-    fn classify(&self, pkt: &mut RequestBuf) -> Option<RecvMeta> {
+    fn classify(&mut self, pkt: &mut RequestBuf) -> Option<RecvMeta> {
         let req = Request::new_unchecked(&pkt[..]);
         let status = req.status();
         let (dlid, slid, dqp, sqp) = (req.dlid(), req.slid(), req.dqp(), req.sqp());
         let mad = &mut pkt[32..];
-        let mut tids = self.tids.lock().unwrap_or_else(|p| p.into_inner());
         if status != 0 {
             // Our own packet, returned undelivered: dlid/dqp are where we sent it.
-            tids.restore_echo(mad);
-            drop(tids);
+            self.tids.restore_echo(mad);
             self.monitor
                 .record(DroppedMad::from_echo(mad, sqp, dqp, dlid, status));
             return None;
         }
-        tids.restore_response(mad);
-        drop(tids);
+        self.tids.restore_response(mad);
         smi_recv(mad);
         Some(RecvMeta {
             qp: if dqp == 0 { Qp::Smi } else { Qp::Gsi },
@@ -450,14 +434,14 @@ impl Transport for IbsimTransport {
         req.set_length(t.len.min(MAD_SIZE) as u64);
         smi_send(&mut mad);
         req.mad_mut().copy_from_slice(&mad);
-        self.tids
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .note_send(&pkt[32..]);
-        let tx = self.tx.as_ref().ok_or(io::ErrorKind::BrokenPipe)?;
-        tx.send(pkt)
-            .map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "ibsim sender stopped"))?;
-        Ok(true)
+        self.tids.note_send(&pkt[32..]);
+        loop {
+            match self.data.send(&pkt[..]) {
+                Ok(_) => return Ok(true),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
     }
 
     fn wait(&mut self, timeout: Option<Duration>) -> io::Result<()> {
@@ -479,10 +463,8 @@ impl Transport for IbsimTransport {
 impl Drop for IbsimTransport {
     fn drop(&mut self) {
         self.shared.stop.store(true, Ordering::Relaxed);
-        // Closing the channel ends the sender once it has flushed what was queued.
-        self.tx = None;
         self.data.shutdown_read();
-        for t in self.threads.drain(..) {
+        if let Some(t) = self.receiver.take() {
             let _ = t.join();
         }
         // `ctl` drops after this body and frees the slot.

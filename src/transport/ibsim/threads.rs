@@ -1,10 +1,10 @@
-//! The two threads of a transport: one always reading ibsim, one writing to it.
+//! The receiver thread: it always reads ibsim, so ibsim never waits on us.
 
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use crossbeam_channel::{Receiver, Sender};
+use crossbeam_channel::Sender;
 
 use super::proto::{RequestBuf, REQUEST_LEN};
 use super::sock::Sock;
@@ -67,31 +67,6 @@ pub(crate) fn receiver(sock: Sock, out: Sender<Msg>, shared: Arc<Shared>) {
                 // A blocked `wait` must see the error now, not at its timeout.
                 let _ = out.send(Msg::Wake);
                 return;
-            }
-        }
-    }
-}
-
-pub(crate) fn sender(sock: Sock, input: Receiver<RequestBuf>, shared: Arc<Shared>) {
-    for pkt in input {
-        loop {
-            match sock.send(&pkt[..]) {
-                Ok(_) => break,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                    ) =>
-                {
-                    if shared.stop.load(Ordering::Relaxed) {
-                        return;
-                    }
-                }
-                Err(e) => {
-                    shared.fail(e);
-                    return;
-                }
             }
         }
     }

@@ -242,6 +242,7 @@ impl Transport for SimTransport {
                 flow_label: g.flow_label,
             }),
             hops: 0,
+            duplicate: false,
         };
         self.fabric
             .originate(self.node, self.port, pkt, Duration::ZERO);
