@@ -80,10 +80,15 @@ impl Drop for KernelAgent {
     }
 }
 
-/// A vmad port on `dev` (verbs), its QPN and GID.
+/// A vmad port on `dev` (verbs, busy polling), its QPN and GID.
 fn vmad_port(dev: &str) -> (Port, u32, [u8; 16]) {
+    vmad_port_with(dev, false)
+}
+
+fn vmad_port_with(dev: &str, completion_channel: bool) -> (Port, u32, [u8; 16]) {
     let t = VerbsTransport::open(VerbsConfig {
         device: Some(dev.into()),
+        completion_channel,
         ..Default::default()
     })
     .expect("open the verbs transport");
@@ -220,9 +225,19 @@ fn rxe_request_response_with_kernel_qp1() {
 #[test]
 #[ignore = "needs the rxe VM: run by scripts/rxe-test"]
 fn rxe_many_requests_in_flight_to_kernel_qp1() {
+    many_in_flight(false);
+}
+
+#[test]
+#[ignore = "needs the rxe VM: run by scripts/rxe-test"]
+fn rxe_many_requests_in_flight_completion_channel_mode() {
+    many_in_flight(true);
+}
+
+fn many_in_flight(completion_channel: bool) {
     let _g = serial();
     let _agent = KernelAgent::start();
-    let (port, _, _) = vmad_port(&env("RXE0_DEV"));
+    let (port, _, _) = vmad_port_with(&env("RXE0_DEV"), completion_channel);
     let a = port.register(spec(0x09, false, &[])).unwrap();
     const N: u64 = 64;
     for k in 0..N {
