@@ -93,7 +93,7 @@ impl Engine {
             ));
         }
         for (key, id) in &self.send_index {
-            if !self.txns.get(id).is_some_and(|t| t.rmpp.is_some()) {
+            if self.txns.get(id).is_none_or(|t| t.rmpp.is_none()) {
                 return fail(format!("send_index {key:?} points at no RMPP txn"));
             }
         }

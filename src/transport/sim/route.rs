@@ -384,7 +384,7 @@ impl FabricInner {
         if is_smp && is_request {
             match sma::answer(self, node, port, &pkt) {
                 sma::Answer::Reply(resp) => {
-                    self.respond(node, out, resp, delay);
+                    self.respond(node, out, *resp, delay);
                     return;
                 }
                 sma::Answer::Discard => return,

@@ -41,7 +41,7 @@ mod switch_info {
 #[derive(Debug)]
 pub(crate) enum Answer {
     /// Send this response.
-    Reply(Pkt),
+    Reply(Box<Pkt>),
     /// Drop it: it failed the M_Key check (counted).
     Discard,
     /// Not an SMP this SMA answers (a CA hands it to the port's owner).
@@ -108,7 +108,7 @@ pub(crate) fn answer(fabric: &FabricInner, node: usize, port: u8, req: &Pkt) -> 
         (METHOD_GET | METHOD_SET, _) if n.is_switch() => STATUS_UNSUPPORTED,
         _ => return Answer::NotMine,
     };
-    Answer::Reply(respond(fabric, node, port, req, status, &data))
+    Answer::Reply(Box::new(respond(fabric, node, port, req, status, &data)))
 }
 
 /// The answer a CA port nobody has open gives to an SMP or GMP Get/Set: GetResp with
