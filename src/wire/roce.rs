@@ -395,11 +395,16 @@ impl<T: AsRef<[u8]>> Frame<T> {
         deth::Packet::new_unchecked(&self.buffer.as_ref()[s..s + deth::LEN])
     }
 
-    /// The payload after the DETH, without pad bytes and ICRC.
-    pub fn payload(&self) -> &[u8] {
+    /// Where [`Frame::payload`] lies in the buffer.
+    pub fn payload_range(&self) -> core::ops::Range<usize> {
         let r = self.ib_range();
         let pad = usize::from(self.bth().pad_count());
-        &self.buffer.as_ref()[r.start + bth::LEN + deth::LEN..r.end - ICRC_LEN - pad]
+        r.start + bth::LEN + deth::LEN..r.end - ICRC_LEN - pad
+    }
+
+    /// The payload after the DETH, without pad bytes and ICRC.
+    pub fn payload(&self) -> &[u8] {
+        &self.buffer.as_ref()[self.payload_range()]
     }
 
     /// The ICRC as carried.
