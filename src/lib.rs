@@ -19,6 +19,61 @@
 //! unsolicited QP1 traffic. Full QP0 + QP1 ownership exists on the embedded
 //! simulated fabric and on ibsim; QP1 ownership on RoCE v2 through the roce
 //! transport.
+//!
+//! # Quick start: two CAs on the embedded fabric
+//!
+//! No hardware, no root: a fabric of simulated CAs lives in the process.
+//! Here a client asks a server on the other CA a question, the libibumad
+//! way (`ib_user_mad` buffers: a 64-byte header, then the MAD).
+//!
+//! ```
+//! use vmad::transport::sim::Fabric;
+//! use vmad::umad;
+//!
+//! # fn main() -> vmad::Result<()> {
+//! // Two CAs joined by one link: LIDs 1 and 2. `build` registers them by name.
+//! let fabric = Fabric::builder()
+//!     .ca("qs0")
+//!     .ca("qs1")
+//!     .link("qs0", 1, "qs1", 1)
+//!     .build()?;
+//! let client_port = umad::open_port("qs0", 1)?;
+//! let server_port = umad::open_port("qs1", 1)?;
+//!
+//! // PerfMgt (class 0x04, version 1): a client, and a server of Get (method 1).
+//! let client = umad::register(client_port, 0x04, 1, 0, None)?;
+//! let server = umad::register(server_port, 0x04, 1, 0, Some(&[1 << 1, 0]))?;
+//!
+//! // A Get to LID 2, QP1: wait 1 s per attempt, 2 retries.
+//! let mut req = vec![0u8; umad::size() + 256];
+//! req[64..68].copy_from_slice(&[1, 0x04, 1, 0x01]); // base version, class, version, Get
+//! req[64 + 15] = 0x2a; // TID 42 (the engine fills the upper 32 bits)
+//! umad::set_addr(&mut req, 2, 1, 0, vmad::types::GSI_QKEY)?;
+//! umad::send(client_port, client, &mut req, 256, 1000, 2)?;
+//!
+//! // The server receives it (blocking), turns it into a GetResp and answers.
+//! let mut buf = vec![0u8; umad::size() + 256];
+//! let mut len = 256;
+//! assert_eq!(umad::recv(server_port, &mut buf, &mut len, -1)?, server);
+//! buf[64 + 3] = 0x81;
+//! umad::send(server_port, server, &mut buf, len, 0, 0)?;
+//!
+//! // The client gets the response on its agent, with the TID it chose.
+//! let mut len = 256;
+//! assert_eq!(umad::recv(client_port, &mut buf, &mut len, -1)?, client);
+//! assert_eq!(umad::status(&buf)?, 0);
+//! assert_eq!(buf[64 + 3], 0x81);
+//! assert_eq!(buf[64 + 15], 0x2a);
+//!
+//! umad::close_port(client_port)?;
+//! umad::close_port(server_port)?;
+//! fabric.unregister();
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! Without a fabric of your own, `umad::open_port("vmadsim0", 1)` opens the
+//! default one: CAs `vmadsim0` and `vmadsim1`, LIDs 1 and 2.
 #![deny(unsafe_code)]
 
 pub mod engine;

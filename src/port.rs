@@ -1,1 +1,439 @@
-//! The port: the one driver loop per port. SKELETON: the port/umad helper fills this in.
+//! The port: the one driver loop per port, and the only place that reads a clock.
+//!
+//! # Design
+//!
+//! A [`Port`] joins one [`Transport`] to one [`Engine`]. It owns a
+//! **port thread** (named `vmad-port <ca>:<n>`) that alone touches the
+//! transport. Each turn of its loop:
+//!
+//! 1. takes a bounded burst of received MADs and feeds them to
+//!    [`Engine::handle_datagram`];
+//! 2. calls [`Engine::handle_timeout`] when the engine's deadline has passed;
+//! 3. drains [`Engine::poll_transmit`] straight into the transport's slots;
+//! 4. if events were queued, marks the port's file descriptor readable and
+//!    wakes the threads blocked in [`Port::recv_with`] / [`Port::poll`].
+//!
+//! When a turn found nothing to do, the thread keeps polling for
+//! [`PortConfig::spin`] (so a reply that arrives just after a request is
+//! picked up in microseconds), then parks in [`Transport::wait`] until the
+//! engine's next deadline. Application threads never touch the transport:
+//! [`Port::send`] hands the MAD to the engine under the port's lock and
+//! wakes the port thread through the transport's [`Waker`] (a transport
+//! without one is parked in slices of [`PortConfig::park_slice`]).
+//!
+//! The engine's time is this module's monotonic clock: microseconds since
+//! the port was opened, as a [`crate::time::Instant`].
+//!
+//! Any number of threads may call any method at once: every received
+//! message goes to exactly one receiver. [`Port::close`] (or dropping the
+//! last handle) stops and joins the thread, drops the transport (closing
+//! the port for the fabric), and fails waiting receivers with EINVAL.
+
+use std::io::{Read, Write};
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::net::UnixStream;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant as Clock};
+
+use crate::engine::{AgentId, AgentSpec, Engine, EngineConfig, EngineStats, Event, SendRequest};
+use crate::time::Instant;
+use crate::transport::{Caps, PortAttrs, Transport, Waker};
+use crate::types::Qp;
+use crate::{Error, Result};
+
+/// How a port's driver loop behaves.
+#[derive(Debug, Clone)]
+pub struct PortConfig {
+    /// The engine's configuration.
+    pub engine: EngineConfig,
+    /// How long the port thread keeps polling after its last work before it parks.
+    /// Longer: lower latency, more CPU.
+    pub spin: Duration,
+    /// Most MADs taken from the transport per turn.
+    pub burst: usize,
+    /// Longest park when the transport has no [`Waker`].
+    pub park_slice: Duration,
+}
+
+impl Default for PortConfig {
+    fn default() -> Self {
+        PortConfig {
+            engine: EngineConfig::default(),
+            spin: Duration::from_micros(50),
+            burst: 32,
+            park_slice: Duration::from_millis(1),
+        }
+    }
+}
+
+/// What application threads and the port thread share, under one lock.
+struct Core {
+    engine: Engine,
+    closed: bool,
+    /// RMPP transfers that ended in ABORT/STOP (the kernel reports them to nobody).
+    rmpp_aborts: u64,
+    /// The readable end handed out by [`Port::fd`] holds one byte iff a message is queued.
+    fd_read: UnixStream,
+    fd_write: UnixStream,
+    fd_ready: bool,
+}
+
+impl Core {
+    /// Drop the RMPP-abort notices at the head of the queue (they only count),
+    /// then make the descriptor's readability match the queue.
+    fn settle(&mut self) {
+        while matches!(self.engine.peek_event(), Some(Event::RmppAborted { .. })) {
+            self.engine.poll_event();
+            self.rmpp_aborts += 1;
+        }
+        let want = self.engine.peek_event().is_some();
+        if want && !self.fd_ready {
+            // A non-blocking one-byte write to an empty socket buffer cannot fail short.
+            self.fd_ready = self.fd_write.write(&[1]).is_ok();
+        } else if !want && self.fd_ready {
+            let mut b = [0u8; 1];
+            self.fd_ready = self.fd_read.read(&mut b).is_err();
+        }
+    }
+}
+
+struct Shared {
+    core: Mutex<Core>,
+    /// Signalled when events are queued or the port closes.
+    ready: Condvar,
+    waker: Option<Waker>,
+    epoch: Clock,
+    attrs: PortAttrs,
+    caps: Caps,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Core> {
+        self.core.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The engine's clock.
+    fn now(&self) -> Instant {
+        let micros = u64::try_from(self.epoch.elapsed().as_micros()).unwrap_or(u64::MAX);
+        Instant::from_micros(micros)
+    }
+
+    fn wake(&self) {
+        if let Some(w) = &self.waker {
+            w.wake();
+        }
+    }
+}
+
+/// An open port: its engine, its transport and the thread that drives them.
+pub struct Port {
+    shared: Arc<Shared>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl core::fmt::Debug for Port {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Port")
+            .field("ca", &self.shared.attrs.ca_name)
+            .field("port", &self.shared.attrs.port_num)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Port {
+    /// Start driving `transport`.
+    ///
+    /// # Errors
+    /// EIO if the descriptor pair or the port thread cannot be created.
+    pub fn open(transport: Box<dyn Transport>, config: PortConfig) -> Result<Port> {
+        let (fd_read, fd_write) = UnixStream::pair()?;
+        fd_read.set_nonblocking(true)?;
+        fd_write.set_nonblocking(true)?;
+        let shared = Arc::new(Shared {
+            core: Mutex::new(Core {
+                engine: Engine::new(config.engine.clone()),
+                closed: false,
+                rmpp_aborts: 0,
+                fd_read,
+                fd_write,
+                fd_ready: false,
+            }),
+            ready: Condvar::new(),
+            waker: transport.waker(),
+            epoch: Clock::now(),
+            attrs: transport.attrs().clone(),
+            caps: transport.caps(),
+        });
+        let name = format!(
+            "vmad-port {}:{}",
+            shared.attrs.ca_name, shared.attrs.port_num
+        );
+        let driver = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name(name)
+            .spawn(move || drive(&driver, transport, &config))?;
+        Ok(Port {
+            shared,
+            thread: Mutex::new(Some(thread)),
+        })
+    }
+
+    /// What the transport reports about the port (`umad_get_port`).
+    pub fn attrs(&self) -> &PortAttrs {
+        &self.shared.attrs
+    }
+
+    /// What the transport can carry.
+    pub fn caps(&self) -> Caps {
+        self.shared.caps
+    }
+
+    /// Register an agent.
+    ///
+    /// # Errors
+    /// EINVAL on a closed port; EOPNOTSUPP for an SMI (GSI) agent on a transport without
+    /// QP0 (QP1); otherwise as [`Engine::register`] (EINVAL, ENOMEM).
+    pub fn register(&self, spec: AgentSpec) -> Result<AgentId> {
+        let has_qp = match spec.qp {
+            Qp::Smi => self.shared.caps.smi,
+            Qp::Gsi => self.shared.caps.gsi,
+        };
+        if !has_qp {
+            return Err(Error::Unsupported("this transport lacks that QP"));
+        }
+        let mut core = self.live()?;
+        core.engine.register(spec)
+    }
+
+    /// Unregister an agent; its outstanding sends are dropped, its queued messages stay.
+    ///
+    /// # Errors
+    /// EINVAL on a closed port or for an agent that is not registered.
+    pub fn unregister(&self, agent: AgentId) -> Result<()> {
+        self.live()?.engine.unregister(agent)
+    }
+
+    /// The TID high word the engine stamps on `agent`'s requests.
+    pub fn hi_tid(&self, agent: AgentId) -> Option<u32> {
+        self.shared.lock().engine.hi_tid(agent)
+    }
+
+    /// Queue a MAD; the port thread sends it.
+    ///
+    /// # Errors
+    /// EINVAL on a closed port; otherwise as [`Engine::send`] (EINVAL, EMSGSIZE).
+    pub fn send(&self, agent: AgentId, req: SendRequest<'_>) -> Result<()> {
+        {
+            let mut core = self.live()?;
+            let now = self.shared.now();
+            core.engine.send(now, agent, req)?;
+        }
+        self.shared.wake();
+        Ok(())
+    }
+
+    /// Wait for the next message and offer it to `take`: if `take` returns `Ok`, the
+    /// message is consumed; if it returns `Err`, the message stays at the head of the
+    /// queue and the error is returned (how ENOSPC keeps a message for a bigger buffer).
+    ///
+    /// `timeout`: `None` waits forever, zero does not wait.
+    ///
+    /// # Errors
+    /// EWOULDBLOCK when nothing is queued and `timeout` is zero; ETIMEDOUT when a
+    /// positive `timeout` passes; EINVAL if the port is (or gets) closed; or `take`'s error.
+    pub fn recv_with<R>(
+        &self,
+        timeout: Option<Duration>,
+        mut take: impl FnMut(&Event) -> Result<R>,
+    ) -> Result<R> {
+        let deadline = timeout.map(|t| Clock::now() + t);
+        let mut core = self.live()?;
+        loop {
+            core.settle();
+            if let Some(event) = core.engine.peek_event() {
+                let taken = take(event)?;
+                core.engine.poll_event();
+                core.settle();
+                return Ok(taken);
+            }
+            core = self.wait_ready(core, timeout, deadline)?;
+        }
+    }
+
+    /// The next message (see [`Port::recv_with`] for `timeout`).
+    ///
+    /// # Errors
+    /// As [`Port::recv_with`].
+    pub fn recv(&self, timeout: Option<Duration>) -> Result<Event> {
+        self.recv_with(timeout, |e| Ok(e.clone()))
+    }
+
+    /// Wait until a message is queued (`umad_poll`). Another thread may take it first.
+    ///
+    /// # Errors
+    /// ETIMEDOUT if none is queued within `timeout` (at once when zero); EINVAL if the
+    /// port is (or gets) closed.
+    pub fn poll(&self, timeout: Option<Duration>) -> Result<()> {
+        let deadline = timeout.map(|t| Clock::now() + t);
+        let mut core = self.live()?;
+        loop {
+            core.settle();
+            if core.engine.peek_event().is_some() {
+                return Ok(());
+            }
+            core = match self.wait_ready(core, timeout, deadline) {
+                Err(Error::WouldBlock) => return Err(Error::TimedOut),
+                other => other?,
+            };
+        }
+    }
+
+    /// A descriptor that polls readable exactly while a message is queued.
+    /// It stays owned by the port: valid until the port is closed.
+    pub fn fd(&self) -> RawFd {
+        self.shared.lock().fd_read.as_raw_fd()
+    }
+
+    /// The engine's counters.
+    pub fn stats(&self) -> EngineStats {
+        self.shared.lock().engine.stats()
+    }
+
+    /// RMPP transfers that ended in ABORT or STOP so far (counted, never queued).
+    pub fn rmpp_aborts(&self) -> u64 {
+        self.shared.lock().rmpp_aborts
+    }
+
+    /// Whether the port is still open.
+    pub fn is_open(&self) -> bool {
+        !self.shared.lock().closed
+    }
+
+    /// Stop the port thread and release the transport. Idempotent.
+    pub fn close(&self) {
+        self.shared.lock().closed = true;
+        self.shared.ready.notify_all();
+        self.shared.wake();
+        let thread = self
+            .thread
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(t) = thread {
+            // A panic on the port thread has already been reported; closing still succeeds.
+            let _ = t.join();
+        }
+    }
+
+    fn live(&self) -> Result<MutexGuard<'_, Core>> {
+        let core = self.shared.lock();
+        if core.closed {
+            return Err(Error::InvalidPort);
+        }
+        Ok(core)
+    }
+
+    /// Block on the condition variable until woken, the deadline, or close.
+    fn wait_ready<'a>(
+        &self,
+        core: MutexGuard<'a, Core>,
+        timeout: Option<Duration>,
+        deadline: Option<Clock>,
+    ) -> Result<MutexGuard<'a, Core>> {
+        let core = match deadline {
+            None => self
+                .shared
+                .ready
+                .wait(core)
+                .unwrap_or_else(PoisonError::into_inner),
+            Some(d) => {
+                let left = d.saturating_duration_since(Clock::now());
+                if left.is_zero() {
+                    return Err(if timeout == Some(Duration::ZERO) {
+                        Error::WouldBlock
+                    } else {
+                        Error::TimedOut
+                    });
+                }
+                self.shared
+                    .ready
+                    .wait_timeout(core, left)
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .0
+            }
+        };
+        if core.closed {
+            return Err(Error::InvalidPort);
+        }
+        Ok(core)
+    }
+}
+
+impl Drop for Port {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+/// The port thread.
+fn drive(shared: &Shared, mut transport: Box<dyn Transport>, config: &PortConfig) {
+    let has_waker = shared.waker.is_some();
+    let mut idle_since: Option<Clock> = None;
+    loop {
+        let (worked, deadline) = {
+            let mut core = shared.lock();
+            if core.closed {
+                break;
+            }
+            let now = shared.now();
+            let before = core.engine.pending_events();
+            let engine = &mut core.engine;
+            let received = transport
+                .recv_burst(config.burst, &mut |meta, mad| {
+                    engine.handle_datagram(now, meta, mad)
+                })
+                .unwrap_or(0);
+            if engine.poll_timeout().is_some_and(|t| t <= now) {
+                engine.handle_timeout(now);
+            }
+            let mut sent = 0usize;
+            while let Ok(true) = transport.transmit(&mut |slot| engine.poll_transmit(now, slot)) {
+                sent += 1;
+            }
+            let deadline = engine.poll_timeout();
+            if core.engine.pending_events() != before {
+                core.settle();
+                shared.ready.notify_all();
+            }
+            (received + sent > 0, deadline)
+        };
+        if worked {
+            idle_since = None;
+            continue;
+        }
+        let now = Clock::now();
+        let since = *idle_since.get_or_insert(now);
+        if now.duration_since(since) < config.spin {
+            std::hint::spin_loop();
+            continue;
+        }
+        // Park until the engine's next deadline (or a wake / arrival).
+        let until = deadline.map(|d| {
+            let micros = d.as_micros().saturating_sub(shared.now().as_micros());
+            Duration::from_micros(micros)
+        });
+        let limit = if has_waker {
+            until
+        } else {
+            Some(until.map_or(config.park_slice, |u| u.min(config.park_slice)))
+        };
+        if limit.is_some_and(|l| l.is_zero()) {
+            continue;
+        }
+        if transport.wait(limit).is_err() {
+            std::thread::sleep(config.park_slice);
+        }
+        idle_since = None;
+    }
+}

@@ -9,6 +9,9 @@ use crate::types::{MadAddr, Qp, GSI_QKEY};
 use crate::wire::mad::{self, MadStatus, Method, MgmtClass};
 use crate::wire::{rmpp, MAD_SIZE};
 
+/// The ClassPortInfo attribute (common to every class).
+const CLASS_PORT_INFO: u16 = 0x0001;
+
 /// A delivered request, remembered until its agent answers it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) struct DedupKey {
@@ -66,8 +69,15 @@ impl Engine {
         buf.copy_from_slice(&bytes[..MAD_SIZE]);
         let pkt = mad::Packet::new_unchecked(&buf[..]);
         let class = pkt.mgmt_class();
-        // kernel validate_mad: IB base version only; SMPs on QP0 only, GMPs never on QP0.
-        if pkt.base_version() != mad::BASE_VERSION || class.is_smp() != (meta.qp == Qp::Smi) {
+        // kernel validate_mad: IB base version only; SMPs on QP0 only, GMPs never on QP0;
+        // CM attributes other than ClassPortInfo only use the Send method.
+        let bad_cm = class == MgmtClass::Cm
+            && pkt.attr_id() != CLASS_PORT_INFO
+            && pkt.method() != Method::Send;
+        if pkt.base_version() != mad::BASE_VERSION
+            || class.is_smp() != (meta.qp == Qp::Smi)
+            || bad_cm
+        {
             self.stats.dropped_invalid += 1;
             return;
         }
@@ -84,7 +94,7 @@ impl Engine {
             return;
         }
         if response {
-            self.recv_response(agent, meta, buf);
+            self.recv_response(now, agent, meta, buf);
         } else {
             self.recv_request(now, agent, meta, buf);
         }
@@ -144,11 +154,11 @@ impl Engine {
         });
     }
 
-    fn recv_response(&mut self, agent: AgentId, meta: RecvMeta, buf: [u8; MAD_SIZE]) {
+    fn recv_response(&mut self, now: Instant, agent: AgentId, meta: RecvMeta, buf: [u8; MAD_SIZE]) {
         let pkt = mad::Packet::new_unchecked(&buf[..]);
         let (tid, class) = (pkt.tid(), u8::from(pkt.mgmt_class()));
         if let Some(txn_id) = self.match_response(agent, tid, class, &meta.src) {
-            self.finish_txn(txn_id);
+            self.finish_txn(now, txn_id);
             self.deliver(agent, meta.src, buf.to_vec());
             return;
         }
@@ -180,10 +190,18 @@ impl Engine {
         (dr || same_peer(&txn.dest, src)).then_some(txn_id)
     }
 
-    fn recv_request(&mut self, now: Instant, agent: AgentId, meta: RecvMeta, buf: [u8; MAD_SIZE]) {
+    pub(super) fn recv_request(
+        &mut self,
+        now: Instant,
+        agent: AgentId,
+        meta: RecvMeta,
+        buf: [u8; MAD_SIZE],
+    ) {
         let pkt = mad::Packet::new_unchecked(&buf[..]);
         let (tid, class, method) = (pkt.tid(), u8::from(pkt.mgmt_class()), pkt.method());
-        if method != Method::Send && !self.remember_request(now, agent, &meta.src, tid, class) {
+        // Segments handed raw to an agent doing its own RMPP share a TID: never filter those.
+        let filtered = method != Method::Send && !is_rmpp_active(&buf);
+        if filtered && !self.remember_request(now, agent, &meta.src, tid, class) {
             self.stats.dropped_duplicates += 1;
             return;
         }
@@ -195,7 +213,7 @@ impl Engine {
     }
 
     /// Remember a delivered request; false if it is already remembered (a duplicate).
-    fn remember_request(
+    pub(super) fn remember_request(
         &mut self,
         now: Instant,
         agent: AgentId,
@@ -248,16 +266,5 @@ impl Engine {
                 self.timers.set(TimerKey::Dedup(id), Some(deadline), None);
             }
         }
-    }
-
-    /// RMPP MADs of agents that run RMPP in the engine; true if consumed.
-    fn rmpp_intercept(
-        &mut self,
-        _now: Instant,
-        _agent: AgentId,
-        _meta: RecvMeta,
-        _buf: &[u8; MAD_SIZE],
-    ) -> bool {
-        false
     }
 }

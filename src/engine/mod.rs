@@ -23,7 +23,31 @@
 //! out (that is the engine's "send completion"), as the kernel starts it at
 //! the send completion.
 //!
-//! # Determinism
+//! # What it does, as the kernel does it
+//!
+//! - **Requests out** get the agent's 24-bit TID high word (the low 32 bits
+//!   are the caller's); responses keep their TID. A `timeout_ms` of 0
+//!   expects nothing back: a response to it is dropped. Retries resend the
+//!   same bytes. When every attempt expired, [`Event::SendTimedOut`] carries
+//!   the first 24 bytes as sent.
+//! - **Responses in** are routed by the TID high word, then matched by TID,
+//!   class and peer (LID, or GID with a GRH; any peer for directed-route
+//!   SMPs), also before their request was handed out (the kernel's
+//!   EARLY_RESP). Unmatched or late ones are dropped and counted.
+//! - **Requests in** go to the agent whose method mask has the method, for
+//!   the class, class version (and OUI in vendor range 2). Unclaimed Get/Set
+//!   are answered by the engine with GetResp(UNSUPPORTED_METHOD_ATTR), with
+//!   the direction bit and return-path hop step for a DR SMP; other
+//!   unclaimed MADs are dropped. A request repeated while the agent has not
+//!   yet answered it (within `duplicate_request_window`) is dropped.
+//! - **RMPP** runs in the engine for agents registered with RMPP version 1
+//!   (and without `user_rmpp`) on an RMPP class when the user sets
+//!   RMPPFlags.Active: segmentation, windows, ACKs, reassembly (delivered as
+//!   one [`Event::Recv`]), dual-sided RMPP (GetMulti), ABORT/STOP (reported
+//!   as [`Event::RmppAborted`]). Other agents see RMPP MADs untouched.
+//! - **Limits** (see [`EngineConfig`]) are counted in [`EngineStats`].
+//!
+//! //! # Determinism
 //!
 //! Given the same inputs (and `EngineConfig::rng_seed`), the engine produces
 //! the same outputs: hash maps are used for lookups only, never iterated to
@@ -34,6 +58,7 @@ pub mod rmpp;
 mod agent;
 mod config;
 mod dispatch;
+mod sessions;
 mod smi;
 mod stats;
 mod timers;
@@ -122,7 +147,8 @@ pub enum Event {
         /// The message bytes.
         mad: Vec<u8>,
     },
-    /// Every attempt of a request expired: the `umad_status(3)` ETIMEDOUT completion.
+    /// Every attempt of a request expired, or an RMPP sender ran out of ACK
+    /// retries: the `umad_status(3)` ETIMEDOUT completion.
     SendTimedOut {
         /// The agent that sent it.
         agent: AgentId,
@@ -164,6 +190,14 @@ pub struct Engine {
     /// Delivered requests awaiting their response: key -> dedup id.
     dedup: HashMap<dispatch::DedupKey, u64>,
     dedup_entries: HashMap<u64, (dispatch::DedupKey, Instant)>,
+    /// RMPP sends by (agent, TID) -> txn id.
+    send_index: HashMap<(u32, u64), u64>,
+    /// RMPP senders that may have a segment due, polled in order.
+    rmpp_ready: VecDeque<u64>,
+    recv_sessions: HashMap<u64, sessions::RecvSession>,
+    recv_index: HashMap<sessions::RecvKey, u64>,
+    /// Reassemblies in progress per peer.
+    peer_active: HashMap<sessions::PeerKey, usize>,
     stats: EngineStats,
 }
 
@@ -183,6 +217,11 @@ impl Engine {
             events: VecDeque::new(),
             dedup: HashMap::new(),
             dedup_entries: HashMap::new(),
+            send_index: HashMap::new(),
+            rmpp_ready: VecDeque::new(),
+            recv_sessions: HashMap::new(),
+            recv_index: HashMap::new(),
+            peer_active: HashMap::new(),
             stats: EngineStats::default(),
         }
     }

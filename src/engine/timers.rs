@@ -14,6 +14,8 @@ use crate::time::Instant;
 pub(crate) enum TimerKey {
     /// A request waiting for its response (or an RMPP send session).
     Txn(u64),
+    /// An RMPP receive session.
+    Recv(u64),
     /// A delivered request remembered to drop its retransmissions.
     Dedup(u64),
 }

@@ -3,6 +3,7 @@
 
 use core::time::Duration;
 
+use super::rmpp::send::Sender;
 use super::timers::TimerKey;
 use super::{smi, AgentId, Engine, Event, SendRequest, Transmit};
 use crate::time::Instant;
@@ -22,6 +23,8 @@ pub(crate) enum TxnState {
     Queued,
     /// Handed out; the response timer runs.
     Waiting,
+    /// An RMPP transfer in progress (the timer is the sender's ACK timer).
+    RmppSending,
 }
 
 /// One request that expects a response.
@@ -37,6 +40,27 @@ pub(crate) struct Txn {
     pub(crate) retries_left: u32,
     pub(crate) state: TxnState,
     pub(crate) deadline: Option<Instant>,
+    /// Whether a response completes it (`timeout_ms != 0`); RMPP sends without
+    /// one are kept here only while their segments are in flight.
+    pub(crate) wants_response: bool,
+    /// The RMPP side of an RMPP send.
+    pub(crate) rmpp: Option<RmppTx>,
+}
+
+/// The RMPP side of a send.
+#[derive(Debug)]
+pub(crate) enum RmppTx {
+    /// Backlogged: the sender is built (and its timers start) when admitted.
+    Pending {
+        message: Vec<u8>,
+        hdr_len: usize,
+        window_last: u32,
+        ack_timeout: Duration,
+    },
+    /// Segments in flight.
+    Running(Box<Sender>),
+    /// Every segment ACKed (waiting for the response), or the sender failed.
+    Done,
 }
 
 impl Txn {
@@ -67,12 +91,15 @@ impl Engine {
         id: AgentId,
         req: SendRequest<'_>,
     ) -> Result<()> {
-        let _ = now;
         let agent = self.agents.get(id).ok_or(Error::UnknownAgent(id.0))?;
         let (qp, hi_tid, serial) = (agent.spec.qp, agent.hi_tid, agent.serial);
         let bytes = req.mad;
         if bytes.len() < rmpp::END {
             return Err(Error::InvalidArgument("MAD shorter than 36 bytes"));
+        }
+        // kernel: RMPP when the agent runs it, the class has it, and the user set Active.
+        if agent.kernel_rmpp() && super::dispatch::is_rmpp_active(bytes) {
+            return self.send_rmpp(now, id, req);
         }
         if bytes.len() > MAD_SIZE {
             return Err(Error::MessageTooLarge {
@@ -127,15 +154,17 @@ impl Engine {
                 retries_left: req.retries,
                 state: TxnState::Backlog,
                 deadline: None,
+                wants_response: true,
+                rmpp: None,
             },
         );
         self.stats.outstanding += 1;
-        self.admit(id, txn_id);
+        self.admit(now, id, txn_id);
         Ok(())
     }
 
     /// Queue a new request, or park it in the agent's backlog when the agent is at its limit.
-    fn admit(&mut self, id: AgentId, txn_id: u64) {
+    pub(super) fn admit(&mut self, now: Instant, id: AgentId, txn_id: u64) {
         let limit = self.config.max_outstanding_per_agent;
         let Some(agent) = self.agents.get_mut(id) else {
             return;
@@ -147,17 +176,28 @@ impl Engine {
             return;
         }
         agent.active += 1;
-        if let Some(txn) = self.txns.get_mut(&txn_id) {
-            txn.state = TxnState::Queued;
+        let Some(txn) = self.txns.get_mut(&txn_id) else {
+            return;
+        };
+        if txn.rmpp.is_some() {
+            self.start_rmpp_send(now, txn_id);
+            return;
         }
+        txn.state = TxnState::Queued;
         self.tx_queue.push_back(Out::Txn(txn_id));
     }
 
     /// Remove a finished request (answered, timed out) and let the backlog move.
-    pub(super) fn finish_txn(&mut self, txn_id: u64) -> Option<Txn> {
+    pub(super) fn finish_txn(&mut self, now: Instant, txn_id: u64) -> Option<Txn> {
         let txn = self.txns.remove(&txn_id)?;
-        self.txn_index.remove(&txn.key());
         self.timers.set(TimerKey::Txn(txn_id), txn.deadline, None);
+        if txn.rmpp.is_some() {
+            self.send_index.remove(&(txn.agent.0, txn.tid));
+        }
+        if !txn.wants_response {
+            return Some(txn);
+        }
+        self.txn_index.remove(&txn.key());
         self.stats.outstanding -= 1;
         if txn.state == TxnState::Backlog {
             let backlog = &mut self.backlogs[txn.agent.0 as usize];
@@ -170,7 +210,7 @@ impl Engine {
         }
         if let Some(next) = self.backlogs[txn.agent.0 as usize].pop_front() {
             self.stats.backlog_depth -= 1;
-            self.admit(txn.agent, next);
+            self.admit(now, txn.agent, next);
         }
         Some(txn)
     }
@@ -219,33 +259,44 @@ impl Engine {
                 }
             }
         }
-        None
+        self.transmit_rmpp(now, out)
     }
 
     pub(super) fn fire(&mut self, now: Instant, key: TimerKey) {
         match key {
-            TimerKey::Txn(txn_id) => self.txn_expired(txn_id),
+            TimerKey::Txn(txn_id) => self.txn_expired(now, txn_id),
             TimerKey::Dedup(dedup_id) => self.dedup_expired(dedup_id),
+            TimerKey::Recv(session) => self.recv_session_timeout(now, session),
         }
-        let _ = now;
     }
 
-    fn txn_expired(&mut self, txn_id: u64) {
+    fn txn_expired(&mut self, now: Instant, txn_id: u64) {
         let Some(txn) = self.txns.get_mut(&txn_id) else {
             return;
         };
         txn.deadline = None;
+        if txn.state == TxnState::RmppSending {
+            self.rmpp_send_timeout(now, txn_id);
+            return;
+        }
         if txn.state != TxnState::Waiting {
             return;
         }
-        if txn.retries_left > 0 {
+        // An RMPP request whose segments were all ACKed is not resent (kernel
+        // ib_retry_rmpp answers PROCESSED, so the retry fails and the send times out).
+        if txn.retries_left > 0 && txn.rmpp.is_none() {
             txn.retries_left -= 1;
             txn.state = TxnState::Queued;
             self.stats.retries += 1;
             self.tx_queue.push_back(Out::Txn(txn_id));
             return;
         }
-        if let Some(txn) = self.finish_txn(txn_id) {
+        self.time_out_txn(now, txn_id);
+    }
+
+    /// Every attempt failed: report ETIMEDOUT with the header as sent.
+    pub(super) fn time_out_txn(&mut self, now: Instant, txn_id: u64) {
+        if let Some(txn) = self.finish_txn(now, txn_id) {
             self.stats.timeouts += 1;
             let mut header = [0u8; mad::HEADER_LEN];
             header.copy_from_slice(&txn.mad[..mad::HEADER_LEN]);
@@ -268,14 +319,18 @@ impl Engine {
         doomed.sort_unstable();
         for txn_id in &doomed {
             if let Some(txn) = self.txns.remove(txn_id) {
-                self.txn_index.remove(&txn.key());
                 self.timers.set(TimerKey::Txn(*txn_id), txn.deadline, None);
-                self.stats.outstanding -= 1;
+                self.send_index.remove(&(txn.agent.0, txn.tid));
+                if txn.wants_response {
+                    self.txn_index.remove(&txn.key());
+                    self.stats.outstanding -= 1;
+                }
             }
         }
         let backlog = &mut self.backlogs[id.0 as usize];
         self.stats.backlog_depth -= backlog.len() as u64;
         backlog.clear();
         self.forget_agent_requests(id);
+        self.purge_agent_sessions(id);
     }
 }

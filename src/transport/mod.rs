@@ -11,9 +11,11 @@
 //! what its wire format needs; matching, timers and RMPP are the engine's.
 
 pub mod ibsim;
+pub mod registry;
 pub mod sim;
 
 use std::io;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::engine::{RecvMeta, Transmit};
@@ -100,4 +102,32 @@ pub trait Transport: Send {
     /// Block until a MAD may be ready to receive, or `timeout` passes (`None`: no limit).
     /// Spurious returns are allowed.
     fn wait(&mut self, timeout: Option<Duration>) -> io::Result<()>;
+
+    /// A handle that makes a [`Transport::wait`] running on another thread return early.
+    /// `None` (the default): the port then parks in short slices instead.
+    fn waker(&self) -> Option<Waker> {
+        None
+    }
+}
+
+/// Ends a [`Transport::wait`] early, from any thread (see [`Transport::waker`]).
+#[derive(Clone)]
+pub struct Waker(Arc<dyn Fn() + Send + Sync>);
+
+impl Waker {
+    /// A waker that runs `wake` (which must not block).
+    pub fn new(wake: impl Fn() + Send + Sync + 'static) -> Waker {
+        Waker(Arc::new(wake))
+    }
+
+    /// Make the current or next `wait` return.
+    pub fn wake(&self) {
+        (self.0)()
+    }
+}
+
+impl core::fmt::Debug for Waker {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str("Waker")
+    }
 }

@@ -1,3 +1,8 @@
 //! vmad's one integration-test binary: everything here goes through the public API.
 
+mod dr_walk;
+mod ibsim;
 mod pcap;
+mod sim_fabric;
+mod umad_semantics;
+mod util;

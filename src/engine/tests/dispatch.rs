@@ -127,9 +127,20 @@ fn requests_in_invalid_mads_dropped() {
     f.inject(0, 1, Qp::Smi, &mad(0x04, 0x01, 2)); // GMP on QP0
     f.inject(0, 1, Qp::Gsi, &mad(0x01, 0x01, 3)); // SMP on QP1
     f.inject(0, 1, Qp::Gsi, &mad(0x04, 0x01, 4)[..100]); // short
+    f.inject(0, 1, Qp::Gsi, &mad(0x07, 0x01, 5)); // CM Get of a non-ClassPortInfo attribute
     assert!(f.take_events(1).is_empty());
     assert!(f.trace.is_empty(), "no answers to invalid MADs");
-    assert_eq!(f.nodes[1].engine.stats().dropped_invalid, 4);
+    assert_eq!(f.nodes[1].engine.stats().dropped_invalid, 5);
+    // CM Send and CM ClassPortInfo Get pass validation (and are unclaimed here).
+    f.inject(0, 1, Qp::Gsi, &mad(0x07, 0x03, 6));
+    let mut cpi = mad(0x07, 0x01, 7);
+    cpi[16..18].copy_from_slice(&1u16.to_be_bytes());
+    f.inject(0, 1, Qp::Gsi, &cpi);
+    let s = f.nodes[1].engine.stats();
+    assert_eq!(
+        (s.dropped_invalid, s.dropped_unclaimed, s.auto_replies),
+        (5, 1, 1)
+    );
 }
 
 #[test]

@@ -7,4 +7,5 @@ mod agents;
 mod dispatch;
 mod limits;
 mod requests;
+mod rmpp_integration;
 mod timers;

@@ -1,1 +1,645 @@
-//! The ibsim transport. SKELETON: the ibsim helper fills this in.
+//! The ibsim transport: real QP0/QP1 on the OFED fabric simulator, in Rust.
+//!
+//! [ibsim](https://github.com/linux-rdma/ibsim) simulates a fabric of switches
+//! and CAs with working SMAs and PMAs; OpenSM and infiniband-diags run against
+//! it through the `libumad2sim.so` preload. vmad attaches to it directly, with
+//! no C and no preload: [`IbsimTransport`] speaks ibsim's client protocol
+//! ([`proto`]) over its two sockets.
+//!
+//! **What you get:** SMPs (LID-routed and directed route) and GMPs to any port
+//! of the fabric, answered by ibsim's SMA/PMA, by OpenSM's SM/SA, or by other
+//! clients. **What you do not:** RMPP (ibsim carries one 256-byte MAD per
+//! datagram and has no RMPP), and unsolicited QP0/QP1 requests unless the
+//! client attaches as the node's SM (`issm`: one per node). ibsim attaches a
+//! client to a node's first port (CA port 1, switch port 0).
+//!
+//! **Drops.** ibsim never delays a packet; every packet it cannot deliver
+//! (no route, link down, injected `Error`, no receiver) comes straight back
+//! with status 110. [`DropPolicy`] says what the transport does with these
+//! echoes: by default it counts and discards them, so vmad's own timers and
+//! retries run; with [`DropPolicy::Report`] it also queues their headers on a
+//! [`DropMonitor`] the port can poll to fail the request at once.
+//!
+//! **TIDs.** ibsim overwrites bits 63..48 of every request's TID with the
+//! client's slot and routes responses by them. The transport remembers what
+//! those bits were and puts them back in responses (and in drop reports),
+//! so the engine sees its own TIDs.
+
+mod monitor;
+pub mod proto;
+mod sock;
+mod tid;
+
+use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError};
+
+pub use monitor::{DropMonitor, DroppedMad};
+pub use sock::Endpoint;
+
+use self::proto::{
+    ClientInfo, CtlRepr, CtlType, NodeInfoLite, PortInfoLite, Request, RequestBuf, CTL_LEN,
+    PERMISSIVE_LID, REQUEST_LEN,
+};
+use self::sock::Sock;
+use self::tid::TidRestore;
+use super::{Caps, LinkLayer, PortAttrs, Transport};
+use crate::engine::{RecvMeta, Transmit};
+use crate::types::{MadAddr, Qp};
+use crate::wire::MAD_SIZE;
+
+/// What the transport does with the packets ibsim returns undelivered (status 110).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DropPolicy {
+    /// Count and discard them: the request times out on vmad's own timers
+    /// and is retried as configured, as on a real fabric.
+    #[default]
+    Ignore,
+    /// Count them and queue their headers on the [`DropMonitor`], so the port
+    /// can complete the request with ETIMEDOUT at once (what umad2sim does).
+    Report,
+}
+
+/// How to reach ibsim and where to attach.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IbsimConfig {
+    /// ibsim's sockets.
+    pub endpoint: Endpoint,
+    /// Node to attach to: an ibsim node id (`"H1"`), a NodeDescription, or a
+    /// GUID (`0x…`, tried as the ibnetdiscover names `H-<guid>`, `S-<guid>`,
+    /// `R-<guid>`). `None`: ibsim's default node (the first in its topology).
+    pub node: Option<String>,
+    /// Attach as the node's SM: receive unsolicited QP0/QP1 requests and set
+    /// PortInfo:CapabilityMask.IsSM. ibsim allows one such client per node.
+    pub issm: bool,
+    /// A QP above 1 this client serves (0: none).
+    pub qp: u32,
+    /// What to do with undelivered-packet echoes.
+    pub drops: DropPolicy,
+    /// How long a control-channel call waits for ibsim's answer.
+    pub ctl_timeout: Duration,
+}
+
+impl Default for IbsimConfig {
+    fn default() -> Self {
+        IbsimConfig {
+            endpoint: Endpoint::Local {
+                sockname: "sim".into(),
+            },
+            node: None,
+            issm: false,
+            qp: 0,
+            drops: DropPolicy::Ignore,
+            ctl_timeout: Duration::from_secs(2),
+        }
+    }
+}
+
+impl IbsimConfig {
+    /// The configuration umad2sim would use, from the environment:
+    /// `IBSIM_SERVER_NAME` (+ `IBSIM_SERVER_PORT`, default 7070) selects remote
+    /// mode, else `IBSIM_SOCKNAME` (default `sim`); `SIM_HOST` names the node;
+    /// `SIM_SET_ISSM` (any value) attaches as SM. vmad's own
+    /// `VMAD_IBSIM_DROPS=report` selects [`DropPolicy::Report`].
+    pub fn from_env() -> IbsimConfig {
+        let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        let endpoint = match var("IBSIM_SERVER_NAME") {
+            Some(host) => Endpoint::Remote {
+                host,
+                port: var("IBSIM_SERVER_PORT")
+                    .and_then(|p| p.parse().ok())
+                    .unwrap_or(7070),
+            },
+            None => Endpoint::Local {
+                sockname: var("IBSIM_SOCKNAME").unwrap_or_else(|| "sim".into()),
+            },
+        };
+        IbsimConfig {
+            endpoint,
+            node: var("SIM_HOST"),
+            issm: std::env::var_os("SIM_SET_ISSM").is_some(),
+            drops: match var("VMAD_IBSIM_DROPS").as_deref() {
+                Some("report") => DropPolicy::Report,
+                _ => DropPolicy::Ignore,
+            },
+            ..IbsimConfig::default()
+        }
+    }
+}
+
+/// The control channel and the slot it holds. Dropping it frees the slot,
+/// so no error path after CONNECT can leak one of ibsim's ten slots.
+#[derive(Debug)]
+struct Control {
+    sock: Sock,
+    slot: Option<u32>,
+    timeout: Duration,
+}
+
+impl Control {
+    fn call(&self, ctl_type: CtlType, payload: &[u8]) -> io::Result<CtlRepr> {
+        let req = CtlRepr::request(self.slot.unwrap_or(0), ctl_type, payload);
+        self.sock.set_read_timeout(Some(self.timeout))?;
+        self.sock.send(&req.emit())?;
+        let mut buf = [0u8; CTL_LEN + 1];
+        loop {
+            let n = match self.sock.recv(&mut buf) {
+                Ok(n) => n,
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    return Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        format!("ibsim did not answer control request {ctl_type:?}"),
+                    ))
+                }
+                Err(e) => return Err(e),
+            };
+            // Only ibsim writes to this socket; anything malformed is not our answer.
+            let Some(rep) = CtlRepr::parse(&buf[..n]) else {
+                continue;
+            };
+            if rep.ctl_type == CtlType::Error {
+                return Err(io::Error::other(format!(
+                    "ibsim refused control request {ctl_type:?}"
+                )));
+            }
+            return Ok(rep);
+        }
+    }
+
+    fn connect(&mut self, id: u32, qp: u32, issm: bool, node: &str) -> io::Result<ClientInfo> {
+        let info = ClientInfo {
+            id,
+            qp,
+            issm,
+            node_id: node.into(),
+        };
+        let rep = self.call(CtlType::Connect, &info.emit())?;
+        let got = ClientInfo::parse(&rep.data).ok_or_else(|| io::Error::other("short CONNECT"))?;
+        if got.id >= proto::MAX_CLIENTS {
+            return Err(io::Error::other("ibsim gave a slot out of range"));
+        }
+        self.slot = Some(got.id);
+        Ok(got)
+    }
+}
+
+impl Drop for Control {
+    fn drop(&mut self) {
+        if self.slot.is_some() {
+            // Best effort: if ibsim is gone there is no slot left to free.
+            let _ = self.call(CtlType::Disconnect, &[]);
+            self.slot = None;
+        }
+    }
+}
+
+/// Shared between the transport and its threads.
+#[derive(Debug, Default)]
+struct Shared {
+    stop: AtomicBool,
+    /// The first I/O error a thread hit; reported by the next call.
+    error: Mutex<Option<io::Error>>,
+}
+
+impl Shared {
+    fn fail(&self, e: io::Error) {
+        let mut slot = self.error.lock().unwrap_or_else(|p| p.into_inner());
+        slot.get_or_insert(e);
+    }
+
+    fn check(&self) -> io::Result<()> {
+        let mut slot = self.error.lock().unwrap_or_else(|p| p.into_inner());
+        match slot.take() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+}
+
+/// A vmad transport attached to one node of a running ibsim.
+///
+/// Two threads serve it. The receiver always drains ibsim's data socket:
+/// ibsim busy-waits when a client's queue is full, stalling the whole
+/// fabric, so nothing may stop the reading. The sender does the (blocking)
+/// socket writes, so [`Transport::transmit`] never blocks.
+#[derive(Debug)]
+pub struct IbsimTransport {
+    attrs: PortAttrs,
+    node_id: String,
+    config: IbsimConfig,
+    // Declared before `ctl` so the threads stop before the slot is freed.
+    rx: Receiver<RequestBuf>,
+    tx: Option<Sender<RequestBuf>>,
+    pending: Option<RequestBuf>,
+    data: Sock,
+    shared: Arc<Shared>,
+    threads: Vec<JoinHandle<()>>,
+    tids: Arc<Mutex<TidRestore>>,
+    monitor: DropMonitor,
+    ctl: Control,
+}
+
+impl IbsimTransport {
+    /// Attach to ibsim as [`IbsimConfig::from_env`] says.
+    ///
+    /// # Errors
+    ///
+    /// As [`IbsimTransport::connect`].
+    pub fn from_env() -> crate::Result<IbsimTransport> {
+        IbsimTransport::connect(IbsimConfig::from_env())
+    }
+
+    /// Attach to ibsim: take a client slot on the chosen node and learn its port.
+    ///
+    /// # Errors
+    ///
+    /// [`crate::Error::NoDevice`] (ENODEV) if ibsim refuses the attachment
+    /// (unknown node, all ten slots taken, an SM already on the node);
+    /// [`crate::Error::Io`] (EIO) if ibsim cannot be reached or does not answer.
+    pub fn connect(config: IbsimConfig) -> crate::Result<IbsimTransport> {
+        let candidates = node_candidates(config.node.as_deref());
+        let mut last = None;
+        for node in &candidates {
+            match IbsimTransport::connect_to(&config, node) {
+                Ok(t) => return Ok(t),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or(crate::Error::NoDevice))
+    }
+
+    fn connect_to(config: &IbsimConfig, node: &str) -> crate::Result<IbsimTransport> {
+        let un = sock::open(&config.endpoint)?;
+        let mut ctl = Control {
+            sock: un.ctl,
+            slot: None,
+            timeout: config.ctl_timeout,
+        };
+        let info = match ctl.connect(un.id, config.qp, config.issm, node) {
+            Ok(info) => info,
+            // ibsim answers a refused CONNECT with a bare ERROR: unknown node or no slot.
+            Err(e) if e.kind() == io::ErrorKind::Other => return Err(crate::Error::NoDevice),
+            Err(e) => return Err(e.into()),
+        };
+        // From here on `ctl` owns the slot: any `?` below frees it.
+        let slot = info.id;
+        sock::connect_data(&config.endpoint, &un.data, slot)?;
+        let attrs = query_attrs(&ctl)?;
+        if config.issm {
+            ctl.call(CtlType::SetIssm, &1i32.to_ne_bytes())?;
+        }
+        let data = un.data;
+        // Bounds a send to a hung ibsim, so that dropping the transport cannot hang.
+        data.set_write_timeout(Some(Duration::from_secs(2)))?;
+        let shared = Arc::new(Shared::default());
+        let tids = Arc::new(Mutex::new(TidRestore::new(4096)));
+        let monitor = DropMonitor::new(config.drops == DropPolicy::Report);
+        let (in_tx, in_rx) = crossbeam_channel::unbounded();
+        let (out_tx, out_rx) = crossbeam_channel::unbounded();
+        let mut threads = Vec::with_capacity(2);
+        let recv_sock = data.try_clone()?;
+        recv_sock.set_read_timeout(Some(Duration::from_millis(200)))?;
+        let sh = Arc::clone(&shared);
+        threads.push(
+            std::thread::Builder::new()
+                .name(format!("ibsim-rx{slot}"))
+                .spawn(move || receiver(recv_sock, in_tx, sh))?,
+        );
+        let send_sock = data.try_clone()?;
+        let sh = Arc::clone(&shared);
+        let spawned = std::thread::Builder::new()
+            .name(format!("ibsim-tx{slot}"))
+            .spawn(move || sender(send_sock, out_rx, sh));
+        let mut t = IbsimTransport {
+            attrs,
+            node_id: info.node_id,
+            config: config.clone(),
+            rx: in_rx,
+            tx: Some(out_tx),
+            pending: None,
+            data,
+            shared,
+            threads,
+            tids,
+            monitor,
+            ctl,
+        };
+        // On failure `t` drops: the receiver stops and the slot is freed.
+        t.threads.push(spawned?);
+        Ok(t)
+    }
+
+    /// The ibsim node id this transport is attached to (e.g. `"H1"`).
+    pub fn node_id(&self) -> &str {
+        &self.node_id
+    }
+
+    /// The client slot ibsim gave (0..10): also what it writes into TID bits 63..48.
+    pub fn slot(&self) -> u32 {
+        self.ctl.slot.unwrap_or(0)
+    }
+
+    /// The configuration this transport was attached with.
+    pub fn config(&self) -> &IbsimConfig {
+        &self.config
+    }
+
+    /// A handle on the undelivered-packet echoes (count, pending flag, reports),
+    /// usable after the transport has been moved into a port.
+    pub fn drop_monitor(&self) -> DropMonitor {
+        self.monitor.clone()
+    }
+
+    /// Ask ibsim again for the port's PortInfo and P_Keys (the SM changes
+    /// LID, state and SM LID after attachment), and return the new attributes.
+    ///
+    /// # Errors
+    ///
+    /// [`crate::Error::Io`] (EIO) if ibsim does not answer.
+    pub fn refresh_attrs(&mut self) -> crate::Result<&PortAttrs> {
+        self.attrs = query_attrs(&self.ctl)?;
+        Ok(&self.attrs)
+    }
+
+    /// Set or clear PortInfo:CapabilityMask.IsSM on the port (ibsim may send
+    /// Trap 144 to the SM), as opening `/dev/infiniband/issmN` does.
+    ///
+    /// # Errors
+    ///
+    /// [`crate::Error::Io`] (EIO) if ibsim does not answer or refuses.
+    pub fn set_issm(&mut self, on: bool) -> crate::Result<()> {
+        self.ctl
+            .call(CtlType::SetIssm, &i32::from(on).to_ne_bytes())?;
+        Ok(())
+    }
+
+    /// Take the next packet from the receiver, waiting up to `timeout`.
+    fn next_packet(&mut self, timeout: Option<Duration>) -> io::Result<Option<RequestBuf>> {
+        if let Some(p) = self.pending.take() {
+            return Ok(Some(p));
+        }
+        let got = match timeout {
+            Some(t) if t.is_zero() => self.rx.try_recv().map_err(|e| match e {
+                TryRecvError::Empty => RecvTimeoutError::Timeout,
+                TryRecvError::Disconnected => RecvTimeoutError::Disconnected,
+            }),
+            Some(t) => self.rx.recv_timeout(t),
+            None => self.rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
+        };
+        match got {
+            Ok(p) => Ok(Some(p)),
+            Err(RecvTimeoutError::Timeout) => Ok(None),
+            Err(RecvTimeoutError::Disconnected) => {
+                self.shared.check()?;
+                Err(io::Error::new(
+                    io::ErrorKind::BrokenPipe,
+                    "ibsim receiver stopped",
+                ))
+            }
+        }
+    }
+
+    /// Turn a drop echo into a report, or decide the packet goes up.
+    /// Returns the packet's metadata if it is to be delivered.
+    fn classify(&self, pkt: &mut RequestBuf) -> Option<RecvMeta> {
+        let req = Request::new_unchecked(&pkt[..]);
+        let status = req.status();
+        let (dlid, slid, dqp, sqp) = (req.dlid(), req.slid(), req.dqp(), req.sqp());
+        let mad = &mut pkt[32..];
+        let mut tids = self.tids.lock().unwrap_or_else(|p| p.into_inner());
+        if status != 0 {
+            // Our own packet, returned undelivered: dlid/dqp are where we sent it.
+            tids.restore_echo(mad);
+            drop(tids);
+            self.monitor
+                .record(DroppedMad::from_echo(mad, sqp, dqp, dlid, status));
+            return None;
+        }
+        tids.restore_response(mad);
+        drop(tids);
+        smi_recv(mad);
+        Some(RecvMeta {
+            qp: if dqp == 0 { Qp::Smi } else { Qp::Gsi },
+            src: MadAddr {
+                qpn: sqp,
+                qkey: 0,
+                lid: slid,
+                ..MadAddr::default()
+            },
+        })
+    }
+}
+
+const CLASS_DR_SMP: u8 = 0x81;
+const HOP_PTR: usize = 6;
+const HOP_CNT: usize = 7;
+
+/// ibsim walks the whole directed route itself, the local hop included, and
+/// takes only SMPs with hop pointer 0 (as libibmad writes them, and as
+/// umad2sim passes them, with no kernel SMI in between). The engine, like the
+/// kernel, has already stepped the pointer as the local SMI does: undo that.
+fn smi_send(mad: &mut [u8]) {
+    if mad[1] == CLASS_DR_SMP {
+        mad[HOP_PTR] = 0;
+    }
+}
+
+/// A directed-route request ibsim forwards to us arrives with hop pointer 0;
+/// at its destination a real SMI leaves it at the hop count, which is what
+/// the engine checks. Responses (D bit) come back with pointer 0, as after
+/// a real SMI's last step.
+fn smi_recv(mad: &mut [u8]) {
+    if mad[1] == CLASS_DR_SMP && mad[4] & 0x80 == 0 {
+        mad[HOP_PTR] = mad[HOP_CNT];
+    }
+}
+
+/// The node names to try for a `node` setting.
+fn node_candidates(node: Option<&str>) -> Vec<String> {
+    let Some(node) = node else {
+        return vec![String::new()];
+    };
+    let mut out = vec![node.to_string()];
+    let hex = node.strip_prefix("0x").or_else(|| node.strip_prefix("0X"));
+    if let Some(guid) = hex.and_then(|h| u64::from_str_radix(h, 16).ok()) {
+        for kind in ["H", "S", "R"] {
+            out.push(format!("{kind}-{guid:016x}"));
+        }
+    }
+    out
+}
+
+fn query_attrs(ctl: &Control) -> io::Result<PortAttrs> {
+    let ni = NodeInfoLite::parse(&ctl.call(CtlType::GetNodeInfo, &[])?.data);
+    let pi = PortInfoLite::parse(&ctl.call(CtlType::GetPortInfo, &[0])?.data);
+    let pkeys = proto::parse_pkeys(&ctl.call(CtlType::GetPkeys, &[])?.data);
+    Ok(PortAttrs {
+        ca_name: "ibsim0".into(),
+        port_num: pi.local_port,
+        node_type: ni.node_type,
+        node_guid: ni.node_guid,
+        // ibsim's NodeInfo carries the node GUID as PortGUID; ports are numbered from it.
+        port_guid: ni.node_guid.wrapping_add(u64::from(pi.local_port)),
+        gid_prefix: pi.gid_prefix,
+        lid: pi.lid,
+        lmc: pi.lmc,
+        sm_lid: pi.sm_lid,
+        sm_sl: pi.sm_sl,
+        state: pi.state,
+        phys_state: pi.phys_state,
+        rate: pi.rate_gbps(),
+        capmask: pi.capmask,
+        pkeys,
+        link_layer: LinkLayer::InfiniBand,
+    })
+}
+
+fn receiver(sock: Sock, out: Sender<RequestBuf>, shared: Arc<Shared>) {
+    let mut buf = [0u8; REQUEST_LEN + 1];
+    while !shared.stop.load(Ordering::Relaxed) {
+        match sock.recv(&mut buf) {
+            Ok(REQUEST_LEN) => {
+                let mut pkt: RequestBuf = Box::new([0u8; REQUEST_LEN]);
+                pkt.copy_from_slice(&buf[..REQUEST_LEN]);
+                if out.send(pkt).is_err() {
+                    return;
+                }
+            }
+            // Shut down for reading (the transport is dropping), or a stray datagram.
+            Ok(0) if shared.stop.load(Ordering::Relaxed) => return,
+            Ok(_) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock
+                        | io::ErrorKind::TimedOut
+                        | io::ErrorKind::Interrupted
+                ) => {}
+            Err(e) => {
+                shared.fail(e);
+                return;
+            }
+        }
+    }
+}
+
+fn sender(sock: Sock, input: Receiver<RequestBuf>, shared: Arc<Shared>) {
+    for pkt in input {
+        loop {
+            match sock.send(&pkt[..]) {
+                Ok(_) => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    if shared.stop.load(Ordering::Relaxed) {
+                        return;
+                    }
+                }
+                Err(e) => {
+                    shared.fail(e);
+                    return;
+                }
+            }
+        }
+    }
+}
+
+impl Transport for IbsimTransport {
+    fn caps(&self) -> Caps {
+        Caps {
+            smi: true,
+            gsi: true,
+        }
+    }
+
+    fn attrs(&self) -> &PortAttrs {
+        &self.attrs
+    }
+
+    fn recv_burst(
+        &mut self,
+        max: usize,
+        sink: &mut dyn FnMut(RecvMeta, &[u8]),
+    ) -> io::Result<usize> {
+        self.shared.check()?;
+        let mut n = 0;
+        while n < max {
+            let Some(mut pkt) = self.next_packet(Some(Duration::ZERO))? else {
+                break;
+            };
+            if let Some(meta) = self.classify(&mut pkt) {
+                sink(meta, &pkt[32..]);
+                n += 1;
+            }
+        }
+        Ok(n)
+    }
+
+    fn transmit(
+        &mut self,
+        fill: &mut dyn FnMut(&mut [u8; MAD_SIZE]) -> Option<Transmit>,
+    ) -> io::Result<bool> {
+        self.shared.check()?;
+        let mut mad = [0u8; MAD_SIZE];
+        let Some(t) = fill(&mut mad) else {
+            return Ok(false);
+        };
+        let mut pkt: RequestBuf = Box::new([0u8; REQUEST_LEN]);
+        let mut req = Request::new_unchecked(&mut pkt[..]);
+        req.set_dlid(t.dest.lid);
+        // ibsim swaps dlid and slid for the reply: a DR SMP needs 0xffff both ways,
+        // a LID-routed one 0 ("fill in my LID").
+        req.set_slid(if t.dest.lid == PERMISSIVE_LID {
+            PERMISSIVE_LID
+        } else {
+            0
+        });
+        req.set_dqp(t.dest.qpn);
+        req.set_sqp(t.qp.qpn());
+        req.set_status(0);
+        req.set_length(t.len.min(MAD_SIZE) as u64);
+        smi_send(&mut mad);
+        req.mad_mut().copy_from_slice(&mad);
+        self.tids
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .note_send(&pkt[32..]);
+        let tx = self.tx.as_ref().ok_or(io::ErrorKind::BrokenPipe)?;
+        tx.send(pkt)
+            .map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "ibsim sender stopped"))?;
+        Ok(true)
+    }
+
+    fn wait(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+        if self.pending.is_none() {
+            self.pending = self.next_packet(timeout)?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for IbsimTransport {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::Relaxed);
+        // Closing the channel ends the sender once it has flushed what was queued.
+        self.tx = None;
+        self.data.shutdown_read();
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+        // `ctl` drops after this body and frees the slot.
+    }
+}

@@ -1,0 +1,604 @@
+//! RMPP integration: session tables keyed as the kernel keys them, dispatch
+//! of RMPP MADs to the sender and receiver machines (`rmpp::send`,
+//! `rmpp::recv`), addressing of what they emit, and delivery of reassembled
+//! messages.
+//!
+//! Send sessions live inside their transaction (`Txn::rmpp`) and are found by
+//! (agent, TID); receive sessions by (agent, TID, source QPN, LID/GID, class,
+//! class version, method). Receivers' ACKs go straight to the transmit queue;
+//! senders are polled lazily from `rmpp_ready`, so a window of segments is
+//! never copied ahead of the transport.
+
+use core::time::Duration;
+
+use super::dispatch::{reply_addr, same_peer};
+use super::rmpp::recv::Receiver;
+use super::rmpp::send::Sender;
+use super::rmpp::{format_ds_ack, Progress};
+use super::timers::TimerKey;
+use super::txn::{Out, RmppTx, Txn, TxnState};
+use super::{AgentId, Engine, Event, RecvMeta, SendRequest, Transmit};
+use crate::time::Instant;
+use crate::types::{MadAddr, Qp};
+use crate::wire::mad::{self, MgmtClass, METHOD_RESP};
+use crate::wire::rmpp::{RmppStatus, RmppType};
+use crate::wire::MAD_SIZE;
+use crate::{Error, Result};
+
+/// What identifies a receive session (kernel `find_rmpp_recv`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct RecvKey {
+    agent: u32,
+    tid: u64,
+    qpn: u32,
+    lid: u16,
+    gid: Option<[u8; 16]>,
+    class: u8,
+    version: u8,
+    method: u8,
+}
+
+impl RecvKey {
+    fn new(agent: AgentId, peer: &MadAddr, hdr: &[u8], method: u8) -> RecvKey {
+        let pkt = mad::Packet::new_unchecked(hdr);
+        RecvKey {
+            agent: agent.0,
+            tid: pkt.tid(),
+            qpn: peer.qpn,
+            lid: peer.lid,
+            gid: peer.grh.map(|g| g.gid),
+            class: u8::from(pkt.mgmt_class()),
+            version: pkt.class_version(),
+            method,
+        }
+    }
+}
+
+/// A peer, for the per-peer reassembly limit.
+pub(crate) type PeerKey = (u16, Option<[u8; 16]>);
+
+/// One incoming RMPP transfer.
+#[derive(Debug)]
+pub(crate) struct RecvSession {
+    agent: AgentId,
+    key: RecvKey,
+    qp: Qp,
+    /// The sender, as the transport reported it.
+    src: MadAddr,
+    rx: Receiver,
+    deadline: Option<Instant>,
+    /// Counted against the peer's reassembly limit (still reassembling).
+    counted: bool,
+}
+
+impl RecvSession {
+    fn peer(&self) -> PeerKey {
+        (self.src.lid, self.src.grh.map(|g| g.gid))
+    }
+}
+
+impl Engine {
+    /// `send` for an agent running RMPP in the engine, with RMPPFlags.Active set.
+    pub(super) fn send_rmpp(
+        &mut self,
+        now: Instant,
+        id: AgentId,
+        req: SendRequest<'_>,
+    ) -> Result<()> {
+        let agent = self.agents.get(id).ok_or(Error::UnknownAgent(id.0))?;
+        let (qp, hi_tid) = (agent.spec.qp, agent.hi_tid);
+        let class = MgmtClass::from(req.mad[1]);
+        let hdr_len = class.data_offset();
+        if req.mad.len() < hdr_len {
+            return Err(Error::InvalidArgument(
+                "RMPP message shorter than its class header",
+            ));
+        }
+        let limit = self.config.rmpp.max_message;
+        if req.mad.len() > limit {
+            return Err(Error::MessageTooLarge {
+                len: req.mad.len(),
+                limit,
+            });
+        }
+        let mut message = req.mad.to_vec();
+        let mut pkt = mad::Packet::new_unchecked(&mut message[..]);
+        let response = pkt.is_response();
+        let tid = if response {
+            pkt.tid()
+        } else {
+            (u64::from(hi_tid) << 32) | (pkt.tid() & 0xffff_ffff)
+        };
+        pkt.set_tid(tid);
+        let (class, method) = (u8::from(class), message[3]);
+        let wants_response = req.timeout_ms != 0;
+        if self.send_index.contains_key(&(id.0, tid))
+            || (wants_response && self.txn_index.contains_key(&(id.0, tid, class)))
+        {
+            return Err(Error::DuplicateRequest(tid));
+        }
+        // A response starts from the window the requester's dual-sided ACK
+        // gave the request's receive session (kernel init_newwin).
+        let window_last = if response {
+            let key = RecvKey::new(id, &req.addr, &message, method & !METHOD_RESP);
+            self.recv_index
+                .get(&key)
+                .and_then(|sid| self.recv_sessions.get(sid))
+                .map_or(1, |s| s.rx.reply_window())
+        } else {
+            1
+        };
+        let user = Duration::from_millis(u64::from(req.timeout_ms));
+        let ack_timeout = if user.is_zero() || user > self.config.rmpp.ack_timeout {
+            self.config.rmpp.ack_timeout
+        } else {
+            user
+        };
+        let mut first = Box::new([0u8; MAD_SIZE]);
+        let n = message.len().min(MAD_SIZE);
+        first[..n].copy_from_slice(&message[..n]);
+        let limit = self.config.max_outstanding_per_agent;
+        let backlogged = wants_response && limit != 0 && agent.active >= limit;
+        let cfg = self.config.rmpp;
+        // Sender::new validates; a backlogged send validates on a copy and
+        // gets its real sender (and timers) when admitted.
+        let rmpp = if backlogged {
+            Sender::new(
+                now,
+                message.clone(),
+                hdr_len,
+                window_last,
+                ack_timeout,
+                0,
+                &cfg,
+            )?;
+            RmppTx::Pending {
+                message,
+                hdr_len,
+                window_last,
+                ack_timeout,
+            }
+        } else {
+            let sender = Sender::new(
+                now,
+                message,
+                hdr_len,
+                window_last,
+                ack_timeout,
+                req.retries,
+                &cfg,
+            )?;
+            RmppTx::Running(Box::new(sender))
+        };
+        if response {
+            self.forget_request(id, &req.addr, tid, class);
+        }
+        let txn_id = self.alloc_id();
+        self.txns.insert(
+            txn_id,
+            Txn {
+                agent: id,
+                tid,
+                class,
+                qp,
+                dest: req.addr,
+                mad: first,
+                timeout: user,
+                retries_left: req.retries,
+                state: TxnState::Backlog,
+                deadline: None,
+                wants_response,
+                rmpp: Some(rmpp),
+            },
+        );
+        self.send_index.insert((id.0, tid), txn_id);
+        if wants_response {
+            self.txn_index.insert((id.0, tid, class), txn_id);
+            self.stats.outstanding += 1;
+            self.admit(now, id, txn_id);
+        } else {
+            self.start_rmpp_send(now, txn_id);
+        }
+        Ok(())
+    }
+
+    /// Start an admitted RMPP send (building its sender if it waited in the
+    /// backlog) and offer it to `poll_transmit`.
+    pub(super) fn start_rmpp_send(&mut self, now: Instant, txn_id: u64) {
+        let cfg = self.config.rmpp;
+        let Some(txn) = self.txns.get_mut(&txn_id) else {
+            return;
+        };
+        if let Some(RmppTx::Pending {
+            message,
+            hdr_len,
+            window_last,
+            ack_timeout,
+        }) = txn.rmpp.take_if(|r| matches!(r, RmppTx::Pending { .. }))
+        {
+            match Sender::new(
+                now,
+                message,
+                hdr_len,
+                window_last,
+                ack_timeout,
+                txn.retries_left,
+                &cfg,
+            ) {
+                Ok(sender) => txn.rmpp = Some(RmppTx::Running(Box::new(sender))),
+                // Validated in send_rmpp; never leak the transaction all the same.
+                Err(_) => {
+                    txn.rmpp = Some(RmppTx::Done);
+                    self.finish_txn(now, txn_id);
+                    return;
+                }
+            }
+        }
+        txn.state = TxnState::RmppSending;
+        self.rmpp_ready.push_back(txn_id);
+        self.sync_txn_timer(txn_id);
+    }
+
+    /// Point the transaction's timer at its sender's deadline.
+    fn sync_txn_timer(&mut self, txn_id: u64) {
+        let Some(txn) = self.txns.get_mut(&txn_id) else {
+            return;
+        };
+        let new = match &txn.rmpp {
+            Some(RmppTx::Running(s)) => s.deadline(),
+            _ => return,
+        };
+        let old = core::mem::replace(&mut txn.deadline, new);
+        self.timers.set(TimerKey::Txn(txn_id), old, new);
+    }
+
+    /// The next DATA segment (or ABORT) of a sender with something due.
+    pub(super) fn transmit_rmpp(
+        &mut self,
+        now: Instant,
+        out: &mut [u8; MAD_SIZE],
+    ) -> Option<Transmit> {
+        while let Some(&txn_id) = self.rmpp_ready.front() {
+            let sent = match self.txns.get_mut(&txn_id) {
+                Some(Txn {
+                    rmpp: Some(RmppTx::Running(sender)),
+                    qp,
+                    dest,
+                    ..
+                }) => sender.poll_transmit(now, out).then_some(Transmit {
+                    qp: *qp,
+                    dest: *dest,
+                    len: MAD_SIZE,
+                }),
+                _ => None,
+            };
+            match sent {
+                Some(tx) => {
+                    self.sync_txn_timer(txn_id);
+                    self.stats.sent += 1;
+                    return Some(tx);
+                }
+                None => {
+                    self.rmpp_ready.pop_front();
+                }
+            }
+        }
+        None
+    }
+
+    /// The sender's ACK timer expired.
+    pub(super) fn rmpp_send_timeout(&mut self, now: Instant, txn_id: u64) {
+        let progress = match self.txns.get_mut(&txn_id) {
+            Some(Txn {
+                rmpp: Some(RmppTx::Running(sender)),
+                ..
+            }) => sender.handle_timeout(now),
+            _ => return,
+        };
+        self.sender_progress(now, txn_id, progress, None);
+    }
+
+    /// Act on a sender's progress; `trigger` is the ACK/STOP/ABORT that caused it.
+    fn sender_progress(
+        &mut self,
+        now: Instant,
+        txn_id: u64,
+        progress: Progress,
+        trigger: Option<&[u8]>,
+    ) {
+        match progress {
+            Progress::Pending => {
+                self.sync_txn_timer(txn_id);
+                self.rmpp_ready.push_back(txn_id);
+            }
+            Progress::Complete => {
+                let Some(txn) = self.txns.get_mut(&txn_id) else {
+                    return;
+                };
+                let hdr_len = MgmtClass::from(txn.class).data_offset();
+                txn.rmpp = Some(RmppTx::Done);
+                if !txn.wants_response {
+                    self.finish_txn(now, txn_id);
+                    return;
+                }
+                // Every segment ACKed: wait for the response with the user's timeout.
+                txn.state = TxnState::Waiting;
+                let deadline = now + txn.timeout;
+                let old = txn.deadline.replace(deadline);
+                let (qp, dest, agent) = (txn.qp, txn.dest, txn.agent);
+                self.timers.set(TimerKey::Txn(txn_id), old, Some(deadline));
+                if let Some(ack) = trigger {
+                    // Dual-sided RMPP: tell the responder the window for its response.
+                    let mut buf = Box::new([0u8; MAD_SIZE]);
+                    format_ds_ack(ack, hdr_len, &mut buf);
+                    self.queue_raw(Some(agent), qp, dest, buf);
+                }
+            }
+            Progress::Failed { status, .. } => {
+                let Some(txn) = self.txns.get_mut(&txn_id) else {
+                    return;
+                };
+                let (agent, tid, qp, dest) = (txn.agent, txn.tid, txn.qp, txn.dest);
+                let mut abort = Box::new([0u8; MAD_SIZE]);
+                let notify = match &mut txn.rmpp {
+                    Some(RmppTx::Running(s)) => s.poll_transmit(now, &mut abort),
+                    _ => false,
+                };
+                txn.rmpp = Some(RmppTx::Done);
+                if notify {
+                    self.queue_raw(Some(agent), qp, dest, abort);
+                }
+                if status == RmppStatus::TooManyRetries {
+                    // kernel: IB_WC_RESP_TIMEOUT_ERR, reported as ETIMEDOUT.
+                    self.time_out_txn(now, txn_id);
+                } else {
+                    self.finish_txn(now, txn_id);
+                    self.rmpp_aborted(agent, tid, status, true);
+                }
+            }
+        }
+    }
+
+    fn rmpp_aborted(&mut self, agent: AgentId, tid: u64, status: RmppStatus, sending: bool) {
+        self.stats.rmpp_aborts += 1;
+        self.push_event(Event::RmppAborted {
+            agent,
+            tid,
+            status,
+            sending,
+        });
+    }
+
+    fn queue_raw(
+        &mut self,
+        agent: Option<AgentId>,
+        qp: Qp,
+        dest: MadAddr,
+        mad: Box<[u8; MAD_SIZE]>,
+    ) {
+        let agent = agent.and_then(|a| Some((a, self.agents.get(a)?.serial)));
+        self.tx_queue.push_back(Out::Raw {
+            agent,
+            qp,
+            dest,
+            mad,
+        });
+    }
+
+    /// RMPP MADs of agents that run RMPP in the engine go to the session
+    /// machines before anything else; true if consumed here.
+    pub(super) fn rmpp_intercept(
+        &mut self,
+        now: Instant,
+        agent: AgentId,
+        meta: RecvMeta,
+        buf: &[u8; MAD_SIZE],
+    ) -> bool {
+        let kernel_rmpp = self.agents.get(agent).is_some_and(|a| a.kernel_rmpp());
+        if !kernel_rmpp || !super::dispatch::is_rmpp_active(buf) {
+            return false;
+        }
+        match RmppType::from(buf[25]) {
+            RmppType::Data => self.rmpp_data(now, agent, meta, buf),
+            RmppType::Ack | RmppType::Stop | RmppType::Abort => {
+                self.rmpp_control(now, agent, meta, buf)
+            }
+            _ => self.stats.dropped_rmpp_unknown += 1,
+        }
+        true
+    }
+
+    /// ACK, STOP or ABORT: for our sender of that TID, else for a receive session.
+    fn rmpp_control(&mut self, now: Instant, agent: AgentId, meta: RecvMeta, buf: &[u8; MAD_SIZE]) {
+        let tid = mad::Packet::new_unchecked(&buf[..]).tid();
+        if let Some(&txn_id) = self.send_index.get(&(agent.0, tid)) {
+            let progress = match self.txns.get_mut(&txn_id) {
+                Some(Txn {
+                    rmpp: Some(RmppTx::Running(sender)),
+                    class,
+                    dest,
+                    ..
+                }) if *class == buf[1] && same_peer(dest, &meta.src) => {
+                    Some(sender.handle_rmpp(now, &buf[..]))
+                }
+                _ => None,
+            };
+            if let Some(progress) = progress {
+                let trigger = (RmppType::from(buf[25]) == RmppType::Ack).then_some(&buf[..]);
+                self.sender_progress(now, txn_id, progress, trigger);
+                return;
+            }
+        }
+        let key = RecvKey::new(agent, &meta.src, &buf[..], buf[3]);
+        let Some(&sid) = self.recv_index.get(&key) else {
+            self.stats.dropped_rmpp_unknown += 1;
+            return;
+        };
+        let Some(session) = self.recv_sessions.get_mut(&sid) else {
+            return;
+        };
+        let progress = session.rx.handle_rmpp(now, &buf[..]);
+        self.recv_progress(now, sid, progress);
+    }
+
+    /// A DATA segment: to its session, or the first one starts a session.
+    fn rmpp_data(&mut self, now: Instant, agent: AgentId, meta: RecvMeta, buf: &[u8; MAD_SIZE]) {
+        let key = RecvKey::new(agent, &meta.src, &buf[..], buf[3]);
+        if let Some(&sid) = self.recv_index.get(&key) {
+            if let Some(session) = self.recv_sessions.get_mut(&sid) {
+                let progress = session.rx.handle_data(now, &buf[..]);
+                self.recv_progress(now, sid, progress);
+            }
+            return;
+        }
+        let peer: PeerKey = (meta.src.lid, meta.src.grh.map(|g| g.gid));
+        let active = self.peer_active.get(&peer).copied().unwrap_or(0);
+        if active >= self.config.max_reassemblies_per_peer {
+            self.stats.dropped_rmpp_limit += 1;
+            return;
+        }
+        let (rx, progress) = Receiver::new(now, &buf[..], &self.config.rmpp);
+        if let Progress::Failed {
+            notify_peer: false, ..
+        } = progress
+        {
+            self.stats.dropped_rmpp_unknown += 1;
+            return;
+        }
+        let sid = self.alloc_id();
+        self.recv_index.insert(key, sid);
+        self.recv_sessions.insert(
+            sid,
+            RecvSession {
+                agent,
+                key,
+                qp: meta.qp,
+                src: meta.src,
+                rx,
+                deadline: None,
+                counted: true,
+            },
+        );
+        *self.peer_active.entry(peer).or_insert(0) += 1;
+        self.recv_progress(now, sid, progress);
+    }
+
+    /// Act on a receiver's progress: send its replies, deliver, end it.
+    fn recv_progress(&mut self, now: Instant, sid: u64, progress: Progress) {
+        let Some(session) = self.recv_sessions.get_mut(&sid) else {
+            return;
+        };
+        let (agent, qp, src) = (session.agent, session.qp, session.src);
+        let dest = reply_addr(qp, &src);
+        let mut replies = Vec::new();
+        loop {
+            let mut buf = Box::new([0u8; MAD_SIZE]);
+            if !session.rx.poll_transmit(now, &mut buf) {
+                break;
+            }
+            replies.push(buf);
+        }
+        let message = match progress {
+            Progress::Complete => session.rx.take_message(),
+            _ => None,
+        };
+        let finished = !matches!(progress, Progress::Pending);
+        let uncount = finished && core::mem::replace(&mut session.counted, false);
+        let peer = session.peer();
+        let new_deadline = session.rx.deadline();
+        let old_deadline = core::mem::replace(&mut session.deadline, new_deadline);
+        self.timers
+            .set(TimerKey::Recv(sid), old_deadline, new_deadline);
+        for reply in replies {
+            self.queue_raw(Some(agent), qp, dest, reply);
+        }
+        if uncount {
+            if let Some(n) = self.peer_active.get_mut(&peer) {
+                *n -= 1;
+                if *n == 0 {
+                    self.peer_active.remove(&peer);
+                }
+            }
+        }
+        match progress {
+            Progress::Pending => {}
+            Progress::Complete => {
+                if let Some(message) = message {
+                    self.stats.rmpp_reassembled += 1;
+                    self.rmpp_deliver(now, agent, src, message);
+                }
+            }
+            Progress::Failed { status, .. } => {
+                let tid = self.recv_sessions.get(&sid).map_or(0, |s| s.key.tid);
+                self.drop_recv_session(sid);
+                self.rmpp_aborted(agent, tid, status, false);
+            }
+        }
+    }
+
+    /// A reassembled message: a response completes its request, a request is delivered.
+    fn rmpp_deliver(&mut self, now: Instant, agent: AgentId, src: MadAddr, message: Vec<u8>) {
+        let pkt = mad::Packet::new_unchecked(&message[..]);
+        let (tid, class) = (pkt.tid(), u8::from(pkt.mgmt_class()));
+        if pkt.is_response() {
+            match self.match_response(agent, tid, class, &src) {
+                Some(txn_id) => {
+                    self.finish_txn(now, txn_id);
+                    self.deliver(agent, src, message);
+                }
+                None => self.stats.unmatched_responses += 1,
+            }
+            return;
+        }
+        if pkt.method() != mad::Method::Send && !self.remember_request(now, agent, &src, tid, class)
+        {
+            self.stats.dropped_duplicates += 1;
+            return;
+        }
+        self.deliver(agent, src, message);
+    }
+
+    pub(super) fn recv_session_timeout(&mut self, now: Instant, sid: u64) {
+        let Some(session) = self.recv_sessions.get_mut(&sid) else {
+            return;
+        };
+        session.deadline = None;
+        let lingering = session.rx.is_lingering();
+        let progress = session.rx.handle_timeout(now);
+        if lingering && progress == Progress::Complete {
+            self.drop_recv_session(sid);
+            return;
+        }
+        self.recv_progress(now, sid, progress);
+    }
+
+    fn drop_recv_session(&mut self, sid: u64) {
+        let Some(session) = self.recv_sessions.remove(&sid) else {
+            return;
+        };
+        self.recv_index.remove(&session.key);
+        self.timers.set(TimerKey::Recv(sid), session.deadline, None);
+        if session.counted {
+            let peer = session.peer();
+            if let Some(n) = self.peer_active.get_mut(&peer) {
+                *n -= 1;
+                if *n == 0 {
+                    self.peer_active.remove(&peer);
+                }
+            }
+        }
+    }
+
+    pub(super) fn purge_agent_sessions(&mut self, agent: AgentId) {
+        let mut doomed: Vec<u64> = self
+            .recv_sessions
+            .iter()
+            .filter(|(_, s)| s.agent == agent)
+            .map(|(&sid, _)| sid)
+            .collect();
+        doomed.sort_unstable();
+        for sid in doomed {
+            self.drop_recv_session(sid);
+        }
+    }
+}

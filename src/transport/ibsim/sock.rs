@@ -1,0 +1,213 @@
+//! The two sockets of an ibsim client, local (abstract AF_UNIX) or remote (UDP).
+
+use std::io;
+use std::net::{Ipv4Addr, Shutdown, SocketAddr as InetAddr, ToSocketAddrs, UdpSocket};
+use std::os::linux::net::SocketAddrExt;
+use std::os::unix::net::{SocketAddr as UnixAddr, UnixDatagram};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+/// Where ibsim listens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Endpoint {
+    /// Local mode: abstract unix datagram sockets named `<sockname>:ctl`, `<sockname>:out<slot>`.
+    Local {
+        /// `IBSIM_SOCKNAME` (ibsim's default: `sim`).
+        sockname: String,
+    },
+    /// Remote mode (`ibsim -r`): UDP, control on `port`, slot `i` on `port + 1 + i`.
+    Remote {
+        /// `IBSIM_SERVER_NAME`.
+        host: String,
+        /// `IBSIM_SERVER_PORT` (ibsim's default: 7070).
+        port: u16,
+    },
+}
+
+/// One datagram socket of either family.
+#[derive(Debug)]
+pub(crate) enum Sock {
+    Unix(UnixDatagram),
+    Udp(UdpSocket),
+}
+
+impl Sock {
+    pub(crate) fn send(&self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Sock::Unix(s) => s.send(buf),
+            Sock::Udp(s) => s.send(buf),
+        }
+    }
+
+    pub(crate) fn recv(&self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Sock::Unix(s) => s.recv(buf),
+            Sock::Udp(s) => s.recv(buf),
+        }
+    }
+
+    pub(crate) fn set_read_timeout(&self, t: Option<Duration>) -> io::Result<()> {
+        match self {
+            Sock::Unix(s) => s.set_read_timeout(t),
+            Sock::Udp(s) => s.set_read_timeout(t),
+        }
+    }
+
+    pub(crate) fn set_write_timeout(&self, t: Option<Duration>) -> io::Result<()> {
+        match self {
+            Sock::Unix(s) => s.set_write_timeout(t),
+            Sock::Udp(s) => s.set_write_timeout(t),
+        }
+    }
+
+    pub(crate) fn try_clone(&self) -> io::Result<Sock> {
+        Ok(match self {
+            Sock::Unix(s) => Sock::Unix(s.try_clone()?),
+            Sock::Udp(s) => Sock::Udp(s.try_clone()?),
+        })
+    }
+
+    /// Wake a thread blocked in `recv` on a clone of this socket. UDP has no
+    /// shutdown in std: its receiver wakes at its read timeout instead.
+    pub(crate) fn shutdown_read(&self) {
+        if let Sock::Unix(s) = self {
+            // A failure only means the receiver wakes at its read timeout instead.
+            let _ = s.shutdown(Shutdown::Read);
+        }
+    }
+}
+
+/// ibsim's `make_name()`: the abstract name **with** its trailing NUL, which
+/// counts in the address length (abstract names match on exact length).
+pub(crate) fn abstract_addr(name: &str) -> io::Result<UnixAddr> {
+    let mut bytes = Vec::with_capacity(name.len() + 1);
+    bytes.extend_from_slice(name.as_bytes());
+    bytes.push(0);
+    UnixAddr::from_abstract_name(&bytes)
+}
+
+/// The client's two sockets before CONNECT: control connected, data bound.
+pub(crate) struct Unattached {
+    pub(crate) ctl: Sock,
+    pub(crate) data: Sock,
+    /// The id to put in CONNECT (nonzero).
+    pub(crate) id: u32,
+}
+
+static NEXT_ID: AtomicU32 = AtomicU32::new(0);
+
+/// An id for the `in<id>`/`ctl<id>` names, unique among this process's live
+/// clients and unlikely to be another process's pid (umad2sim uses its pid).
+fn local_id(attempt: u32) -> u32 {
+    let n = NEXT_ID
+        .fetch_add(1, Ordering::Relaxed)
+        .wrapping_add(attempt);
+    // Bit 30 keeps it above any pid; it stays positive as ibsim's `int` formats it.
+    0x4000_0000 | ((std::process::id() & 0xf_ffff) << 10) | (n & 0x3ff)
+}
+
+pub(crate) fn open(endpoint: &Endpoint) -> io::Result<Unattached> {
+    match endpoint {
+        Endpoint::Local { sockname } => open_local(sockname),
+        Endpoint::Remote { host, port } => open_remote(host, *port),
+    }
+}
+
+fn open_local(base: &str) -> io::Result<Unattached> {
+    let server = abstract_addr(&format!("{base}:ctl"))?;
+    let mut last_err = None;
+    // A name can be taken by a live client of ours or by a process whose pid matches.
+    for attempt in 0..64 {
+        let id = local_id(attempt);
+        let ctl = match UnixDatagram::bind_addr(&abstract_addr(&format!("{base}:ctl{id}"))?) {
+            Ok(s) => s,
+            Err(e) if e.kind() == io::ErrorKind::AddrInUse => {
+                last_err = Some(e);
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        // Bound before CONNECT: ibsim connects its slot to `in<id>` and exits if it cannot.
+        let data = match UnixDatagram::bind_addr(&abstract_addr(&format!("{base}:in{id}"))?) {
+            Ok(s) => s,
+            Err(e) if e.kind() == io::ErrorKind::AddrInUse => {
+                last_err = Some(e);
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        ctl.connect_addr(&server)?;
+        return Ok(Unattached {
+            ctl: Sock::Unix(ctl),
+            data: Sock::Unix(data),
+            id,
+        });
+    }
+    Err(last_err.unwrap_or_else(|| io::Error::from(io::ErrorKind::AddrInUse)))
+}
+
+fn resolve(host: &str, port: u16) -> io::Result<InetAddr> {
+    (host, port)
+        .to_socket_addrs()?
+        .find(InetAddr::is_ipv4)
+        .ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("no IPv4 address for ibsim server {host}"),
+            )
+        })
+}
+
+fn open_remote(host: &str, port: u16) -> io::Result<Unattached> {
+    let ctl = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0))?;
+    ctl.connect(resolve(host, port)?)?;
+    let data = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0))?;
+    // Remote mode: the id is the data socket's port; ibsim sends to <our ip>:<id>.
+    let id = u32::from(data.local_addr()?.port());
+    Ok(Unattached {
+        ctl: Sock::Udp(ctl),
+        data: Sock::Udp(data),
+        id,
+    })
+}
+
+/// Connect the data socket to ibsim's socket for `slot`.
+pub(crate) fn connect_data(endpoint: &Endpoint, data: &Sock, slot: u32) -> io::Result<()> {
+    match (endpoint, data) {
+        (Endpoint::Local { sockname }, Sock::Unix(s)) => {
+            s.connect_addr(&abstract_addr(&format!("{sockname}:out{slot}"))?)
+        }
+        (Endpoint::Remote { host, port }, Sock::Udp(s)) => {
+            let p = u32::from(*port) + 1 + slot;
+            let p = u16::try_from(p).map_err(|_| {
+                io::Error::new(io::ErrorKind::InvalidInput, "ibsim slot port out of range")
+            })?;
+            s.connect(resolve(host, p)?)
+        }
+        _ => Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "socket family does not match the endpoint",
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn abstract_names_keep_the_trailing_nul() {
+        let a = abstract_addr("sim:ctl").unwrap();
+        assert_eq!(a.as_abstract_name(), Some(&b"sim:ctl\0"[..]));
+    }
+
+    #[test]
+    fn local_ids_are_positive_nonzero_and_distinct() {
+        let a = local_id(0);
+        let b = local_id(0);
+        assert_ne!(a, b);
+        for id in [a, b] {
+            assert!(id != 0 && i32::try_from(id).is_ok());
+        }
+    }
+}

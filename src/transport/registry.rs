@@ -1,0 +1,103 @@
+//! The process-wide registry of named CAs.
+//!
+//! Whatever can be opened by name (`umad::open_port("vmadsim0", 1)`)
+//! registers here: every [`crate::transport::sim::Fabric`] built with
+//! `build()`, and any other transport that wants to be found by name.
+//! Names are unique: registering a taken name fails.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use super::{PortAttrs, Transport};
+use crate::{Error, Result};
+
+/// What `umad_get_ca` reports about a CA.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CaInfo {
+    /// CA name, under 20 bytes.
+    pub name: String,
+    /// Node type (1 CA, 2 switch, 3 router).
+    pub node_type: u8,
+    /// Node GUID.
+    pub node_guid: u64,
+    /// System image GUID.
+    pub system_guid: u64,
+    /// Firmware version string.
+    pub fw_ver: String,
+    /// CA type string.
+    pub ca_type: String,
+    /// Hardware version string.
+    pub hw_ver: String,
+    /// Its ports, port 1 first.
+    pub ports: Vec<PortAttrs>,
+}
+
+/// Something that can describe and open the CAs it registered.
+pub trait CaProvider: Send + Sync {
+    /// Describe CA `name`, if it is one of this provider's.
+    fn ca_info(&self, name: &str) -> Option<CaInfo>;
+
+    /// Open `port` of CA `name` (0 = the first usable port).
+    ///
+    /// # Errors
+    /// ENODEV for an unknown CA or port; EADDRINUSE if the port is already open.
+    fn open(&self, name: &str, port: u8) -> Result<Box<dyn Transport>>;
+}
+
+type Table = BTreeMap<String, Arc<dyn CaProvider>>;
+
+static REGISTRY: Mutex<Table> = Mutex::new(BTreeMap::new());
+
+fn table() -> MutexGuard<'static, Table> {
+    REGISTRY.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Register every name in `names` with `provider`, all or none.
+///
+/// # Errors
+/// EADDRINUSE ([`Error::AddressInUse`]) if any name is taken; nothing is registered then.
+pub fn register_cas(names: &[String], provider: Arc<dyn CaProvider>) -> Result<()> {
+    let mut t = table();
+    if let Some(taken) = names.iter().find(|n| t.contains_key(n.as_str())) {
+        return Err(Error::AddressInUse(format!(
+            "CA name {taken} is registered"
+        )));
+    }
+    for name in names {
+        t.insert(name.clone(), provider.clone());
+    }
+    Ok(())
+}
+
+/// Forget CA `name`; ports already open keep working.
+pub fn unregister_ca(name: &str) {
+    table().remove(name);
+}
+
+/// Whether `name` is registered.
+pub fn contains(name: &str) -> bool {
+    table().contains_key(name)
+}
+
+/// Registered CA names, sorted (as libibumad's `alphasort`).
+pub fn ca_names() -> Vec<String> {
+    table().keys().cloned().collect()
+}
+
+/// Describe CA `name`.
+///
+/// # Errors
+/// ENODEV if it is not registered.
+pub fn ca_info(name: &str) -> Result<CaInfo> {
+    let provider = table().get(name).cloned().ok_or(Error::NoDevice)?;
+    provider.ca_info(name).ok_or(Error::NoDevice)
+}
+
+/// Open `port` of CA `name`.
+///
+/// # Errors
+/// ENODEV if it is not registered or has no such port; EADDRINUSE if the port is open.
+pub fn open(name: &str, port: u8) -> Result<Box<dyn Transport>> {
+    let provider = table().get(name).cloned().ok_or(Error::NoDevice)?;
+    provider.open(name, port)
+}

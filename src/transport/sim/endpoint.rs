@@ -1,0 +1,276 @@
+//! One open CA port of the simulated fabric: the [`SimTransport`].
+
+use core::cmp::Reverse;
+use core::time::Duration;
+use std::collections::{BinaryHeap, VecDeque};
+use std::io;
+use std::sync::Arc;
+use std::time::Instant as WallClock;
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+
+use crate::engine::{RecvMeta, Transmit};
+use crate::transport::{Caps, PortAttrs, Transport, Waker};
+use crate::types::{GrhAddr, MadAddr, Qp};
+use crate::wire::MAD_SIZE;
+use crate::{Error, Result};
+
+use super::route::Pkt;
+use super::{lock, FabricInner, GID_PREFIX};
+
+/// A frame waiting in a port's queue.
+#[derive(Debug, Clone)]
+pub(crate) struct Frame {
+    meta: RecvMeta,
+    mad: [u8; MAD_SIZE],
+    len: usize,
+    /// When a delayed or reordered frame may be received.
+    due: Option<WallClock>,
+}
+
+/// What travels on a port's channel.
+#[derive(Debug)]
+pub(crate) enum Msg {
+    Frame(Box<Frame>),
+    /// Nothing to receive: only ends a [`Transport::wait`].
+    Wake,
+}
+
+impl Msg {
+    pub(crate) fn frame(qp: Qp, pkt: &Pkt, delay: Duration) -> Msg {
+        let src = MadAddr {
+            qpn: pkt.sqp,
+            qkey: 0,
+            lid: pkt.slid,
+            sl: pkt.sl,
+            path_bits: 0,
+            grh: pkt.grh,
+            pkey_index: pkt.pkey_index,
+        };
+        Msg::Frame(Box::new(Frame {
+            meta: RecvMeta { qp, src },
+            mad: pkt.mad,
+            len: pkt.len,
+            // Fault delays are the one use of the wall clock inside the fabric.
+            due: (!delay.is_zero()).then(|| WallClock::now() + delay),
+        }))
+    }
+}
+
+/// A held-back frame, ordered by due time, then arrival.
+#[derive(Debug)]
+struct Held {
+    due: WallClock,
+    seq: u64,
+    frame: Box<Frame>,
+}
+
+impl PartialEq for Held {
+    fn eq(&self, other: &Self) -> bool {
+        (self.due, self.seq) == (other.due, other.seq)
+    }
+}
+impl Eq for Held {}
+impl PartialOrd for Held {
+    fn partial_cmp(&self, other: &Self) -> Option<core::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Held {
+    fn cmp(&self, other: &Self) -> core::cmp::Ordering {
+        (self.due, self.seq).cmp(&(other.due, other.seq))
+    }
+}
+
+/// An open port of a simulated CA, with its QP0 and QP1.
+///
+/// Only one transport per CA port is open at a time; dropping it closes
+/// the port (frames sent to it are then lost, and its SMA keeps answering).
+#[derive(Debug)]
+pub struct SimTransport {
+    fabric: Arc<FabricInner>,
+    node: usize,
+    port: u8,
+    attrs: PortAttrs,
+    rx: Receiver<Msg>,
+    /// Our own channel's sender: wakes [`Transport::wait`] from another thread.
+    wake_tx: Sender<Msg>,
+    ready: VecDeque<Box<Frame>>,
+    held: BinaryHeap<Reverse<Held>>,
+    seq: u64,
+}
+
+impl SimTransport {
+    pub(crate) fn open(
+        fabric: Arc<FabricInner>,
+        node: usize,
+        port: u8,
+        attrs: PortAttrs,
+    ) -> Result<SimTransport> {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        {
+            let mut slot = lock(&fabric.nodes[node].endpoints[usize::from(port)]);
+            if slot.is_some() {
+                return Err(Error::AddressInUse(format!(
+                    "{}:{} is already open",
+                    attrs.ca_name, port
+                )));
+            }
+            *slot = Some(tx.clone());
+        }
+        Ok(SimTransport {
+            fabric,
+            node,
+            port,
+            attrs,
+            rx,
+            wake_tx: tx,
+            ready: VecDeque::new(),
+            held: BinaryHeap::new(),
+            seq: 0,
+        })
+    }
+
+    /// This port's GID (GID prefix + port GUID).
+    pub fn gid(&self) -> [u8; 16] {
+        let mut gid = [0u8; 16];
+        gid[..8].copy_from_slice(&GID_PREFIX.to_be_bytes());
+        gid[8..].copy_from_slice(&self.attrs.port_guid.to_be_bytes());
+        gid
+    }
+
+    fn stash(&mut self, msg: Msg) {
+        if let Msg::Frame(frame) = msg {
+            match frame.due {
+                None => self.ready.push_back(frame),
+                Some(due) => {
+                    self.seq += 1;
+                    self.held.push(Reverse(Held {
+                        due,
+                        seq: self.seq,
+                        frame,
+                    }));
+                }
+            }
+        }
+    }
+
+    /// Move everything that arrived, and every held frame now due, to `ready`.
+    fn pump(&mut self) {
+        while let Ok(msg) = self.rx.try_recv() {
+            self.stash(msg);
+        }
+        if self.held.is_empty() {
+            return;
+        }
+        let now = WallClock::now();
+        while self.held.peek().is_some_and(|h| h.0.due <= now) {
+            if let Some(Reverse(h)) = self.held.pop() {
+                self.ready.push_back(h.frame);
+            }
+        }
+    }
+}
+
+impl Drop for SimTransport {
+    fn drop(&mut self) {
+        *lock(&self.fabric.nodes[self.node].endpoints[usize::from(self.port)]) = None;
+    }
+}
+
+impl Transport for SimTransport {
+    fn caps(&self) -> Caps {
+        Caps {
+            smi: true,
+            gsi: true,
+        }
+    }
+
+    fn attrs(&self) -> &PortAttrs {
+        &self.attrs
+    }
+
+    fn recv_burst(
+        &mut self,
+        max: usize,
+        sink: &mut dyn FnMut(RecvMeta, &[u8]),
+    ) -> io::Result<usize> {
+        self.pump();
+        let mut n = 0;
+        while n < max {
+            let Some(frame) = self.ready.pop_front() else {
+                break;
+            };
+            sink(frame.meta, &frame.mad[..frame.len]);
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    fn transmit(
+        &mut self,
+        fill: &mut dyn FnMut(&mut [u8; MAD_SIZE]) -> Option<Transmit>,
+    ) -> io::Result<bool> {
+        let mut mad = [0u8; MAD_SIZE];
+        let Some(t) = fill(&mut mad) else {
+            return Ok(false);
+        };
+        let own_gid = self.gid();
+        let pkt = Pkt {
+            mad,
+            len: t.len.min(MAD_SIZE),
+            slid: self.attrs.lid,
+            dlid: t.dest.lid,
+            sqp: t.qp.qpn(),
+            dqp: t.dest.qpn,
+            sl: t.dest.sl,
+            pkey_index: t.dest.pkey_index,
+            grh: t.dest.grh.map(|g| GrhAddr {
+                gid: own_gid,
+                gid_index: 0,
+                hop_limit: g.hop_limit,
+                traffic_class: g.traffic_class,
+                flow_label: g.flow_label,
+            }),
+            hops: 0,
+        };
+        self.fabric
+            .originate(self.node, self.port, pkt, Duration::ZERO);
+        Ok(true)
+    }
+
+    fn wait(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+        self.pump();
+        if !self.ready.is_empty() {
+            return Ok(());
+        }
+        let until_held = self
+            .held
+            .peek()
+            .map(|h| h.0.due.saturating_duration_since(WallClock::now()));
+        let limit = match (timeout, until_held) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let msg = match limit {
+            Some(d) => match self.rx.recv_timeout(d) {
+                Ok(m) => m,
+                Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => return Ok(()),
+            },
+            None => match self.rx.recv() {
+                Ok(m) => m,
+                Err(_) => return Ok(()),
+            },
+        };
+        self.stash(msg);
+        Ok(())
+    }
+
+    fn waker(&self) -> Option<Waker> {
+        let tx = self.wake_tx.clone();
+        Some(Waker::new(move || {
+            // Unbounded channel: the send fails only once the port is gone.
+            let _ = tx.send(Msg::Wake);
+        }))
+    }
+}

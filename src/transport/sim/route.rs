@@ -1,0 +1,435 @@
+//! How frames move through the simulated fabric: LID routing, the
+//! directed-route rules of IBA 14.2.2, and link crossings with faults.
+//!
+//! A frame is walked synchronously, in the sending thread, from node to
+//! node until it is delivered into a port's queue, answered by an SMA
+//! (whose response is walked back the same way), or dropped.
+
+use core::time::Duration;
+
+use crate::types::{GrhAddr, Qp};
+use crate::wire::MAD_SIZE;
+
+use super::{lock, sma, FabricInner, Link, Node};
+
+/// The permissive LID.
+pub(crate) const PERMISSIVE: u16 = 0xffff;
+/// A walk longer than this is a bug or a corrupted header: drop the frame.
+const MAX_HOPS: u32 = 512;
+
+/// Directed-route SMP fields (IBA 14.2.1.2), absolute MAD offsets.
+pub(crate) mod dr {
+    use crate::wire::Field;
+    pub(crate) const STATUS: Field = 4..6;
+    pub(crate) const HOP_PTR: usize = 6;
+    pub(crate) const HOP_CNT: usize = 7;
+    pub(crate) const DR_SLID: Field = 32..34;
+    pub(crate) const DR_DLID: Field = 34..36;
+    pub(crate) const INITIAL_PATH: usize = 128;
+    pub(crate) const RETURN_PATH: usize = 192;
+    /// The D (direction) bit of the status word: set on returning SMPs.
+    pub(crate) const DIRECTION: u16 = 0x8000;
+    /// Paths hold 64 entries: hop counts are 0..=63.
+    pub(crate) const MAX_HOPS: u8 = 63;
+}
+
+/// Management class of the directed-route SMPs.
+pub(crate) const CLASS_DR: u8 = 0x81;
+/// Management class of LID-routed SMPs.
+pub(crate) const CLASS_LID: u8 = 0x01;
+
+/// A frame in flight, with the LRH/BTH/DETH values a receiver would see.
+#[derive(Debug, Clone)]
+pub(crate) struct Pkt {
+    pub(crate) mad: [u8; MAD_SIZE],
+    pub(crate) len: usize,
+    pub(crate) slid: u16,
+    pub(crate) dlid: u16,
+    pub(crate) sqp: u32,
+    pub(crate) dqp: u32,
+    pub(crate) sl: u8,
+    pub(crate) pkey_index: u16,
+    /// The GRH as the receiver sees it (source GID), if the sender asked for one.
+    pub(crate) grh: Option<GrhAddr>,
+    /// Links crossed so far.
+    pub(crate) hops: u32,
+}
+
+impl Pkt {
+    pub(crate) fn class(&self) -> u8 {
+        self.mad[1]
+    }
+
+    fn is_dr_smp(&self) -> bool {
+        self.class() == CLASS_DR && self.dqp == 0
+    }
+
+    fn u16_at(&self, f: core::ops::Range<usize>) -> u16 {
+        u16::from_be_bytes([self.mad[f.start], self.mad[f.start + 1]])
+    }
+
+    fn returning(&self) -> bool {
+        self.u16_at(dr::STATUS) & dr::DIRECTION != 0
+    }
+}
+
+/// How a DR SMP reached the node that applies the rules to it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Entry {
+    /// Sent by the owner of this CA port, whose SMI already applied the
+    /// sender's rules (C14-9:1 / C14-13:1), as the kernel does before posting to QP0.
+    Wire(u8),
+    /// Sent by this node's SMA, rules not yet applied (the port it answers for).
+    Local(u8),
+    /// LID-routed to this node (the LID-routed part before or after the DR part).
+    LidTerminus,
+    /// Arrived over a link on this port.
+    Port(u8),
+}
+
+/// What the DR rules say to do next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum DrAction {
+    Forward(u8),
+    Handle,
+    LidRoute(u16),
+    Discard,
+}
+
+/// How to treat a frame when it arrives over a link.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Lid,
+    Dr,
+    Neighbour,
+}
+
+/// IBA 14.2.2.2 (outgoing, C14-9) and 14.2.2.4 (returning, C14-13), applied at `node`.
+/// Updates the hop pointer and return path in `mad`.
+fn dr_step(node: &Node, entry: Entry, mad: &mut [u8; MAD_SIZE], dlid: u16) -> DrAction {
+    let p = mad[dr::HOP_PTR];
+    let n = mad[dr::HOP_CNT];
+    let be = |m: &[u8; MAD_SIZE], at: usize| u16::from_be_bytes([m[at], m[at + 1]]);
+    let returning = be(mad, dr::STATUS.start) & dr::DIRECTION != 0;
+    let dr_slid = be(mad, dr::DR_SLID.start);
+    let dr_dlid = be(mad, dr::DR_DLID.start);
+    if n > dr::MAX_HOPS {
+        return DrAction::Discard;
+    }
+    let initial = |m: &[u8; MAD_SIZE], i: u8| m[dr::INITIAL_PATH + usize::from(i)];
+    let ret = |m: &[u8; MAD_SIZE], i: u8| m[dr::RETURN_PATH + usize::from(i)];
+    let own_lid = node.lid(0).max(node.lid(1));
+    let lid_routed_part = |lid: u16| lid != PERMISSIVE && dlid != PERMISSIVE && dlid != own_lid;
+    match (returning, entry) {
+        (false, Entry::Wire(port)) => {
+            if n == 0 && p == 1 {
+                DrAction::Handle
+            } else if n > 0 && p == 1 && lid_routed_part(dr_slid) {
+                // The DR part starts where the LID-routed part ends (DrSLID is the source).
+                mad[dr::HOP_PTR] = 0;
+                DrAction::LidRoute(dlid)
+            } else if n > 0 && p == 1 && initial(mad, 1) == port {
+                DrAction::Forward(port)
+            } else {
+                DrAction::Discard
+            }
+        }
+        (true, Entry::Wire(port)) => {
+            if n == 0 && p == 0 {
+                DrAction::Handle
+            } else if n > 0 && p == n && lid_routed_part(dr_dlid) {
+                // Back along the LID-routed tail to the switch that ended the DR part.
+                DrAction::LidRoute(dlid)
+            } else if n > 0 && p == n {
+                DrAction::Forward(port)
+            } else {
+                DrAction::Discard
+            }
+        }
+        // Outgoing, sent from here or starting the DR part after a LID-routed part.
+        (false, Entry::Local(_) | Entry::LidTerminus) => {
+            if entry != Entry::LidTerminus && p == 0 && n > 0 && lid_routed_part(dr_slid) {
+                // C14-4: the SMP is LID-routed to the node where the DR part starts.
+                return DrAction::LidRoute(dlid);
+            }
+            if p == 0 && n > 0 {
+                mad[dr::HOP_PTR] = 1;
+                let out = initial(mad, 1);
+                match entry {
+                    Entry::Local(port) if !node.is_switch() && out != port => DrAction::Discard,
+                    _ => DrAction::Forward(out),
+                }
+            } else if p == 0 && n == 0 {
+                mad[dr::HOP_PTR] = 1;
+                DrAction::Handle
+            } else if p == n + 1 && entry == Entry::LidTerminus {
+                DrAction::Handle
+            } else {
+                DrAction::Discard
+            }
+        }
+        // Outgoing, arrived over a link.
+        (false, Entry::Port(in_port)) => {
+            if n > 0 && p == 0 {
+                DrAction::Discard
+            } else if p > 0 && p < n {
+                if !node.is_switch() {
+                    return DrAction::Discard;
+                }
+                mad[dr::RETURN_PATH + usize::from(p)] = in_port;
+                mad[dr::HOP_PTR] = p + 1;
+                DrAction::Forward(initial(mad, p + 1))
+            } else if p == n {
+                if n > 0 {
+                    mad[dr::RETURN_PATH + usize::from(p)] = in_port;
+                }
+                mad[dr::HOP_PTR] = n + 1;
+                if dr_dlid == PERMISSIVE {
+                    DrAction::Handle
+                } else if node.is_switch() {
+                    DrAction::LidRoute(dr_dlid)
+                } else {
+                    DrAction::Discard
+                }
+            } else {
+                DrAction::Discard
+            }
+        }
+        // Returning, sent by the responder, or by the switch ending the LID-routed tail.
+        (true, Entry::Local(_) | Entry::LidTerminus) => {
+            if n > 0 && p == n + 1 {
+                if entry != Entry::LidTerminus && lid_routed_part(dr_dlid) {
+                    // Back along the LID-routed tail to the switch that ended the DR part.
+                    return DrAction::LidRoute(dlid);
+                }
+                mad[dr::HOP_PTR] = n;
+                DrAction::Forward(ret(mad, n))
+            } else if n > 0 && p == n && entry == Entry::LidTerminus {
+                // Sent back along the tail by a port owner that already stepped the pointer.
+                DrAction::Forward(ret(mad, n))
+            } else if n == 0 && p == 1 {
+                mad[dr::HOP_PTR] = 0;
+                DrAction::Handle
+            } else if p == 0 && entry == Entry::LidTerminus {
+                DrAction::Handle
+            } else {
+                DrAction::Discard
+            }
+        }
+        // Returning, arrived over a link.
+        (true, Entry::Port(_)) => {
+            if n > 0 && p == n + 1 {
+                DrAction::Discard
+            } else if p >= 2 && p <= n {
+                if !node.is_switch() {
+                    return DrAction::Discard;
+                }
+                mad[dr::HOP_PTR] = p - 1;
+                DrAction::Forward(ret(mad, p - 1))
+            } else if p == 1 {
+                mad[dr::HOP_PTR] = 0;
+                if dr_slid == PERMISSIVE {
+                    DrAction::Handle
+                } else if node.is_switch() {
+                    DrAction::LidRoute(dr_slid)
+                } else {
+                    DrAction::Discard
+                }
+            } else if p == 0 {
+                DrAction::Handle
+            } else {
+                DrAction::Discard
+            }
+        }
+    }
+}
+
+impl FabricInner {
+    /// The owner of `(node, port)` sends `pkt` (a DR SMP with its hop pointer already
+    /// stepped by the sender's SMI, as the engine and the kernel do), or an SMA sends a
+    /// LID-routed response.
+    pub(crate) fn originate(&self, node: usize, port: u8, pkt: Pkt, delay: Duration) {
+        if pkt.is_dr_smp() {
+            self.dr_walk(node, Entry::Wire(port), pkt, delay);
+        } else if pkt.dlid == PERMISSIVE && pkt.class() == CLASS_LID && pkt.dqp == 0 {
+            // A LID-routed SMP to the permissive LID: whoever is at the other end takes it.
+            self.cross(node, port, pkt, delay, Mode::Neighbour);
+        } else {
+            self.lid_walk(node, None, pkt, delay);
+        }
+    }
+
+    /// LID routing from `node` (`in_port`: None when the frame starts here).
+    fn lid_walk(&self, node: usize, in_port: Option<u8>, mut pkt: Pkt, delay: Duration) {
+        let Some(&(dest, dest_port)) = self.lid_map.get(&pkt.dlid) else {
+            return;
+        };
+        if dest == node {
+            if pkt.is_dr_smp() {
+                self.dr_walk(node, Entry::LidTerminus, pkt, delay);
+            } else {
+                self.handle(node, in_port.unwrap_or(dest_port), pkt, delay);
+            }
+            return;
+        }
+        let here = &self.nodes[node];
+        if in_port.is_some() && !here.is_switch() {
+            return; // CAs do not forward.
+        }
+        let out = self.routes[node][dest];
+        if out == 0 {
+            return;
+        }
+        if in_port.is_none() && !here.is_switch() {
+            // The sending CA's LID is the source, whichever port the route leaves by.
+            pkt.slid = here.lid(out);
+        }
+        self.cross(node, out, pkt, delay, Mode::Lid);
+    }
+
+    fn dr_walk(&self, node: usize, entry: Entry, mut pkt: Pkt, delay: Duration) {
+        let here = &self.nodes[node];
+        match dr_step(here, entry, &mut pkt.mad, pkt.dlid) {
+            DrAction::Discard => {}
+            DrAction::Handle => {
+                let port = match entry {
+                    Entry::Wire(p) | Entry::Local(p) | Entry::Port(p) => p,
+                    Entry::LidTerminus => self.lid_map.get(&pkt.dlid).map_or(0, |&(_, p)| p),
+                };
+                self.handle(node, port, pkt, delay);
+            }
+            DrAction::Forward(out) => {
+                pkt.slid = PERMISSIVE;
+                pkt.dlid = PERMISSIVE;
+                self.cross(node, out, pkt, delay, Mode::Dr);
+            }
+            DrAction::LidRoute(lid) => {
+                pkt.slid = here.lid(0).max(here.lid(1));
+                pkt.dlid = lid;
+                // Leave through the routing table, as any LID-routed frame from here.
+                let Some(&(dest, _)) = self.lid_map.get(&lid) else {
+                    return;
+                };
+                if dest == node {
+                    self.dr_walk(node, Entry::LidTerminus, pkt, delay);
+                } else if self.routes[node][dest] != 0 {
+                    let out = self.routes[node][dest];
+                    self.cross(node, out, pkt, delay, Mode::Lid);
+                }
+            }
+        }
+    }
+
+    /// Cross the link on `(node, out)`, applying its faults, and arrive at the far end.
+    fn cross(&self, node: usize, out: u8, mut pkt: Pkt, delay: Duration, mode: Mode) {
+        let here = &self.nodes[node];
+        if out == 0 || out > here.num_ports {
+            return;
+        }
+        let Some(link_index) = here.links[usize::from(out)] else {
+            return;
+        };
+        pkt.hops += 1;
+        if pkt.hops > MAX_HOPS {
+            return;
+        }
+        let link: &Link = &self.links[link_index];
+        let (peer, in_port) = link.peer(node, out);
+        let verdict = lock(&link.faults).judge(pkt.len);
+        if verdict.lose {
+            return;
+        }
+        if let Some((pos, mask)) = verdict.corrupt {
+            pkt.mad[pos] ^= mask;
+        }
+        let delay = delay + verdict.delay;
+        if verdict.duplicate {
+            self.arrive(peer, in_port, pkt.clone(), delay, mode);
+        }
+        self.arrive(peer, in_port, pkt, delay, mode);
+    }
+
+    fn arrive(&self, node: usize, in_port: u8, pkt: Pkt, delay: Duration, mode: Mode) {
+        match mode {
+            Mode::Lid => self.lid_walk(node, Some(in_port), pkt, delay),
+            Mode::Dr => self.dr_walk(node, Entry::Port(in_port), pkt, delay),
+            Mode::Neighbour => self.handle(node, in_port, pkt, delay),
+        }
+    }
+
+    /// The frame has reached its node: the SMA answers, or the port's owner gets it.
+    fn handle(&self, node: usize, port: u8, pkt: Pkt, delay: Duration) {
+        let here = &self.nodes[node];
+        let is_smp = matches!(pkt.class(), CLASS_LID | CLASS_DR) && pkt.dqp == 0;
+        let is_request = pkt.mad[3] & 0x80 == 0 && !(pkt.is_dr_smp() && pkt.returning());
+        if is_smp && is_request {
+            if let Some(resp) = sma::answer(self, node, port, &pkt) {
+                let out = if here.is_switch() { 0 } else { port };
+                if resp.is_dr_smp() {
+                    self.dr_walk(node, Entry::Local(out), resp, delay);
+                } else {
+                    self.originate(node, out, resp, delay);
+                }
+                return;
+            }
+        }
+        if here.is_switch() {
+            return; // No GSI on simulated switches; no SM behind port 0.
+        }
+        self.deliver(node, port, pkt, delay);
+    }
+
+    /// Queue the frame for the owner of `(node, port)`; dropped when nobody has it open.
+    fn deliver(&self, node: usize, port: u8, pkt: Pkt, delay: Duration) {
+        let qp = match pkt.dqp {
+            0 => Qp::Smi,
+            1 => Qp::Gsi,
+            _ => return,
+        };
+        let endpoints = &self.nodes[node].endpoints;
+        let Some(slot) = endpoints.get(usize::from(port)) else {
+            return;
+        };
+        if let Some(tx) = lock(slot).as_ref() {
+            // A closed receiver means the port is closing: the frame is lost, as on a real port.
+            let _ = tx.send(super::endpoint::Msg::frame(qp, &pkt, delay));
+        }
+    }
+}
+
+/// `routes[from][to]`: the first port on a shortest path from `from` to `to` (0 = none).
+/// Only switches forward, so paths never pass through a CA. Ties go to the lowest port.
+pub(crate) fn shortest_paths(nodes: &[Node], links: &[Link]) -> Vec<Vec<u8>> {
+    let mut routes = vec![vec![0u8; nodes.len()]; nodes.len()];
+    for (from, row) in routes.iter_mut().enumerate() {
+        let mut seen = vec![false; nodes.len()];
+        seen[from] = true;
+        let mut queue = std::collections::VecDeque::new();
+        for port in 1..=nodes[from].num_ports {
+            if let Some(l) = nodes[from].links[usize::from(port)] {
+                let (peer, _) = links[l].peer(from, port);
+                if !seen[peer] {
+                    seen[peer] = true;
+                    row[peer] = port;
+                    queue.push_back(peer);
+                }
+            }
+        }
+        while let Some(at) = queue.pop_front() {
+            if !nodes[at].is_switch() {
+                continue;
+            }
+            for port in 1..=nodes[at].num_ports {
+                if let Some(l) = nodes[at].links[usize::from(port)] {
+                    let (peer, _) = links[l].peer(at, port);
+                    if !seen[peer] {
+                        seen[peer] = true;
+                        row[peer] = row[at];
+                        queue.push_back(peer);
+                    }
+                }
+            }
+        }
+    }
+    routes
+}

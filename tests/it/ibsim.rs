@@ -1,0 +1,253 @@
+//! The ibsim transport against a real ibsim (and OpenSM, infiniband-diags as peers).
+//!
+//! Every test here starts and stops its own ibsim through `scripts/ibsim-start`
+//! and `scripts/ibsim-stop` under a unique socket name, so they run in
+//! parallel. They need the Debian packages ibsim-utils, libumad2sim0, opensm
+//! and infiniband-diags: `./scripts/test` installs them and runs these with
+//! `cargo test --test it -- --ignored ibsim`.
+
+mod fabric;
+
+use std::time::{Duration, Instant};
+
+use vmad::engine::{RecvMeta, Transmit};
+use vmad::transport::ibsim::{DropPolicy, IbsimConfig, IbsimTransport};
+use vmad::transport::Transport;
+use vmad::types::{MadAddr, Qp};
+
+use fabric::Fabric;
+
+const ATTR_NODE_INFO: u16 = 0x0011;
+const ATTR_PORT_INFO: u16 = 0x0015;
+
+/// A directed-route SMP Get, as libibmad builds it (hop pointer 0, both DR LIDs permissive).
+fn dr_get(tid: u64, attr: u16, attr_mod: u32, path: &[u8]) -> [u8; 256] {
+    let mut m = [0u8; 256];
+    m[0] = 1; // BaseVersion
+    m[1] = 0x81; // directed-route SMP
+    m[2] = 1;
+    m[3] = 0x01; // Get
+    m[7] = path.len() as u8; // hop count
+    m[8..16].copy_from_slice(&tid.to_be_bytes());
+    m[16..18].copy_from_slice(&attr.to_be_bytes());
+    m[20..24].copy_from_slice(&attr_mod.to_be_bytes());
+    m[32..36].copy_from_slice(&[0xff; 4]);
+    m[129..129 + path.len()].copy_from_slice(path);
+    m
+}
+
+fn dr_dest() -> MadAddr {
+    MadAddr {
+        lid: 0xffff,
+        ..MadAddr::default()
+    }
+}
+
+fn tid_of(mad: &[u8]) -> u64 {
+    u64::from_be_bytes(mad[8..16].try_into().unwrap())
+}
+
+/// Send one MAD straight through the transport (no engine) and wait for the
+/// packet that answers it, or for ibsim's drop echo (`None`).
+fn call(
+    t: &mut IbsimTransport,
+    qp: Qp,
+    dest: MadAddr,
+    mad: &[u8; 256],
+) -> Option<(RecvMeta, Vec<u8>)> {
+    let drops = t.drop_monitor();
+    let before = drops.count();
+    let sent = t
+        .transmit(&mut |slot| {
+            slot.copy_from_slice(mad);
+            Some(Transmit { qp, dest, len: 256 })
+        })
+        .unwrap();
+    assert!(sent);
+    // ibsim answers or echoes at once; the bound only keeps a broken run from hanging.
+    let give_up = Instant::now() + Duration::from_secs(10);
+    loop {
+        let mut got = None;
+        t.recv_burst(16, &mut |meta, bytes| {
+            if tid_of(bytes) & 0xffff_ffff == tid_of(mad) & 0xffff_ffff {
+                got = Some((meta, bytes.to_vec()));
+            }
+        })
+        .unwrap();
+        if got.is_some() {
+            return got;
+        }
+        if drops.count() > before {
+            return None;
+        }
+        assert!(
+            Instant::now() < give_up,
+            "ibsim neither answered nor echoed"
+        );
+        t.wait(Some(Duration::from_millis(50))).unwrap();
+    }
+}
+
+#[test]
+#[ignore = "needs ibsim/opensm: run by ./scripts/test"]
+fn ibsim_transport_attaches_and_learns_its_port() {
+    let f = Fabric::start("small.net", &[]);
+    let t = IbsimTransport::connect(f.config(Some("H3"))).unwrap();
+    assert_eq!(t.node_id(), "H3");
+    let a = t.attrs().clone();
+    // ibsim numbers CA GUIDs from 0x100000 in steps of 2 (H3 is the third CA); port = node + 1.
+    assert_eq!(a.node_guid, 0x10_0004);
+    assert_eq!(a.port_guid, 0x10_0005);
+    assert_eq!((a.port_num, a.node_type), (1, 1));
+    assert_eq!(a.lid, 0, "no SM has run yet");
+    assert_eq!(a.pkeys.len(), 32);
+    assert_eq!(a.pkeys[0], 0xffff);
+    drop(t);
+
+    // After OpenSM: the same values ibstat (under umad2sim, same node) prints.
+    f.opensm(&[]);
+    let mut t = IbsimTransport::connect(f.config(Some("H3"))).unwrap();
+    let a = t.refresh_attrs().unwrap().clone();
+    let ibstat = f.exec(Some("H3"), &["ibstat"]);
+    let field = |k: &str| {
+        ibstat
+            .lines()
+            .find_map(|l| l.trim().strip_prefix(k))
+            .unwrap_or_else(|| panic!("{k} not in ibstat: {ibstat}"))
+            .trim()
+            .to_string()
+    };
+    assert_eq!(field("Base lid:"), a.lid.to_string());
+    assert_eq!(field("SM lid:"), a.sm_lid.to_string());
+    assert_eq!(field("LMC:"), a.lmc.to_string());
+    assert_eq!(field("Rate:"), a.rate.to_string());
+    assert_eq!(field("Capability mask:"), format!("{:#010x}", a.capmask));
+    assert_eq!(field("Port GUID:"), format!("{:#018x}", a.port_guid));
+    assert_eq!(field("Node GUID:"), format!("{:#018x}", a.node_guid));
+    assert_eq!(field("State:"), "Active");
+    assert_eq!(a.state, 4);
+    assert_eq!(field("Physical state:"), "LinkUp");
+    assert_eq!(a.phys_state, 5);
+}
+
+#[test]
+#[ignore = "needs ibsim/opensm: run by ./scripts/test"]
+fn ibsim_raw_dr_smp_round_trip_keeps_the_tid() {
+    let f = Fabric::start("small.net", &[]);
+    let mut t = IbsimTransport::connect(f.config(Some("H1"))).unwrap();
+    // H1 -> S1 (out of H1's port 1) -> S2 (out of S1's port 7).
+    let tid = 0xabcd_1234_0000_0042;
+    let req = dr_get(tid, ATTR_NODE_INFO, 0, &[1, 7]);
+    let (meta, rsp) = call(&mut t, Qp::Smi, dr_dest(), &req).expect("a response");
+    assert_eq!(meta.qp, Qp::Smi);
+    assert_eq!(meta.src.lid, 0xffff);
+    assert_eq!(meta.src.qpn, 0);
+    // ibsim wrote its slot over TID bits 63..48; the transport put them back.
+    assert_eq!(tid_of(&rsp), tid);
+    assert_eq!(rsp[3], 0x81, "GetResp");
+    assert_eq!(rsp[4] & 0x80, 0x80, "D bit");
+    assert_eq!(rsp[6], 0, "hop pointer");
+    assert_eq!(
+        &rsp[193..195],
+        &[1, 7],
+        "return path: the ports it entered by"
+    );
+    // NodeInfo of S2: a switch, 8 ports, GUID 0x200001, entered on port 7.
+    let ni = &rsp[64..128];
+    assert_eq!(ni[2], 2);
+    assert_eq!(ni[3], 8);
+    assert_eq!(
+        u64::from_be_bytes(ni[12..20].try_into().unwrap()),
+        0x20_0001
+    );
+    assert_eq!(ni[36], 7);
+    assert_eq!(t.drop_monitor().count(), 0);
+}
+
+#[test]
+#[ignore = "needs ibsim/opensm: run by ./scripts/test"]
+fn ibsim_drops_are_counted_and_reported() {
+    let f = Fabric::start("small.net", &[]);
+    let config = IbsimConfig {
+        drops: DropPolicy::Report,
+        ..f.config(None)
+    };
+    let mut t = IbsimTransport::connect(config).unwrap();
+    let monitor = t.drop_monitor();
+    // S1 port 5 has no link: ibsim returns the request undelivered.
+    let tid = 0x7777_0001_0000_0001;
+    let req = dr_get(tid, ATTR_NODE_INFO, 0, &[1, 5]);
+    assert!(call(&mut t, Qp::Smi, dr_dest(), &req).is_none());
+    assert_eq!(monitor.count(), 1);
+    assert!(monitor.pending());
+    let reports = monitor.take();
+    assert_eq!(reports.len(), 1);
+    assert_eq!(reports[0].tid(), tid, "TID as sent");
+    assert_eq!(reports[0].status, 110);
+    assert_eq!(reports[0].qp, Qp::Smi);
+    assert_eq!(reports[0].dest_lid, 0xffff);
+    assert!(!monitor.pending());
+
+    // The same port's PortInfo works: the link is simply absent.
+    let req = dr_get(tid + 1, ATTR_PORT_INFO, 5, &[1]);
+    let (_, rsp) = call(&mut t, Qp::Smi, dr_dest(), &req).expect("PortInfo of S1 port 5");
+    assert_eq!(rsp[64 + 32] & 0x0f, 1, "port 5 is Down");
+}
+
+#[test]
+#[ignore = "needs ibsim/opensm: run by ./scripts/test"]
+fn ibsim_slots_are_released_on_drop_and_on_failed_attach() {
+    let f = Fabric::start("small.net", &[]);
+    // More attachments than ibsim has slots, one after the other: each drop frees its slot.
+    for _ in 0..15 {
+        let t = IbsimTransport::connect(f.config(Some("H2"))).unwrap();
+        assert!(t.slot() < 10);
+    }
+    // A refused attachment (unknown node) takes nothing either.
+    for _ in 0..12 {
+        let err = IbsimTransport::connect(f.config(Some("nosuchnode"))).unwrap_err();
+        assert_eq!(err.errno(), libc_enodev());
+    }
+    // All ten at once, then the eleventh is refused; freeing one lets it in.
+    let mut all: Vec<_> = (0..10)
+        .map(|_| IbsimTransport::connect(f.config(None)).unwrap())
+        .collect();
+    let err = IbsimTransport::connect(f.config(None)).unwrap_err();
+    assert_eq!(err.errno(), libc_enodev());
+    all.pop();
+    let t = IbsimTransport::connect(f.config(None)).unwrap();
+    drop(all);
+    drop(t);
+    // ibsim lists attached clients on its console: none may be left.
+    let attached = f.command("Attached");
+    assert!(!attached.contains("Client "), "{attached}");
+}
+
+fn libc_enodev() -> i32 {
+    vmad::error::errno::ENODEV
+}
+
+#[test]
+#[ignore = "needs ibsim/opensm: run by ./scripts/test"]
+fn ibsim_remote_udp_mode_works() {
+    // ibsim takes UDP port P and the ten after it; try a few in case one is taken.
+    let mut fabric = None;
+    for i in 0..5 {
+        let port = 20_000 + ((std::process::id() + i * 997) % 4000) * 11;
+        let p = port.to_string();
+        let started = std::panic::catch_unwind(|| Fabric::start("small.net", &["-r", "-l", &p]));
+        if let Ok(f) = started {
+            fabric = Some(f);
+            break;
+        }
+    }
+    let f = fabric.expect("ibsim in remote mode");
+    let mut t = IbsimTransport::connect(f.config(Some("H4"))).unwrap();
+    assert_eq!(t.attrs().node_guid, 0x10_0006);
+    let req = dr_get(0x1234_0000_0000_0009, ATTR_NODE_INFO, 0, &[1]);
+    let (_, rsp) = call(&mut t, Qp::Smi, dr_dest(), &req).expect("response over UDP");
+    assert_eq!(
+        u64::from_be_bytes(rsp[64 + 12..64 + 20].try_into().unwrap()),
+        0x20_0001
+    );
+}

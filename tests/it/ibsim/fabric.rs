@@ -1,0 +1,155 @@
+//! A running ibsim (and optionally OpenSM) for one test, started and stopped
+//! through the project's scripts, under a unique socket name.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use vmad::transport::ibsim::{Endpoint, IbsimConfig};
+
+fn script(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("scripts")
+        .join(name)
+}
+
+/// A topology shipped in tests/topo.
+pub(crate) fn topo(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/topo")
+        .join(name)
+}
+
+/// One ibsim, stopped (with its OpenSM) on drop.
+#[derive(Debug)]
+pub(crate) struct Fabric {
+    pub(crate) run: PathBuf,
+    pub(crate) endpoint: Endpoint,
+    pub(crate) console: PathBuf,
+}
+
+impl Fabric {
+    /// `scripts/ibsim-start <topology> -- <extra>`.
+    pub(crate) fn start(topology: &str, extra: &[&str]) -> Fabric {
+        let mut cmd = Command::new(script("ibsim-start"));
+        cmd.arg(topo(topology));
+        if !extra.is_empty() {
+            cmd.arg("--").args(extra);
+        }
+        let out = cmd.output().expect("run scripts/ibsim-start");
+        assert!(
+            out.status.success(),
+            "ibsim-start failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let env = String::from_utf8(out.stdout).unwrap();
+        let var = |k: &str| {
+            env.lines()
+                .find_map(|l| l.strip_prefix(&format!("export {k}=")))
+                .map(str::to_string)
+        };
+        let run = PathBuf::from(var("VMAD_IBSIM_RUN").expect("VMAD_IBSIM_RUN"));
+        let endpoint = match var("IBSIM_SERVER_NAME") {
+            Some(host) => Endpoint::Remote {
+                host,
+                port: var("IBSIM_SERVER_PORT").unwrap().parse().unwrap(),
+            },
+            None => Endpoint::Local {
+                sockname: var("IBSIM_SOCKNAME").expect("IBSIM_SOCKNAME"),
+            },
+        };
+        Fabric {
+            console: run.join("console"),
+            run,
+            endpoint,
+        }
+    }
+
+    /// A transport configuration attaching at `node` (None: ibsim's default node).
+    pub(crate) fn config(&self, node: Option<&str>) -> IbsimConfig {
+        IbsimConfig {
+            endpoint: self.endpoint.clone(),
+            node: node.map(str::to_string),
+            ..IbsimConfig::default()
+        }
+    }
+
+    /// `scripts/opensm-start <run> [args]`: OpenSM up (SUBNET UP) when this returns.
+    pub(crate) fn opensm(&self, args: &[&str]) {
+        let out = Command::new(script("opensm-start"))
+            .arg(&self.run)
+            .args(args)
+            .output()
+            .expect("run scripts/opensm-start");
+        assert!(
+            out.status.success(),
+            "opensm-start failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// Send one command line to ibsim's console.
+    pub(crate) fn console(&self, line: &str) {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&self.console)
+            .expect("open ibsim console FIFO");
+        writeln!(f, "{line}").unwrap();
+    }
+
+    /// Send a console command and return what ibsim printed for it (up to its next prompt).
+    pub(crate) fn command(&self, line: &str) -> String {
+        let start = self.log().len();
+        self.console(line);
+        // ibsim answers at once; the bound only keeps a broken run from hanging.
+        let give_up = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let log = self.log();
+            if let Some(end) = log.get(start..).and_then(|tail| tail.find("sim> ")) {
+                return log[start..start + end].to_string();
+            }
+            assert!(
+                std::time::Instant::now() < give_up,
+                "no prompt after {line:?}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
+
+    /// ibsim's console log so far.
+    pub(crate) fn log(&self) -> String {
+        std::fs::read_to_string(self.run.join("ibsim.log")).unwrap_or_default()
+    }
+
+    /// Run a libibumad tool under umad2sim (`scripts/ibsim-exec`) attached at `node`;
+    /// its stdout. Panics if it fails.
+    pub(crate) fn exec(&self, node: Option<&str>, args: &[&str]) -> String {
+        let mut cmd = Command::new(script("ibsim-exec"));
+        cmd.arg(&self.run).args(args);
+        match node {
+            Some(n) => cmd.env("SIM_HOST", n),
+            None => cmd.env_remove("SIM_HOST"),
+        };
+        let out = cmd.output().expect("run scripts/ibsim-exec");
+        assert!(
+            out.status.success(),
+            "{args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+}
+
+impl Drop for Fabric {
+    fn drop(&mut self) {
+        // Keep the logs of a failing test for a look; remove them otherwise.
+        let mut cmd = Command::new(script("ibsim-stop"));
+        cmd.arg(&self.run);
+        if std::thread::panicking() {
+            cmd.arg("--keep");
+            eprintln!("ibsim run directory kept: {}", self.run.display());
+        }
+        let _ = cmd.status();
+    }
+}

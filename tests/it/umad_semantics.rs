@@ -1,0 +1,377 @@
+//! libibumad semantics through `vmad::umad`: one test per clause of umad_recv(3),
+//! umad_poll(3), umad_status(3) and the registration/send rules.
+
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use vmad::error::errno::*;
+use vmad::umad::{self, AgentId, RegAttr};
+use vmad::wire::umad::Packet;
+
+use crate::util::*;
+
+const PERF: u8 = 0x04;
+const GET: u8 = 0x01;
+const SEND: u8 = 0x03;
+const GET_RESP: u8 = 0x81;
+
+fn mask(methods: &[u8]) -> [u64; 2] {
+    let mut m = [0u64; 2];
+    for &x in methods {
+        m[usize::from(x / 64)] |= 1 << (x % 64);
+    }
+    m
+}
+
+/// A client agent on `a` and a Get server on `b`.
+fn client_server(p: &Pair) -> (AgentId, AgentId) {
+    let client = umad::register(p.a, PERF, 1, 0, None).unwrap();
+    let server = umad::register(p.b, PERF, 1, 0, Some(&mask(&[GET, SEND]))).unwrap();
+    (client, server)
+}
+
+#[test]
+fn recv_returns_the_agent_id_and_length() {
+    let p = pair("urid");
+    // A second agent first, so the server's id is not 0.
+    let _other = umad::register(p.b, 0x05, 1, 0, None).unwrap();
+    let (client, server) = client_server(&p);
+    assert_ne!(server, AgentId(0));
+    let mut req = umad_with(&gmp_mad(PERF, 1, GET, 0x1234, 0x10), 2, 1);
+    umad::send(p.a, client, &mut req, 256, 1000, 0).unwrap();
+    let (agent, len, buf) = umad_recv(p.b, 256, -1).unwrap();
+    assert_eq!(agent, server);
+    assert_eq!(len, 256);
+    assert_eq!(umad::status(&buf).unwrap(), 0);
+    let hdr = Packet::new_checked(&buf[..]).unwrap();
+    assert_eq!(hdr.agent_id(), server.0);
+    assert_eq!(hdr.length(), 64 + 256);
+    let addr = umad::get_mad_addr(&buf).unwrap();
+    assert_eq!((addr.lid, addr.qpn, addr.qkey), (1, 1, 0));
+    // Reply; the client gets it on its own agent.
+    let mut resp = buf.clone();
+    resp[64 + 3] = GET_RESP;
+    umad::send(p.b, server, &mut resp, 256, 0, 0).unwrap();
+    let (agent, _, got) = umad_recv(p.a, 256, -1).unwrap();
+    assert_eq!(agent, client);
+    assert_eq!(got[64 + 3], GET_RESP);
+    assert_eq!(be64(&got[64..], 8) & 0xffff_ffff, 0x1234);
+}
+
+#[test]
+fn recv_length_under_256_is_einval() {
+    let p = pair("urln");
+    let mut buf = vec![0u8; 64 + 255];
+    let mut len = 255;
+    let err = umad::recv(p.a, &mut buf, &mut len, 0).unwrap_err();
+    assert_eq!(err.errno(), EINVAL);
+    // A buffer shorter than 64 + *length is refused too.
+    let mut small = vec![0u8; 64 + 100];
+    let mut len = 256;
+    assert_eq!(
+        umad::recv(p.a, &mut small, &mut len, 0)
+            .unwrap_err()
+            .errno(),
+        EINVAL
+    );
+}
+
+#[test]
+fn recv_timeout_zero_is_nonblocking() {
+    let p = pair("urnb");
+    let err = umad_recv(p.a, 256, 0).unwrap_err();
+    assert_eq!(err.errno(), EWOULDBLOCK);
+}
+
+#[test]
+fn recv_positive_timeout_expires_with_etimedout() {
+    let p = pair("urto");
+    let err = umad_recv(p.a, 256, 20).unwrap_err();
+    assert_eq!(err.errno(), ETIMEDOUT);
+}
+
+#[test]
+fn recv_negative_timeout_blocks_until_a_message() {
+    let p = pair("urbl");
+    let (client, server) = client_server(&p);
+    let b = p.b;
+    let waiter = std::thread::spawn(move || umad_recv(b, 256, -1));
+    let mut req = umad_with(&gmp_mad(PERF, 1, SEND, 7, 0x10), 2, 1);
+    umad::send(p.a, client, &mut req, 256, 0, 0).unwrap();
+    let (agent, len, buf) = waiter.join().unwrap().unwrap();
+    assert_eq!((agent, len), (server, 256));
+    assert_eq!(be64(&buf[64..], 8) & 0xffff_ffff, 7);
+}
+
+#[test]
+fn send_writes_agent_timeout_retries_into_the_header() {
+    let p = pair("ushd");
+    let (client, _) = client_server(&p);
+    let mut req = umad_with(&gmp_mad(PERF, 1, GET, 1, 0x10), 2, 1);
+    umad::send(p.a, client, &mut req, 256, 1500, 3).unwrap();
+    let h = Packet::new_checked(&req[..]).unwrap();
+    assert_eq!(
+        (h.agent_id(), h.timeout_ms(), h.retries()),
+        (client.0, 1500, 3)
+    );
+    assert_eq!(h.length(), 0, "length is not written, as libibumad");
+    let mut req = umad_with(&gmp_mad(PERF, 1, GET, 2, 0x10), 2, 1);
+    umad::send(p.a, client, &mut req, 256, -1, 0).unwrap();
+    assert_eq!(
+        Packet::new_checked(&req[..]).unwrap().timeout_ms(),
+        u32::MAX
+    );
+}
+
+#[test]
+fn status_etimedout_carries_the_original_tid() {
+    let p = pair("usto");
+    let client = umad::register(p.a, PERF, 1, 0, None).unwrap();
+    let handle = umad::port(p.a).unwrap();
+    let hi = u64::from(handle.hi_tid(client).unwrap());
+    // LID 9 does not exist: every attempt is lost.
+    let mad = gmp_mad(PERF, 1, GET, 0xabcd_0042, 0x10);
+    let mut req = umad_with(&mad, 9, 1);
+    umad::send(p.a, client, &mut req, 256, 10, 1).unwrap();
+    let (agent, len, buf) = umad_recv(p.a, 256, -1).unwrap();
+    assert_eq!(agent, client);
+    assert_eq!(umad::status(&buf).unwrap(), ETIMEDOUT);
+    assert_eq!(len, 24, "data length of a timeout report");
+    assert_eq!(Packet::new_checked(&buf[..]).unwrap().length(), 64 + 24);
+    let data = umad::get_mad(&buf).unwrap();
+    assert_eq!(be64(data, 8), (hi << 32) | 0xabcd_0042, "TID as sent");
+    assert_eq!(&data[..8], &mad[..8]);
+    assert_eq!(&data[16..24], &mad[16..24]);
+    assert_eq!(
+        umad::get_mad_addr(&buf).unwrap().lid,
+        9,
+        "original destination"
+    );
+}
+
+#[test]
+fn poll_ready_timeout_and_bad_port() {
+    let p = pair("upol");
+    let (client, _) = client_server(&p);
+    assert_eq!(umad::poll(p.b, 0).unwrap_err().errno(), ETIMEDOUT);
+    assert_eq!(umad::poll(p.b, 10).unwrap_err().errno(), ETIMEDOUT);
+    let mut req = umad_with(&gmp_mad(PERF, 1, SEND, 1, 0x10), 2, 1);
+    umad::send(p.a, client, &mut req, 256, 0, 0).unwrap();
+    umad::poll(p.b, -1).unwrap();
+    // Polling does not consume.
+    umad::poll(p.b, 0).unwrap();
+    umad_recv(p.b, 256, 0).unwrap();
+    assert_eq!(umad::poll(p.b, 0).unwrap_err().errno(), ETIMEDOUT);
+    assert_eq!(umad::poll(umad::PortId(-7), 0).unwrap_err().errno(), EINVAL);
+}
+
+#[test]
+fn several_threads_get_each_message_exactly_once() {
+    const N: usize = 300;
+    let p = pair("umtr");
+    let (client, _) = client_server(&p);
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let count = Arc::new(AtomicUsize::new(0));
+    let workers: Vec<_> = (0..4)
+        .map(|_| {
+            let (seen, count, b) = (seen.clone(), count.clone(), p.b);
+            std::thread::spawn(move || {
+                while count.load(Ordering::SeqCst) < N {
+                    match umad_recv(b, 256, 50) {
+                        Ok((_, _, buf)) => {
+                            seen.lock().unwrap().push(be64(&buf[64..], 8) & 0xffff_ffff);
+                            count.fetch_add(1, Ordering::SeqCst);
+                        }
+                        Err(e) => assert_eq!(e.errno(), ETIMEDOUT),
+                    }
+                }
+            })
+        })
+        .collect();
+    for tid in 0..N as u64 {
+        let mut req = umad_with(&gmp_mad(PERF, 1, SEND, tid, 0x10), 2, 1);
+        umad::send(p.a, client, &mut req, 256, 0, 0).unwrap();
+    }
+    for w in workers {
+        w.join().unwrap();
+    }
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), N);
+    let unique: BTreeSet<u64> = seen.iter().copied().collect();
+    assert_eq!(unique, (0..N as u64).collect());
+    assert_eq!(umad_recv(p.b, 256, 0).unwrap_err().errno(), EWOULDBLOCK);
+}
+
+#[test]
+fn get_fd_is_readable_exactly_while_a_message_is_queued() {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    use std::os::fd::BorrowedFd;
+    let p = pair("ufd");
+    let (client, _) = client_server(&p);
+    let fd = umad::get_fd(p.b).unwrap();
+    let readable = move |timeout: PollTimeout| {
+        // SAFETY: the port owns the descriptor and stays open until the end of the test.
+        let bfd = unsafe { BorrowedFd::borrow_raw(fd) };
+        let mut fds = [PollFd::new(bfd, PollFlags::POLLIN)];
+        poll(&mut fds, timeout).unwrap() == 1
+            && fds[0].revents().unwrap().contains(PollFlags::POLLIN)
+    };
+    assert!(!readable(PollTimeout::ZERO));
+    let watcher = std::thread::spawn(move || readable(PollTimeout::NONE));
+    let mut req = umad_with(&gmp_mad(PERF, 1, SEND, 5, 0x10), 2, 1);
+    umad::send(p.a, client, &mut req, 256, 0, 0).unwrap();
+    assert!(
+        watcher.join().unwrap(),
+        "poll(2) from another thread saw POLLIN"
+    );
+    assert!(readable(PollTimeout::ZERO), "still readable until received");
+    umad_recv(p.b, 256, 0).unwrap();
+    assert!(
+        !readable(PollTimeout::ZERO),
+        "not readable once the queue is empty"
+    );
+}
+
+#[test]
+fn register_rules() {
+    let p = pair("ureg");
+    // QP0 classes go to QP0; vendor range 2 via register_oui only in 0x30..=0x4f.
+    umad::register(p.a, 0x81, 1, 0, None).unwrap();
+    let err = umad::register_oui(p.a, 0x09, 0, [0, 0x14, 0x05], None).unwrap_err();
+    assert_eq!(err.errno(), EINVAL);
+    umad::register_oui(p.a, 0x31, 1, [0x00, 0x02, 0xc9], Some(&mask(&[GET]))).unwrap();
+    // A second server for the same method is refused.
+    let err = umad::register_oui(p.a, 0x31, 1, [0x00, 0x02, 0xc9], Some(&mask(&[GET])));
+    assert_eq!(err.unwrap_err().errno(), EINVAL);
+    // register2: unknown flags, missing or oversized OUI.
+    let attr = RegAttr {
+        mgmt_class: 0x32,
+        mgmt_class_version: 1,
+        oui: 0,
+        ..RegAttr::default()
+    };
+    assert_eq!(umad::register2(p.a, &attr).unwrap_err().errno(), EINVAL);
+    let big = RegAttr {
+        oui: 0x0100_0000,
+        ..attr
+    };
+    assert_eq!(umad::register2(p.a, &big).unwrap_err().errno(), EINVAL);
+    let flags = RegAttr {
+        oui: 0x1405,
+        flags: 2,
+        ..attr
+    };
+    assert_eq!(umad::register2(p.a, &flags).unwrap_err().errno(), EINVAL);
+    let ok = RegAttr {
+        oui: 0x1405,
+        flags: umad::USER_RMPP,
+        rmpp_version: 1,
+        ..attr
+    };
+    let agent = umad::register2(p.a, &ok).unwrap();
+    umad::unregister(p.a, agent).unwrap();
+    assert_eq!(umad::unregister(p.a, agent).unwrap_err().errno(), EINVAL);
+    // 32 agents per port, then ENOMEM.
+    let mut n = 0;
+    let last = loop {
+        match umad::register(p.b, PERF, 1, 0, None) {
+            Ok(_) => n += 1,
+            Err(e) => break e,
+        }
+    };
+    assert_eq!((n, last.errno()), (32, ENOMEM));
+}
+
+#[test]
+fn closed_port_is_einval() {
+    let p = pair("ucls");
+    let id = p.a;
+    umad::close_port(id).unwrap();
+    assert_eq!(umad::close_port(id).unwrap_err().errno(), EINVAL);
+    assert_eq!(umad_recv(id, 256, 0).unwrap_err().errno(), EINVAL);
+    assert_eq!(
+        umad::register(id, PERF, 1, 0, None).unwrap_err().errno(),
+        EINVAL
+    );
+    // The CA port can be opened again.
+    let again = umad::open_port("ucls0", 1).unwrap();
+    umad::close_port(again).unwrap();
+}
+
+#[test]
+fn close_wakes_a_blocked_receiver() {
+    let p = pair("uclw");
+    let handle = umad::port(p.a).unwrap();
+    let waiter = std::thread::spawn(move || handle.recv(None).map(|_| ()));
+    umad::close_port(p.a).unwrap();
+    assert_eq!(waiter.join().unwrap().unwrap_err().errno(), EINVAL);
+}
+
+#[test]
+fn unclaimed_get_is_answered_0x000c_by_the_peer() {
+    let p = pair("uunc");
+    let client = umad::register(p.a, PERF, 1, 0, None).unwrap();
+    let mut req = umad_with(&gmp_mad(PERF, 1, GET, 3, 0x10), 2, 1);
+    umad::send(p.a, client, &mut req, 256, 1000, 0).unwrap();
+    let (_, _, buf) = umad_recv(p.a, 256, -1).unwrap();
+    assert_eq!(umad::status(&buf).unwrap(), 0);
+    assert_eq!(buf[64 + 3], GET_RESP);
+    assert_eq!(be16(&buf[64..], 4), 0x000c);
+}
+
+#[test]
+fn default_fabric_and_ca_queries() {
+    let names = umad::get_cas_names();
+    assert!(names.contains(&"vmadsim0".to_string()) && names.contains(&"vmadsim1".to_string()));
+    let p0 = umad::get_port("vmadsim0", 1).unwrap();
+    let p1 = umad::get_port("vmadsim1", 0).unwrap();
+    assert_eq!((p0.lid, p1.lid, p1.port_num), (1, 2, 1));
+    assert_eq!(p0.state, 4);
+    let ca = umad::get_ca("vmadsim1").unwrap();
+    assert_eq!((ca.node_type, ca.ports.len()), (1, 1));
+    assert_eq!(umad::get_ca("no-such-ca").unwrap_err().errno(), ENODEV);
+    assert_eq!(umad::get_port("vmadsim0", 2).unwrap_err().errno(), ENODEV);
+    let a = umad::open_port("vmadsim0", 1).unwrap();
+    let b = umad::open_port("vmadsim1", 1).unwrap();
+    assert_eq!(
+        umad::open_port("vmadsim1", 1).unwrap_err().errno(),
+        EADDRINUSE
+    );
+    let client = umad::register(a, PERF, 1, 0, None).unwrap();
+    let server = umad::register(b, PERF, 1, 0, Some(&mask(&[SEND]))).unwrap();
+    let mut req = umad_with(&gmp_mad(PERF, 1, SEND, 9, 0x10), 2, 1);
+    umad::send(a, client, &mut req, 256, 0, 0).unwrap();
+    assert_eq!(umad_recv(b, 256, -1).unwrap().0, server);
+    umad::close_port(a).unwrap();
+    umad::close_port(b).unwrap();
+}
+
+#[test]
+fn buffer_helpers_match_libibumad() {
+    let mut buf = vec![0u8; 64 + 256];
+    assert_eq!(umad::size(), 64);
+    umad::set_addr(&mut buf, 0x1234, 1, 5, 0x8001_0000).unwrap();
+    assert_eq!(&buf[20..32], &[0, 0, 0, 1, 0x80, 1, 0, 0, 0x12, 0x34, 5, 0]);
+    let grh = vmad::types::GrhAddr {
+        gid: [0xfe; 16],
+        gid_index: 9,
+        hop_limit: 64,
+        traffic_class: 2,
+        flow_label: 0x12345,
+    };
+    umad::set_grh(&mut buf, Some(&grh)).unwrap();
+    let a = umad::get_mad_addr(&buf).unwrap();
+    let g = a.grh.unwrap();
+    assert_eq!(
+        (g.gid, g.hop_limit, g.traffic_class, g.flow_label),
+        (grh.gid, 64, 2, 0x12345)
+    );
+    assert_eq!(g.gid_index, 0, "set_grh does not copy the GID index");
+    umad::set_grh(&mut buf, None).unwrap();
+    assert_eq!(buf[32], 0);
+    umad::set_pkey(&mut buf, 3).unwrap();
+    assert_eq!(umad::get_pkey(&buf).unwrap(), 3);
+    assert_eq!(umad::get_mad(&buf).unwrap().len(), 256);
+    assert_eq!(umad::status(&buf[..10]).unwrap_err().errno(), EINVAL);
+}

@@ -1,0 +1,170 @@
+//! Helpers shared by the integration tests (public API only).
+
+use std::time::{Duration, Instant};
+
+use vmad::engine::{RecvMeta, Transmit};
+use vmad::transport::Transport;
+use vmad::types::{MadAddr, Qp};
+
+/// Generous bound for anything that should happen "at once": tests never assert on timing,
+/// this only keeps a broken build from hanging.
+pub(crate) const PATIENCE: Duration = Duration::from_secs(10);
+
+/// Send one 256-byte MAD from `t` on `qp` to `dest`.
+pub(crate) fn send(t: &mut dyn Transport, qp: Qp, dest: MadAddr, mad: &[u8; 256]) {
+    let sent = t
+        .transmit(&mut |slot| {
+            slot.copy_from_slice(mad);
+            Some(Transmit { qp, dest, len: 256 })
+        })
+        .unwrap();
+    assert!(sent);
+}
+
+/// Wait for the next MAD on `t` (panics after [`PATIENCE`]).
+pub(crate) fn recv(t: &mut dyn Transport) -> (RecvMeta, Vec<u8>) {
+    try_recv_for(t, PATIENCE).expect("no MAD arrived")
+}
+
+/// The next MAD on `t` within `limit`, if any.
+pub(crate) fn try_recv_for(t: &mut dyn Transport, limit: Duration) -> Option<(RecvMeta, Vec<u8>)> {
+    let start = Instant::now();
+    loop {
+        let mut got = None;
+        t.recv_burst(1, &mut |meta, bytes| got = Some((meta, bytes.to_vec())))
+            .unwrap();
+        if got.is_some() {
+            return got;
+        }
+        let left = limit.checked_sub(start.elapsed())?;
+        t.wait(Some(left)).unwrap();
+    }
+}
+
+/// A DR SMP SubnGet(attr) along `path` (`path[0]` is the first hop's out port), as it
+/// leaves the sending port: the sender's SMI has set the hop pointer to 1 (IBA C14-9:1).
+pub(crate) fn dr_get(tid: u64, attr: u16, attr_mod: u32, path: &[u8]) -> [u8; 256] {
+    let mut m = [0u8; 256];
+    m[0] = 1;
+    m[1] = 0x81;
+    m[2] = 1;
+    m[3] = 0x01;
+    m[6] = 1;
+    m[7] = path.len() as u8;
+    m[8..16].copy_from_slice(&tid.to_be_bytes());
+    m[16..18].copy_from_slice(&attr.to_be_bytes());
+    m[20..24].copy_from_slice(&attr_mod.to_be_bytes());
+    m[32..34].copy_from_slice(&0xffffu16.to_be_bytes());
+    m[34..36].copy_from_slice(&0xffffu16.to_be_bytes());
+    for (i, p) in path.iter().enumerate() {
+        m[128 + 1 + i] = *p;
+    }
+    m
+}
+
+/// A LID-routed SMP SubnGet(attr).
+pub(crate) fn lid_get(tid: u64, attr: u16, attr_mod: u32) -> [u8; 256] {
+    let mut m = [0u8; 256];
+    m[0] = 1;
+    m[1] = 0x01;
+    m[2] = 1;
+    m[3] = 0x01;
+    m[8..16].copy_from_slice(&tid.to_be_bytes());
+    m[16..18].copy_from_slice(&attr.to_be_bytes());
+    m[20..24].copy_from_slice(&attr_mod.to_be_bytes());
+    m
+}
+
+/// Big-endian u64 at `at`.
+pub(crate) fn be64(b: &[u8], at: usize) -> u64 {
+    u64::from_be_bytes(b[at..at + 8].try_into().unwrap())
+}
+
+/// Big-endian u16 at `at`.
+pub(crate) fn be16(b: &[u8], at: usize) -> u16 {
+    u16::from_be_bytes(b[at..at + 2].try_into().unwrap())
+}
+
+/// Address of QP0 behind `lid` (permissive for DR).
+pub(crate) fn smi(lid: u16) -> MadAddr {
+    MadAddr {
+        qpn: 0,
+        lid,
+        ..MadAddr::default()
+    }
+}
+
+/// Address of QP1 behind `lid`.
+pub(crate) fn gsi(lid: u16) -> MadAddr {
+    MadAddr {
+        qpn: 1,
+        qkey: vmad::types::GSI_QKEY,
+        lid,
+        ..MadAddr::default()
+    }
+}
+
+/// Two CAs `{prefix}0` (LID 1) and `{prefix}1` (LID 2), linked, registered, both ports open.
+pub(crate) struct Pair {
+    pub(crate) fabric: vmad::transport::sim::Fabric,
+    pub(crate) a: vmad::umad::PortId,
+    pub(crate) b: vmad::umad::PortId,
+}
+
+impl Drop for Pair {
+    fn drop(&mut self) {
+        let _ = vmad::umad::close_port(self.a);
+        let _ = vmad::umad::close_port(self.b);
+        self.fabric.unregister();
+    }
+}
+
+pub(crate) fn pair(prefix: &str) -> Pair {
+    pair_with(prefix, vmad::transport::sim::FaultConfig::default())
+}
+
+pub(crate) fn pair_with(prefix: &str, faults: vmad::transport::sim::FaultConfig) -> Pair {
+    let (n0, n1) = (format!("{prefix}0"), format!("{prefix}1"));
+    let fabric = vmad::transport::sim::Fabric::builder()
+        .ca(&n0)
+        .ca(&n1)
+        .link(&n0, 1, &n1, 1)
+        .faults(&n0, 1, faults)
+        .build()
+        .unwrap();
+    let a = vmad::umad::open_port(&n0, 1).unwrap();
+    let b = vmad::umad::open_port(&n1, 1).unwrap();
+    Pair { fabric, a, b }
+}
+
+/// A 256-byte GMP header + zero data.
+pub(crate) fn gmp_mad(class: u8, version: u8, method: u8, tid: u64, attr: u16) -> [u8; 256] {
+    let mut m = [0u8; 256];
+    m[0] = 1;
+    m[1] = class;
+    m[2] = version;
+    m[3] = method;
+    m[8..16].copy_from_slice(&tid.to_be_bytes());
+    m[16..18].copy_from_slice(&attr.to_be_bytes());
+    m
+}
+
+/// An `ib_user_mad` buffer (64-byte header) holding `mad`, addressed to QP `qpn` at `lid`.
+pub(crate) fn umad_with(mad: &[u8], lid: u16, qpn: u32) -> Vec<u8> {
+    let mut buf = vec![0u8; vmad::umad::size() + mad.len()];
+    buf[64..].copy_from_slice(mad);
+    vmad::umad::set_addr(&mut buf, lid, qpn, 0, vmad::types::GSI_QKEY).unwrap();
+    buf
+}
+
+/// Receive into a fresh 64 + `cap` buffer: (agent, data length, buffer).
+pub(crate) fn umad_recv(
+    id: vmad::umad::PortId,
+    cap: usize,
+    timeout_ms: i32,
+) -> vmad::Result<(vmad::umad::AgentId, usize, Vec<u8>)> {
+    let mut buf = vec![0u8; 64 + cap];
+    let mut len = cap;
+    let agent = vmad::umad::recv(id, &mut buf, &mut len, timeout_ms)?;
+    Ok((agent, len, buf))
+}
