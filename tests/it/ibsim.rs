@@ -6,7 +6,11 @@
 //! and infiniband-diags: `./scripts/test` installs them and runs these with
 //! `cargo test --test it -- --ignored ibsim`.
 
+mod diags;
+mod discover;
+mod driver;
 mod fabric;
+mod peers;
 
 use std::time::{Duration, Instant};
 
@@ -15,6 +19,8 @@ use vmad::transport::ibsim::{DropPolicy, IbsimConfig, IbsimTransport};
 use vmad::transport::Transport;
 use vmad::types::{MadAddr, Qp};
 
+use discover::{discover, parse_ibnetdiscover, Topology};
+use driver::Driver;
 use fabric::Fabric;
 
 const ATTR_NODE_INFO: u16 = 0x0011;
@@ -250,4 +256,71 @@ fn ibsim_remote_udp_mode_works() {
         u64::from_be_bytes(rsp[64 + 12..64 + 20].try_into().unwrap()),
         0x20_0001
     );
+}
+
+/// Switch port GUIDs are the node GUID whichever port NodeInfo came in by;
+/// ibnetdiscover lists them once, as port 0.
+fn normalise(mut t: Topology) -> Topology {
+    for n in t.nodes.values_mut() {
+        n.path.clear();
+        if n.node_type == 2 {
+            assert!(n.port_guids.values().all(|&g| g == n.guid), "{n:?}");
+            n.port_guids = [(0, n.guid)].into();
+        }
+    }
+    t
+}
+
+fn assert_same_fabric(vmad: Topology, diags: Topology) {
+    let (vmad, diags) = (normalise(vmad), normalise(diags));
+    let only_vmad: Vec<_> = vmad
+        .nodes
+        .keys()
+        .filter(|g| !diags.nodes.contains_key(g))
+        .collect();
+    let only_diags: Vec<_> = diags
+        .nodes
+        .keys()
+        .filter(|g| !vmad.nodes.contains_key(g))
+        .collect();
+    assert!(
+        only_vmad.is_empty() && only_diags.is_empty(),
+        "nodes only vmad found: {only_vmad:x?}; only ibnetdiscover: {only_diags:x?}"
+    );
+    for (g, n) in &vmad.nodes {
+        assert_eq!(n, &diags.nodes[g]);
+    }
+    let a: Vec<_> = vmad.links.difference(&diags.links).collect();
+    let b: Vec<_> = diags.links.difference(&vmad.links).collect();
+    assert!(
+        a.is_empty() && b.is_empty(),
+        "links only vmad: {a:x?}; only ibnetdiscover: {b:x?}"
+    );
+}
+
+fn discovery_matches_ibnetdiscover(topology: &str, nodes: usize, links: usize) {
+    let f = Fabric::start(topology, &[]);
+    let diags = parse_ibnetdiscover(&f.exec(None, &["ibnetdiscover"]));
+    assert_eq!(diags.nodes.len(), nodes, "ibnetdiscover's count");
+    let mut d = Driver::new(IbsimTransport::connect(f.config(None)).unwrap());
+    let (vmad, sweep) = discover(&mut d, 64, 100, 3);
+    assert_eq!(sweep.timeouts, 0);
+    assert_eq!(vmad.nodes.len(), nodes);
+    assert_eq!(vmad.links.len(), links);
+    assert!(vmad.nodes.values().all(|n| !n.desc.is_empty()));
+    assert_same_fabric(vmad, diags);
+}
+
+#[test]
+#[ignore = "needs ibsim/opensm: run by ./scripts/test"]
+fn ibsim_dr_discovery_matches_ibnetdiscover_small() {
+    // 4 CA links, 2 switch-to-switch links.
+    discovery_matches_ibnetdiscover("small.net", 6, 6);
+}
+
+#[test]
+#[ignore = "needs ibsim/opensm: run by ./scripts/test"]
+fn ibsim_dr_discovery_matches_ibnetdiscover_ft234() {
+    // 12 leaves x 18 CAs, 6 spines: 216 CA links + 72 uplinks.
+    discovery_matches_ibnetdiscover("ft234.net", 234, 288);
 }
