@@ -43,6 +43,7 @@ mod buf;
 
 use std::collections::BTreeMap;
 use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -102,9 +103,21 @@ fn ports() -> MutexGuard<'static, Table> {
     PORTS.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+static DEFAULT_FABRIC: AtomicBool = AtomicBool::new(true);
+
+/// Never build the default embedded fabric in this process. For a caller that chose
+/// another transport (the C library with `VMAD_TRANSPORT=ibsim`), so that only that
+/// transport's CAs are listed and opened.
+pub fn disable_default_fabric() {
+    DEFAULT_FABRIC.store(false, Ordering::Relaxed);
+}
+
 /// Build the default fabric unless a fabric already owns one of its names.
 fn ensure_default() {
-    if !registry::contains("vmadsim0") && !registry::contains("vmadsim1") {
+    if DEFAULT_FABRIC.load(Ordering::Relaxed)
+        && !registry::contains("vmadsim0")
+        && !registry::contains("vmadsim1")
+    {
         // Losing a race to another thread building it is fine: it exists either way.
         let _ = sim::Fabric::default_pair();
     }

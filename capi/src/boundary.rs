@@ -1,0 +1,89 @@
+//! The FFI boundary: panics never cross it, errno is set where libibumad sets it.
+
+use core::ffi::c_int;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+extern "C" {
+    fn __errno_location() -> *mut c_int;
+}
+
+/// Set the calling thread's `errno`.
+pub(crate) fn set_errno(value: c_int) {
+    // SAFETY: glibc's __errno_location returns a valid pointer to this thread's errno.
+    unsafe { *__errno_location() = value };
+}
+
+/// Run `f`; a panic inside becomes `fallback` (and errno EIO) instead of aborting the C caller.
+pub(crate) fn guard<R>(fallback: R, f: impl FnOnce() -> R) -> R {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(r) => r,
+        Err(_) => {
+            set_errno(vmad::error::errno::EIO);
+            fallback
+        }
+    }
+}
+
+/// A C string argument naming a CA: NULL or "" mean "the first CA" (libibumad's default).
+///
+/// # Errors
+/// EINVAL if the name is not UTF-8.
+pub(crate) fn ca_name(p: *const core::ffi::c_char) -> vmad::Result<String> {
+    if p.is_null() {
+        return Ok(String::new());
+    }
+    // SAFETY: a non-NULL name is a NUL-terminated C string (libibumad's contract).
+    let s = unsafe { core::ffi::CStr::from_ptr(p) };
+    s.to_str()
+        .map(str::to_owned)
+        .map_err(|_| vmad::Error::InvalidArgument("CA name is not UTF-8"))
+}
+
+/// Copy `s` into a fixed `char[N]`, truncated to N-1 bytes and NUL-terminated.
+pub(crate) fn fill_cstr<const N: usize>(dst: &mut [core::ffi::c_char; N], s: &str) {
+    *dst = [0; N];
+    for (d, b) in dst.iter_mut().zip(s.bytes().take(N - 1)) {
+        *d = b as core::ffi::c_char;
+    }
+}
+
+extern "C" {
+    fn malloc(size: usize) -> *mut core::ffi::c_void;
+    fn free(ptr: *mut core::ffi::c_void);
+}
+
+/// `malloc` a copy of `items` (C callers may `free` what libibumad mallocs); NULL when
+/// empty or out of memory.
+pub(crate) fn c_alloc_copy<T: Copy>(items: &[T]) -> *mut T {
+    if items.is_empty() {
+        return core::ptr::null_mut();
+    }
+    let bytes = core::mem::size_of_val(items);
+    // SAFETY: malloc with a non-zero size; the result is checked for NULL before use.
+    let p = unsafe { malloc(bytes) }.cast::<T>();
+    if !p.is_null() {
+        // SAFETY: p holds `bytes` bytes, malloc's alignment suits any T; no overlap.
+        unsafe { core::ptr::copy_nonoverlapping(items.as_ptr(), p, items.len()) };
+    }
+    p
+}
+
+/// `malloc` one `T`; NULL when out of memory.
+pub(crate) fn c_alloc_one<T>(value: T) -> *mut T {
+    // SAFETY: malloc with a non-zero size; checked for NULL before the write.
+    let p = unsafe { malloc(core::mem::size_of::<T>().max(1)) }.cast::<T>();
+    if !p.is_null() {
+        // SAFETY: p is fresh, large enough and suitably aligned for T.
+        unsafe { p.write(value) };
+    }
+    p
+}
+
+/// `free` what [`c_alloc_copy`] / [`c_alloc_one`] returned (NULL is fine).
+///
+/// # Safety
+/// `p` is NULL or came from this module's allocators and is not used again.
+pub(crate) unsafe fn c_free<T>(p: *mut T) {
+    // SAFETY: the caller's contract.
+    unsafe { free(p.cast()) };
+}

@@ -1,0 +1,89 @@
+//! The exported C symbols.
+//!
+//! rustc links a cdylib with its own anonymous version script that lists every
+//! `#[no_mangle]` function, and a linker lets that list win over ours, which would
+//! leave the symbols unversioned. So the entry points are ordinary (mangled,
+//! unexported) Rust functions, and each C name is a two-instruction trampoline
+//! defined in assembly: rustc does not know these names, so only
+//! `libibumad.map` places them, at IBUMAD_1.0 … IBUMAD_1.4.
+
+macro_rules! export {
+    ($($name:ident => $path:path,)*) => {
+        $(
+            #[cfg(target_arch = "x86_64")]
+            core::arch::global_asm!(
+                concat!(".globl ", stringify!($name)),
+                concat!(".type ", stringify!($name), ", @function"),
+                ".p2align 4",
+                concat!(stringify!($name), ":"),
+                ".cfi_startproc",
+                "jmp {0}",
+                ".cfi_endproc",
+                concat!(".size ", stringify!($name), ", . - ", stringify!($name)),
+                sym $path,
+            );
+            #[cfg(target_arch = "aarch64")]
+            core::arch::global_asm!(
+                concat!(".globl ", stringify!($name)),
+                concat!(".type ", stringify!($name), ", %function"),
+                ".p2align 2",
+                concat!(stringify!($name), ":"),
+                ".cfi_startproc",
+                "b {0}",
+                ".cfi_endproc",
+                concat!(".size ", stringify!($name), ", . - ", stringify!($name)),
+                sym $path,
+            );
+        )*
+    };
+}
+
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+compile_error!("vmad-capi exports its symbols from x86_64 or aarch64 assembly only");
+
+use crate::{devices, dump, header, ports, select, strings};
+
+export! {
+    umad_size => header::umad_size,
+    umad_get_mad => header::umad_get_mad,
+    umad_get_mad_addr => header::umad_get_mad_addr,
+    umad_status => header::umad_status,
+    umad_set_addr => header::umad_set_addr,
+    umad_set_addr_net => header::umad_set_addr_net,
+    umad_set_grh => header::umad_set_grh,
+    umad_set_pkey => header::umad_set_pkey,
+    umad_get_pkey => header::umad_get_pkey,
+    umad_init => ports::umad_init,
+    umad_done => ports::umad_done,
+    umad_open_port => ports::umad_open_port,
+    umad_open_smi_port => ports::umad_open_smi_port,
+    umad_close_port => ports::umad_close_port,
+    umad_get_fd => ports::umad_get_fd,
+    umad_register => ports::umad_register,
+    umad_register_oui => ports::umad_register_oui,
+    umad_register2 => ports::umad_register2,
+    umad_unregister => ports::umad_unregister,
+    umad_send => ports::umad_send,
+    umad_recv => ports::umad_recv,
+    umad_poll => ports::umad_poll,
+    umad_get_cas_names => devices::umad_get_cas_names,
+    umad_get_ca_portguids => devices::umad_get_ca_portguids,
+    umad_get_ca => devices::umad_get_ca,
+    umad_release_ca => devices::umad_release_ca,
+    umad_get_port => devices::umad_get_port,
+    umad_release_port => devices::umad_release_port,
+    umad_get_ca_device_list => devices::umad_get_ca_device_list,
+    umad_free_ca_device_list => devices::umad_free_ca_device_list,
+    umad_sort_ca_device_list => devices::umad_sort_ca_device_list,
+    umad_get_smi_gsi_pairs => devices::umad_get_smi_gsi_pairs,
+    umad_get_smi_gsi_pair_by_ca_name => devices::umad_get_smi_gsi_pair_by_ca_name,
+    umad_get_issm_path => select::umad_get_issm_path,
+    umad_class_str => strings::umad_class_str,
+    umad_method_str => strings::umad_method_str,
+    umad_attribute_str => strings::umad_attribute_str,
+    umad_common_mad_status_str => strings::umad_common_mad_status_str,
+    umad_sa_mad_status_str => strings::umad_sa_mad_status_str,
+    umad_debug => dump::umad_debug,
+    umad_addr_dump => dump::umad_addr_dump,
+    umad_dump => dump::umad_dump,
+}

@@ -1,0 +1,316 @@
+//! Ports, agents, send and receive: libibumad's sign conventions over `vmad::umad`.
+//!
+//! Each function checks its pointers, calls the raw layer of `vmad::umad`
+//! (which holds every semantic: TIDs, timeouts, ENOSPC, …) and turns the
+//! result into what the C caller of libibumad expects, quirks included
+//! (anchors §1.3): `umad_send` fails with -EIO and errno set to the real
+//! cause; `umad_register` fails with -EPERM; `umad_register2` returns a
+//! positive errno; `umad_unregister` returns the raw ioctl result (-1 and
+//! errno); the rest return -errno and set errno.
+
+use core::ffi::{c_char, c_int, c_long, c_void};
+
+use vmad::error::errno::{EINVAL, EIO, EPERM};
+use vmad::umad::{self as umad, AgentId, PortId, RegAttr};
+use vmad::Error;
+
+use crate::abi::UmadRegAttr;
+use crate::boundary::{ca_name, guard, set_errno};
+use crate::header::HEADER_SIZE;
+use crate::select;
+
+/// `-errno` for `e`, with errno set.
+pub(crate) fn fail(e: &Error) -> c_int {
+    let n = e.errno();
+    set_errno(n);
+    -n
+}
+
+fn port_id(portid: c_int) -> PortId {
+    PortId(portid)
+}
+
+/// Port numbers beyond a byte name no port (libibumad finds no umad device for them).
+fn port_num(portnum: c_int) -> Option<u8> {
+    u8::try_from(portnum).ok()
+}
+
+/// `int umad_init(void)`: selects the transport (once) and returns 0.
+pub extern "C" fn umad_init() -> c_int {
+    guard(-EIO, || match select::ensure() {
+        Ok(()) => 0,
+        Err(e) => fail(&e),
+    })
+}
+
+/// `int umad_done(void)`: 0.
+pub extern "C" fn umad_done() -> c_int {
+    0
+}
+
+fn open(ca: *const c_char, portnum: c_int) -> c_int {
+    guard(-EIO, || {
+        let name = match ca_name(ca) {
+            Ok(n) => n,
+            Err(e) => return fail(&e),
+        };
+        let Some(port) = port_num(portnum) else {
+            return fail(&Error::InvalidArgument("port number out of range"));
+        };
+        if let Err(e) = select::ensure() {
+            return fail(&e);
+        }
+        match umad::open_port(&name, port) {
+            Ok(id) => id.0,
+            Err(e) => fail(&e),
+        }
+    })
+}
+
+/// `int umad_open_port(const char *ca_name, int portnum)`: the port id (a small positive
+/// number, never reused in the process; `umad_get_fd` gives its pollable descriptor).
+/// NULL or "" names the first CA; port 0 its first active port.
+pub extern "C" fn umad_open_port(ca: *const c_char, portnum: c_int) -> c_int {
+    open(ca, portnum)
+}
+
+/// `int umad_open_smi_port(const char *ca_name, int portnum)` (IBUMAD_1.3): every vmad
+/// port carries its own QP0, so the SMI port is the port itself.
+pub extern "C" fn umad_open_smi_port(ca: *const c_char, portnum: c_int) -> c_int {
+    open(ca, portnum)
+}
+
+/// `int umad_close_port(int portid)`: 0, as libibumad (which ignores close's result);
+/// an id that is not open sets errno EINVAL and returns -EINVAL (the man page's promise).
+pub extern "C" fn umad_close_port(portid: c_int) -> c_int {
+    guard(-EIO, || match umad::close_port(port_id(portid)) {
+        Ok(()) => 0,
+        Err(e) => fail(&e),
+    })
+}
+
+/// `int umad_get_fd(int portid)`: a real descriptor that polls readable exactly while a
+/// message is queued (libibumad's port id is its device fd; vmad's is not, so callers that
+/// poll must ask for it, as the API says).
+pub extern "C" fn umad_get_fd(portid: c_int) -> c_int {
+    guard(-EIO, || match umad::get_fd(port_id(portid)) {
+        Ok(fd) => fd,
+        Err(e) => fail(&e),
+    })
+}
+
+/// `long method_mask[16 / sizeof(long)]` as two u64 words; NULL: client only.
+fn read_mask(mask: *const c_long) -> Option<[u64; 2]> {
+    if mask.is_null() {
+        return None;
+    }
+    // SAFETY: a non-NULL method_mask points to 16 bytes (two longs on LP64); read bytewise.
+    let bytes = unsafe { core::ptr::read_unaligned(mask.cast::<[u8; 16]>()) };
+    let lo = u64::from_ne_bytes(bytes[..8].try_into().unwrap_or_default());
+    let hi = u64::from_ne_bytes(bytes[8..].try_into().unwrap_or_default());
+    Some([lo, hi])
+}
+
+/// libibumad's `umad_register` reports any failure as -EPERM, errno keeping the cause.
+fn eperm(e: &Error) -> c_int {
+    set_errno(e.errno());
+    -EPERM
+}
+
+/// `int umad_register(int portid, int mgmt_class, int mgmt_version, uint8_t rmpp_version,
+/// long method_mask[2])`: the agent id, or -EPERM (errno = the cause).
+pub extern "C" fn umad_register(
+    portid: c_int,
+    mgmt_class: c_int,
+    mgmt_version: c_int,
+    rmpp_version: u8,
+    method_mask: *const c_long,
+) -> c_int {
+    guard(-EPERM, || {
+        let (Ok(class), Ok(version)) = (u8::try_from(mgmt_class), u8::try_from(mgmt_version))
+        else {
+            return eperm(&Error::InvalidArgument("class or version out of range"));
+        };
+        let mask = read_mask(method_mask);
+        match umad::register(port_id(portid), class, version, rmpp_version, mask.as_ref()) {
+            Ok(AgentId(id)) => id as c_int,
+            Err(e) => eperm(&e),
+        }
+    })
+}
+
+/// `int umad_register_oui(int portid, int mgmt_class, uint8_t rmpp_version, uint8_t oui[3],
+/// long method_mask[2])`: the agent id; -EINVAL for a class outside 0x30–0x4F; else -EPERM.
+pub extern "C" fn umad_register_oui(
+    portid: c_int,
+    mgmt_class: c_int,
+    rmpp_version: u8,
+    oui: *const u8,
+    method_mask: *const c_long,
+) -> c_int {
+    guard(-EPERM, || {
+        let class = match u8::try_from(mgmt_class) {
+            Ok(c @ 0x30..=0x4f) => c,
+            _ => {
+                return fail(&Error::InvalidArgument(
+                    "register_oui needs a class in 0x30..=0x4f",
+                ))
+            }
+        };
+        if oui.is_null() {
+            return fail(&Error::InvalidArgument("oui is NULL"));
+        }
+        // SAFETY: a non-NULL oui points to 3 bytes (libibumad's contract).
+        let oui = unsafe { core::ptr::read_unaligned(oui.cast::<[u8; 3]>()) };
+        let mask = read_mask(method_mask);
+        match umad::register_oui(port_id(portid), class, rmpp_version, oui, mask.as_ref()) {
+            Ok(AgentId(id)) => id as c_int,
+            Err(e) => eperm(&e),
+        }
+    })
+}
+
+/// `int umad_register2(int port_fd, struct umad_reg_attr *attr, uint32_t *agent_id)`:
+/// 0, or a **positive** errno (errno itself is not promised).
+pub extern "C" fn umad_register2(
+    portid: c_int,
+    attr: *mut UmadRegAttr,
+    agent_id: *mut u32,
+) -> c_int {
+    if attr.is_null() || agent_id.is_null() {
+        return EINVAL;
+    }
+    guard(EIO, || {
+        // SAFETY: attr is non-NULL and points to a struct umad_reg_attr (libibumad's contract).
+        let a = unsafe { core::ptr::read_unaligned(attr) };
+        let reg = RegAttr {
+            mgmt_class: a.mgmt_class,
+            mgmt_class_version: a.mgmt_class_version,
+            flags: a.flags,
+            method_mask: a.method_mask,
+            oui: a.oui,
+            rmpp_version: a.rmpp_version,
+        };
+        match umad::register2(port_id(portid), &reg) {
+            Ok(AgentId(id)) => {
+                // SAFETY: agent_id is non-NULL and points to a u32 (libibumad's contract).
+                unsafe { core::ptr::write_unaligned(agent_id, id) };
+                0
+            }
+            Err(e) => {
+                // libibumad writes the kernel's "supported flags" back on failure, but zeroed
+                // first, so callers always see 0 there.
+                // SAFETY: as above; only the flags field is written.
+                unsafe { core::ptr::addr_of_mut!((*attr).flags).write_unaligned(0) };
+                e.errno()
+            }
+        }
+    })
+}
+
+/// `int umad_unregister(int portid, int agentid)`: the raw ioctl result: 0, or -1 with errno.
+pub extern "C" fn umad_unregister(portid: c_int, agentid: c_int) -> c_int {
+    guard(-1, || {
+        let Ok(agent) = u32::try_from(agentid) else {
+            set_errno(EINVAL);
+            return -1;
+        };
+        match umad::unregister(port_id(portid), AgentId(agent)) {
+            Ok(()) => 0,
+            Err(e) => {
+                set_errno(e.errno());
+                -1
+            }
+        }
+    })
+}
+
+/// `int umad_send(int portid, int agentid, void *umad, int length, int timeout_ms, int retries)`:
+/// 0, or -EIO with errno set to the real cause (libibumad's write() convention).
+pub extern "C" fn umad_send(
+    portid: c_int,
+    agentid: c_int,
+    umad_buf: *mut c_void,
+    length: c_int,
+    timeout_ms: c_int,
+    retries: c_int,
+) -> c_int {
+    let send_fail = |errno: c_int| {
+        set_errno(if errno == 0 { EIO } else { errno });
+        -EIO
+    };
+    if umad_buf.is_null() {
+        return send_fail(EINVAL);
+    }
+    let (Ok(len), Ok(agent)) = (usize::try_from(length), u32::try_from(agentid)) else {
+        return send_fail(EINVAL);
+    };
+    guard(-EIO, || {
+        // SAFETY: the caller's buffer holds umad_size() + length bytes (libibumad writes
+        // exactly that many from it).
+        let buf =
+            unsafe { core::slice::from_raw_parts_mut(umad_buf.cast::<u8>(), HEADER_SIZE + len) };
+        match umad::send(
+            port_id(portid),
+            AgentId(agent),
+            buf,
+            len,
+            timeout_ms,
+            retries,
+        ) {
+            Ok(()) => 0,
+            Err(e) => send_fail(e.errno()),
+        }
+    })
+}
+
+/// `int umad_recv(int portid, void *umad, int *length, int timeout_ms)`: the agent id, or
+/// -EINVAL / -EWOULDBLOCK / -ETIMEDOUT / -ENOSPC (then `*length` = data length needed and
+/// the message stays queued) / -EIO, errno set.
+pub extern "C" fn umad_recv(
+    portid: c_int,
+    umad_buf: *mut c_void,
+    length: *mut c_int,
+    timeout_ms: c_int,
+) -> c_int {
+    if umad_buf.is_null() || length.is_null() {
+        return fail(&Error::InvalidArgument("NULL buffer or length"));
+    }
+    guard(-EIO, || {
+        // SAFETY: length is non-NULL and points to an int (libibumad's contract).
+        let want = unsafe { length.read_unaligned() };
+        let Ok(mut cap) = usize::try_from(want) else {
+            return fail(&Error::InvalidArgument("*length is negative"));
+        };
+        if cap < vmad::wire::MAD_SIZE {
+            return fail(&Error::InvalidArgument("*length must be at least 256"));
+        }
+        // SAFETY: the caller's buffer holds umad_size() + *length bytes (the man page's rule).
+        let buf =
+            unsafe { core::slice::from_raw_parts_mut(umad_buf.cast::<u8>(), HEADER_SIZE + cap) };
+        let r = umad::recv(port_id(portid), buf, &mut cap, timeout_ms);
+        let out = c_int::try_from(cap).unwrap_or(c_int::MAX);
+        match r {
+            Ok(AgentId(id)) => {
+                // SAFETY: as above.
+                unsafe { length.write_unaligned(out) };
+                id as c_int
+            }
+            Err(e @ Error::BufferTooSmall { .. }) => {
+                // SAFETY: as above.
+                unsafe { length.write_unaligned(out) };
+                fail(&e)
+            }
+            Err(e) => fail(&e),
+        }
+    })
+}
+
+/// `int umad_poll(int portid, int timeout_ms)`: 0 when a message is queued, -ETIMEDOUT,
+/// -EINVAL for a port that is not open.
+pub extern "C" fn umad_poll(portid: c_int, timeout_ms: c_int) -> c_int {
+    guard(-EIO, || match umad::poll(port_id(portid), timeout_ms) {
+        Ok(()) => 0,
+        Err(e) => fail(&e),
+    })
+}

@@ -1,0 +1,282 @@
+//! Which fabric the library talks to, chosen once from the environment, and the
+//! SM-role (`issm`) device path.
+//!
+//! | `VMAD_TRANSPORT` | CAs |
+//! |---|---|
+//! | unset, `sim` | the embedded fabric: `vmadsim0` (LID 1) and `vmadsim1` (LID 2), port 1 linked to port 1; `VMAD_SIM_FAULTS="loss=0.1,dup=0.05,reorder=0.1,corrupt=0,delay_us=0,seed=7"` injects faults on both directions |
+//! | `ibsim` | `ibsim0`: the node ibsim attaches this process to (`IBSIM_SOCKNAME`, `IBSIM_SERVER_NAME`/`_PORT`, `SIM_HOST`); `SIM_SET_ISSM=1` attaches as the node's SM |
+//! | `verbs` | not built into this library: every call fails with EOPNOTSUPP and says so on stderr |
+//!
+//! The choice is made at `umad_init` or the first call that needs a CA, and
+//! kept for the life of the process.
+
+use core::ffi::{c_char, c_int};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use vmad::error::errno::EIO;
+use vmad::transport::ibsim::{IbsimConfig, IbsimTransport};
+use vmad::transport::registry::{self, CaInfo, CaProvider};
+use vmad::transport::sim::{Fabric, FaultConfig};
+use vmad::transport::Transport;
+use vmad::umad;
+use vmad::{Error, Result};
+
+use crate::boundary::{ca_name, guard};
+use crate::dump::ibwarn;
+use crate::ports::fail;
+
+/// The outcome of the selection: `Err` keeps the errno and the message printed once.
+static CHOSEN: OnceLock<std::result::Result<Selected, (i32, String)>> = OnceLock::new();
+
+/// What was selected; holds what must live as long as the process.
+enum Selected {
+    /// The embedded fabric (the default one, or one built here with faults).
+    Sim(#[allow(dead_code)] Option<Fabric>),
+    /// ibsim through `ibsim0` (registered with the CA registry).
+    Ibsim,
+}
+
+/// Select the transport if not done yet.
+///
+/// # Errors
+/// The selection's error, every time: EINVAL for an unknown `VMAD_TRANSPORT` or a bad
+/// `VMAD_SIM_FAULTS`, EOPNOTSUPP for `verbs`, ENODEV/EIO when ibsim cannot be reached.
+pub(crate) fn ensure() -> Result<()> {
+    let chosen = CHOSEN.get_or_init(|| {
+        select().map_err(|e| {
+            let msg = format!("vmad: transport selection failed: {e}");
+            ibwarn("umad_init", format_args!("{msg}"));
+            (e.errno(), msg)
+        })
+    });
+    match chosen {
+        Ok(_) => Ok(()),
+        Err((errno, _)) => Err(error_for(*errno)),
+    }
+}
+
+/// An error that maps back to `errno` (the first one is consumed by its report).
+fn error_for(errno: i32) -> Error {
+    use vmad::error::errno::{EINVAL, ENODEV, EOPNOTSUPP};
+    match errno {
+        EINVAL => Error::InvalidArgument("transport selection failed (see the first error)"),
+        ENODEV => Error::NoDevice,
+        EOPNOTSUPP => Error::Unsupported("transport selection failed (see the first error)"),
+        _ => Error::Io(std::io::Error::from_raw_os_error(errno)),
+    }
+}
+
+fn var(k: &str) -> Option<String> {
+    std::env::var(k).ok().filter(|v| !v.is_empty())
+}
+
+fn select() -> Result<Selected> {
+    match var("VMAD_TRANSPORT").as_deref() {
+        None | Some("sim") => select_sim(),
+        Some("ibsim") => select_ibsim(),
+        Some("verbs") => Err(Error::Unsupported(
+            "VMAD_TRANSPORT=verbs: this libibumad was built without the verbs transport",
+        )),
+        Some(_) => Err(Error::InvalidArgument(
+            "VMAD_TRANSPORT must be sim, ibsim or verbs",
+        )),
+    }
+}
+
+fn select_sim() -> Result<Selected> {
+    let Some(spec) = var("VMAD_SIM_FAULTS") else {
+        // The umad layer builds the default pair on first lookup.
+        return Ok(Selected::Sim(None));
+    };
+    let f = parse_faults(&spec)?;
+    let back = FaultConfig {
+        seed: f.seed.wrapping_add(1),
+        ..f
+    };
+    let fabric = Fabric::builder()
+        .ca("vmadsim0")
+        .ca("vmadsim1")
+        .link("vmadsim0", 1, "vmadsim1", 1)
+        .faults("vmadsim0", 1, f)
+        .faults("vmadsim1", 1, back)
+        .build()?;
+    Ok(Selected::Sim(Some(fabric)))
+}
+
+/// `loss=0.1,dup=0.05,reorder=0.1,corrupt=0.01,delay_us=20,seed=7`.
+pub(crate) fn parse_faults(spec: &str) -> Result<FaultConfig> {
+    let bad = || {
+        Error::InvalidArgument("VMAD_SIM_FAULTS: expected key=value[,key=value…] with keys loss, dup, reorder, corrupt, delay_us, seed")
+    };
+    let mut f = FaultConfig::default();
+    for item in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let (k, v) = item.split_once('=').ok_or_else(bad)?;
+        let p = || {
+            v.parse::<f64>()
+                .ok()
+                .filter(|p| (0.0..=1.0).contains(p))
+                .ok_or_else(bad)
+        };
+        match k.trim() {
+            "loss" => f.loss = p()?,
+            "dup" => f.dup = p()?,
+            "reorder" => f.reorder = p()?,
+            "corrupt" => f.corrupt = p()?,
+            "delay_us" => f.delay = Duration::from_micros(v.parse().map_err(|_| bad())?),
+            "seed" => f.seed = v.parse().map_err(|_| bad())?,
+            _ => return Err(bad()),
+        }
+    }
+    Ok(f)
+}
+
+/// The CA name the ibsim transport's port carries.
+const IBSIM_CA: &str = "ibsim0";
+
+/// `ibsim0`: described by asking ibsim (a short control connection) each time, so
+/// LIDs and states set by an SM are reported as they are now.
+struct IbsimCa {
+    config: IbsimConfig,
+}
+
+impl IbsimCa {
+    fn probe(&self) -> Result<CaInfo> {
+        let probe = IbsimConfig {
+            issm: false,
+            ..self.config.clone()
+        };
+        let t = IbsimTransport::connect(probe)?;
+        let mut attrs = t.attrs().clone();
+        attrs.ca_name = IBSIM_CA.into();
+        Ok(CaInfo {
+            name: IBSIM_CA.into(),
+            node_type: attrs.node_type,
+            node_guid: attrs.node_guid,
+            system_guid: attrs.node_guid,
+            fw_ver: "vmad".into(),
+            ca_type: "ibsim".into(),
+            hw_ver: "0".into(),
+            ports: vec![attrs],
+        })
+    }
+}
+
+impl CaProvider for IbsimCa {
+    fn ca_info(&self, name: &str) -> Option<CaInfo> {
+        (name == IBSIM_CA).then(|| self.probe().ok()).flatten()
+    }
+
+    fn open(&self, name: &str, port: u8) -> Result<Box<dyn Transport>> {
+        if name != IBSIM_CA || port > 1 {
+            return Err(Error::NoDevice);
+        }
+        Ok(Box::new(IbsimTransport::connect(self.config.clone())?))
+    }
+}
+
+fn select_ibsim() -> Result<Selected> {
+    let ca = IbsimCa {
+        config: IbsimConfig::from_env(),
+    };
+    // Fail now, with ibsim's own error, rather than as ENODEV on every later lookup.
+    ca.probe()?;
+    umad::disable_default_fabric();
+    registry::register_cas(&[IBSIM_CA.to_owned()], std::sync::Arc::new(ca))?;
+    Ok(Selected::Ibsim)
+}
+
+/// `int umad_get_issm_path(const char *ca, int portnum, char path[], int max)`: 0, -ENODEV
+/// (no such CA), -EINVAL (no such port, NULL path).
+///
+/// The path is an empty file vmad creates under `$XDG_RUNTIME_DIR/vmad` (else
+/// `/tmp/vmad-<uid>`), so that an SM's `open()` of it succeeds. Holding it open does not
+/// by itself set PortInfo:CapMask.IsSM: on ibsim the SM role is taken when the port is
+/// opened with `SIM_SET_ISSM=1` (`scripts/with-vmad` sets it for `opensm`); on the
+/// embedded fabric every opened port already receives the SMPs addressed to it.
+pub extern "C" fn umad_get_issm_path(
+    ca: *const c_char,
+    portnum: c_int,
+    path: *mut c_char,
+    max: c_int,
+) -> c_int {
+    if path.is_null() {
+        return fail(&Error::InvalidArgument("path is NULL"));
+    }
+    let Ok(max) = usize::try_from(max) else {
+        return fail(&Error::InvalidArgument("max is negative"));
+    };
+    guard(-EIO, || {
+        let name = match ca_name(ca).and_then(|n| ensure().map(|()| n)) {
+            Ok(n) => n,
+            Err(e) => return fail(&e),
+        };
+        let info = match umad::get_ca(&name) {
+            Ok(i) => i,
+            Err(e) => return fail(&e),
+        };
+        let port = match u8::try_from(portnum) {
+            Ok(0) => umad::get_port(&info.name, 0).map(|p| p.port_num),
+            Ok(p) if info.ports.iter().any(|a| a.port_num == p) => Ok(p),
+            _ => Err(Error::InvalidArgument("no such port")),
+        };
+        let port = match port {
+            Ok(p) => p,
+            Err(Error::NoDevice) => return fail(&Error::InvalidArgument("no such port")),
+            Err(e) => return fail(&e),
+        };
+        let file = match issm_file(&info.name, port) {
+            Ok(f) => f,
+            Err(e) => return fail(&Error::Io(e)),
+        };
+        let bytes = file.as_os_str().as_encoded_bytes();
+        // snprintf semantics: truncate to max - 1 bytes and terminate.
+        if max > 0 {
+            let n = bytes.len().min(max - 1);
+            // SAFETY: the caller's path buffer holds `max` bytes; n + 1 <= max.
+            unsafe {
+                core::ptr::copy_nonoverlapping(bytes.as_ptr(), path.cast::<u8>(), n);
+                *path.add(n) = 0;
+            }
+        }
+        0
+    })
+}
+
+extern "C" {
+    fn getuid() -> u32;
+}
+
+fn issm_file(ca: &str, port: u8) -> std::io::Result<std::path::PathBuf> {
+    let dir = match std::env::var_os("XDG_RUNTIME_DIR").filter(|d| !d.is_empty()) {
+        Some(d) => std::path::PathBuf::from(d).join("vmad"),
+        // SAFETY: getuid has no preconditions and cannot fail.
+        None => std::env::temp_dir().join(format!("vmad-{}", unsafe { getuid() })),
+    };
+    std::fs::create_dir_all(&dir)?;
+    let file = dir.join(format!("issm-{ca}-{port}"));
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&file)?;
+    Ok(file)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fault_spec_parses() {
+        let f = parse_faults("loss=0.1,dup=0.05,reorder=0.1,seed=7").unwrap();
+        assert_eq!((f.loss, f.dup, f.reorder, f.seed), (0.1, 0.05, 0.1, 7));
+        assert_eq!(
+            parse_faults("delay_us=20").unwrap().delay,
+            Duration::from_micros(20)
+        );
+        assert!(parse_faults("loss=2").is_err());
+        assert!(parse_faults("bogus=1").is_err());
+        assert!(parse_faults("loss").is_err());
+        assert_eq!(parse_faults("").unwrap(), FaultConfig::default());
+    }
+}

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Builds vmad's libibumad and runs the C-side acceptance checks against it:
+#  - the exported symbols and versions equal capi/libibumad.map (symbols.sh);
+#  - struct layouts: the system <infiniband/umad.h>, vmad's capi/include and the Rust
+#    definitions agree (layout.c, layout.expected, abi.rs's unit test);
+#  - umad_test.c, compiled against the SYSTEM <infiniband/umad.h> and linked to vmad's
+#    library, in an AddressSanitizer build and once under valgrind, plus its env modes;
+#  - the same program built against vmad's own header through capi/ibumad.pc.
+# Usage: capi/tests/run-c-tests.sh [--no-valgrind]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+valgrind=1
+[ "${1:-}" = --no-valgrind ] && valgrind=0
+
+cargo build -q -p vmad-capi
+target=${CARGO_TARGET_DIR:-target}
+lib="$target/debug/libibumad.so"
+libdir="$target/debug/vmad-lib"
+mkdir -p "$libdir"
+ln -sf ../libibumad.so "$libdir/libibumad.so.3"
+ln -sf ../libibumad.so "$libdir/libibumad.so"
+out="$target/debug/vmad-ctests"
+mkdir -p "$out"
+
+status=0
+step() { printf -- '-- %s\n' "$*"; }
+
+step "symbols"
+capi/tests/symbols.sh "$lib" || status=1
+
+step "layout: system header, vmad header, Rust"
+cc -o "$out/layout-system" capi/tests/c/layout.c
+cc -I capi/include -o "$out/layout-vmad" capi/tests/c/layout.c
+if "$out/layout-system" | diff -u capi/tests/c/layout.expected - &&
+  "$out/layout-vmad" | diff -u capi/tests/c/layout.expected -; then
+  echo "layout: system and vmad headers match layout.expected: ok"
+else
+  status=1
+fi
+
+# Only the system header: no -I capi/include here.
+cflags=(-std=gnu11 -Wall -Wextra -Wno-unused-parameter -g -O1)
+link=(-L"$libdir" -libumad -lpthread -Wl,-rpath,"$(cd "$libdir" && pwd)")
+cc "${cflags[@]}" -fsanitize=address -fno-omit-frame-pointer -o "$out/umad_test-asan" \
+  capi/tests/c/umad_test.c "${link[@]}"
+cc "${cflags[@]}" -o "$out/umad_test" capi/tests/c/umad_test.c "${link[@]}"
+if ! ldd "$out/umad_test" | grep -q "libibumad.so.3 => $(cd "$libdir" && pwd)"; then
+  echo "FAIL: umad_test does not resolve libibumad.so.3 to vmad's library:"
+  ldd "$out/umad_test"
+  exit 1
+fi
+
+run() { # name, env..., -- cmd...
+  local name=$1
+  shift
+  step "$name"
+  if env "$@"; then :; else
+    echo "FAIL: $name (exit $?)"
+    status=1
+  fi
+}
+unset VMAD_TRANSPORT VMAD_SIM_FAULTS
+asan=(ASAN_OPTIONS=detect_leaks=1:abort_on_error=0)
+run "umad_test (ASan)" "${asan[@]}" "$out/umad_test-asan" main
+run "umad_test faults (ASan)" "${asan[@]}" VMAD_SIM_FAULTS=loss=1,seed=3 "$out/umad_test-asan" faults
+run "umad_test bad VMAD_TRANSPORT (ASan)" "${asan[@]}" VMAD_TRANSPORT=bogus "$out/umad_test-asan" badenv
+run "umad_test VMAD_TRANSPORT=verbs (ASan)" "${asan[@]}" VMAD_TRANSPORT=verbs "$out/umad_test-asan" verbs
+step "umad_test built with vmad's header through pkg-config"
+# shellcheck disable=SC2046
+cc "${cflags[@]}" -DUSE_VMAD_HEADER $(PKG_CONFIG_PATH=capi pkg-config --define-variable=libdir="$libdir" --cflags ibumad) \
+  -o "$out/umad_test-pc" capi/tests/c/umad_test.c \
+  $(PKG_CONFIG_PATH=capi pkg-config --define-variable=libdir="$libdir" --libs ibumad) -lpthread \
+  -Wl,-rpath,"$(cd "$libdir" && pwd)"
+run "umad_test (vmad header)" "$out/umad_test-pc" main
+if [ $valgrind = 1 ]; then
+  run "umad_test (valgrind)" valgrind -q --error-exitcode=99 --leak-check=full --show-possibly-lost=no \
+    --errors-for-leak-kinds=definite "$out/umad_test" main
+fi
+[ $status = 0 ] && echo "C tests: all passed"
+exit $status
