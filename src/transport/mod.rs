@@ -13,6 +13,8 @@
 pub mod ibsim;
 pub mod registry;
 pub mod sim;
+#[cfg(feature = "verbs")]
+pub mod verbs;
 
 use std::io;
 use std::sync::Arc;

@@ -1,0 +1,618 @@
+//! Owned libibverbs objects, each destroyed by `Drop`.
+//!
+//! Every handle keeps an `Arc` of what it was created from, so the C
+//! objects are destroyed in the order libibverbs requires (AH, QP, MR, CQ
+//! before the PD, everything before the context) whatever order Rust drops
+//! the Rust values in. A failing destroy is ignored: there is nothing to do
+//! about it in `drop`, and panicking there would abort.
+//!
+//! `ibv_post_send`, `ibv_post_recv`, `ibv_poll_cq` and `ibv_req_notify_cq`
+//! are static inlines in `verbs.h`, so bindgen does not see them; they are
+//! called here through the provider's ops table, exactly as the inlines do.
+
+use std::ffi::CStr;
+use std::io;
+use std::os::raw::c_int;
+use std::ptr::{self, NonNull};
+use std::sync::Arc;
+
+use ibverbs_sys as sys;
+
+const ENOSYS: i32 = 38;
+
+/// The OS error libibverbs left in `errno`, or `fallback` when it left none.
+fn last_error(fallback: i32) -> io::Error {
+    let e = io::Error::last_os_error();
+    match e.raw_os_error() {
+        Some(0) | None => io::Error::from_raw_os_error(fallback),
+        _ => e,
+    }
+}
+
+/// A positive errno returned directly (the modify/post/destroy convention).
+fn rc_error(rc: c_int) -> io::Error {
+    io::Error::from_raw_os_error(rc.abs())
+}
+
+/// A device found by `ibv_get_device_list`.
+#[derive(Debug, Clone)]
+pub(super) struct DeviceEntry {
+    pub(super) name: String,
+    pub(super) node_guid: u64,
+    pub(super) node_type: u8,
+}
+
+/// The open device chosen from the list, and the list's other names.
+pub(super) struct Opened {
+    pub(super) ctx: Arc<Context>,
+    pub(super) entry: DeviceEntry,
+}
+
+/// The RDMA devices, and the one named `want` (or the first) opened.
+///
+/// `Ok(None)` when there is no such device; `all` receives every name seen.
+pub(super) fn open_device(want: Option<&str>, all: &mut Vec<String>) -> io::Result<Option<Opened>> {
+    let mut n: c_int = 0;
+    // SAFETY: `n` is a valid out-pointer; a NULL result is handled below.
+    let list = unsafe { sys::ibv_get_device_list(&mut n) };
+    if list.is_null() {
+        let e = io::Error::last_os_error();
+        // ENOSYS: no uverbs ABI in sysfs (no RDMA support in the kernel at all).
+        return match e.raw_os_error() {
+            Some(ENOSYS) => Ok(None),
+            _ => Err(e),
+        };
+    }
+    let mut chosen: Option<(*mut sys::ibv_device, DeviceEntry)> = None;
+    for i in 0..usize::try_from(n).unwrap_or(0) {
+        // SAFETY: `list` holds `n` valid device pointers until it is freed below.
+        let dev = unsafe { *list.add(i) };
+        if dev.is_null() {
+            break;
+        }
+        // SAFETY: `dev` is a valid device; the name is a NUL-terminated string it owns.
+        let name = unsafe { CStr::from_ptr(sys::ibv_get_device_name(dev)) }
+            .to_string_lossy()
+            .into_owned();
+        all.push(name.clone());
+        if chosen.is_none() && want.is_none_or(|w| w == name) {
+            // SAFETY: `dev` is valid; reading plain fields of the device struct.
+            let (guid, node_type) = unsafe { (sys::ibv_get_device_guid(dev), (*dev).node_type) };
+            let entry = DeviceEntry {
+                name,
+                node_guid: u64::from_be(guid),
+                node_type: u8::try_from(node_type).unwrap_or(0),
+            };
+            chosen = Some((dev, entry));
+        }
+    }
+    let result = match chosen {
+        None => Ok(None),
+        Some((dev, entry)) => {
+            // SAFETY: `dev` is still valid: the list has not been freed yet.
+            let ctx = unsafe { sys::ibv_open_device(dev) };
+            match NonNull::new(ctx) {
+                None => Err(last_error(19)),
+                Some(ctx) => Ok(Some(Opened {
+                    ctx: Arc::new(Context(ctx)),
+                    entry,
+                })),
+            }
+        }
+    };
+    // SAFETY: `list` came from ibv_get_device_list; an opened context outlives the list.
+    unsafe { sys::ibv_free_device_list(list) };
+    result
+}
+
+/// An open device (`ibv_context`).
+pub(super) struct Context(NonNull<sys::ibv_context>);
+
+// SAFETY: libibverbs contexts are thread-safe (the library locks internally);
+// vmad uses each from one thread at a time anyway.
+unsafe impl Send for Context {}
+// SAFETY: as above: every libibverbs verb on a context may be called from any thread.
+unsafe impl Sync for Context {}
+
+impl Drop for Context {
+    fn drop(&mut self) {
+        // SAFETY: the context is open and every object made from it is gone
+        // (they hold an Arc of it).
+        unsafe { sys::ibv_close_device(self.0.as_ptr()) };
+    }
+}
+
+impl Context {
+    pub(super) fn as_ptr(&self) -> *mut sys::ibv_context {
+        self.0.as_ptr()
+    }
+
+    pub(super) fn query_port(&self, port: u8) -> io::Result<sys::ibv_port_attr> {
+        let mut attr = sys::ibv_port_attr::default();
+        // SAFETY: the compat entry point writes at most the (older, smaller)
+        // compat struct, which fits in `ibv_port_attr`.
+        let rc = unsafe {
+            sys::ibv_query_port(
+                self.as_ptr(),
+                port,
+                ptr::addr_of_mut!(attr).cast::<sys::_compat_ibv_port_attr>(),
+            )
+        };
+        if rc != 0 {
+            return Err(rc_error(rc));
+        }
+        Ok(attr)
+    }
+
+    /// The valid GID entries of every port.
+    pub(super) fn gid_table(&self, max: usize) -> io::Result<Vec<sys::ibv_gid_entry>> {
+        let mut v = vec![sys::ibv_gid_entry::default(); max.max(1)];
+        // SAFETY: `v` has room for `v.len()` entries of the size passed.
+        let n = unsafe {
+            sys::_ibv_query_gid_table(
+                self.as_ptr(),
+                v.as_mut_ptr(),
+                v.len(),
+                0,
+                std::mem::size_of::<sys::ibv_gid_entry>(),
+            )
+        };
+        if n < 0 {
+            return Err(rc_error(i32::try_from(n).unwrap_or(-5)));
+        }
+        v.truncate(usize::try_from(n).unwrap_or(0));
+        Ok(v)
+    }
+
+    pub(super) fn query_pkey(&self, port: u8, index: u16) -> io::Result<u16> {
+        let mut pkey: u16 = 0;
+        // SAFETY: `pkey` is a valid out-pointer.
+        let rc = unsafe { sys::ibv_query_pkey(self.as_ptr(), port, c_int::from(index), &mut pkey) };
+        if rc != 0 {
+            return Err(rc_error(rc));
+        }
+        Ok(u16::from_be(pkey))
+    }
+}
+
+/// A protection domain.
+pub(super) struct Pd {
+    raw: NonNull<sys::ibv_pd>,
+    _ctx: Arc<Context>,
+}
+
+// SAFETY: a PD is a plain kernel handle; verbs on it are thread-safe.
+unsafe impl Send for Pd {}
+// SAFETY: as above.
+unsafe impl Sync for Pd {}
+
+impl Pd {
+    pub(super) fn new(ctx: &Arc<Context>) -> io::Result<Arc<Pd>> {
+        // SAFETY: the context is open.
+        let raw = unsafe { sys::ibv_alloc_pd(ctx.as_ptr()) };
+        let raw = NonNull::new(raw).ok_or_else(|| last_error(12))?;
+        Ok(Arc::new(Pd {
+            raw,
+            _ctx: ctx.clone(),
+        }))
+    }
+
+    pub(super) fn as_ptr(&self) -> *mut sys::ibv_pd {
+        self.raw.as_ptr()
+    }
+}
+
+impl Drop for Pd {
+    fn drop(&mut self) {
+        // SAFETY: every MR, QP and AH of this PD holds an Arc of it, so none is left.
+        unsafe { sys::ibv_dealloc_pd(self.raw.as_ptr()) };
+    }
+}
+
+/// A completion channel: a pollable fd that signals armed CQs.
+pub(super) struct Channel {
+    raw: NonNull<sys::ibv_comp_channel>,
+    _ctx: Arc<Context>,
+}
+
+// SAFETY: a channel is an fd plus a refcount the library manages under its own lock.
+unsafe impl Send for Channel {}
+// SAFETY: as above.
+unsafe impl Sync for Channel {}
+
+impl Channel {
+    pub(super) fn new(ctx: &Arc<Context>) -> io::Result<Arc<Channel>> {
+        // SAFETY: the context is open.
+        let raw = unsafe { sys::ibv_create_comp_channel(ctx.as_ptr()) };
+        let raw = NonNull::new(raw).ok_or_else(|| last_error(12))?;
+        Ok(Arc::new(Channel {
+            raw,
+            _ctx: ctx.clone(),
+        }))
+    }
+
+    pub(super) fn fd(&self) -> c_int {
+        // SAFETY: the channel is alive; `fd` is a plain field.
+        unsafe { (*self.raw.as_ptr()).fd }
+    }
+
+    /// Take one completion event without blocking (the fd is non-blocking);
+    /// returns whether there was one. The event is acknowledged on `cq`.
+    pub(super) fn take_event(&self, cq: &Cq) -> bool {
+        let mut ev_cq: *mut sys::ibv_cq = ptr::null_mut();
+        let mut ev_ctx: *mut std::os::raw::c_void = ptr::null_mut();
+        // SAFETY: both are valid out-pointers; the channel is alive.
+        let rc = unsafe { sys::ibv_get_cq_event(self.raw.as_ptr(), &mut ev_cq, &mut ev_ctx) };
+        if rc != 0 {
+            return false;
+        }
+        // SAFETY: only `cq` is attached to this channel; one event is acked for one got.
+        unsafe { sys::ibv_ack_cq_events(cq.as_ptr(), 1) };
+        true
+    }
+}
+
+impl Drop for Channel {
+    fn drop(&mut self) {
+        // SAFETY: the CQ attached to the channel holds an Arc of it, so it is gone.
+        unsafe { sys::ibv_destroy_comp_channel(self.raw.as_ptr()) };
+    }
+}
+
+/// A completion queue.
+pub(super) struct Cq {
+    raw: NonNull<sys::ibv_cq>,
+    _channel: Option<Arc<Channel>>,
+    _ctx: Arc<Context>,
+}
+
+// SAFETY: CQ verbs are thread-safe in libibverbs providers.
+unsafe impl Send for Cq {}
+// SAFETY: as above.
+unsafe impl Sync for Cq {}
+
+impl Cq {
+    pub(super) fn new(
+        ctx: &Arc<Context>,
+        entries: usize,
+        channel: Option<&Arc<Channel>>,
+    ) -> io::Result<Arc<Cq>> {
+        let ch = channel.map_or(ptr::null_mut(), |c| c.raw.as_ptr());
+        let n = c_int::try_from(entries).unwrap_or(c_int::MAX);
+        // SAFETY: the context is open; `ch` is null or a live channel of it.
+        let raw = unsafe { sys::ibv_create_cq(ctx.as_ptr(), n, ptr::null_mut(), ch, 0) };
+        let raw = NonNull::new(raw).ok_or_else(|| last_error(12))?;
+        Ok(Arc::new(Cq {
+            raw,
+            _channel: channel.cloned(),
+            _ctx: ctx.clone(),
+        }))
+    }
+
+    pub(super) fn as_ptr(&self) -> *mut sys::ibv_cq {
+        self.raw.as_ptr()
+    }
+
+    /// Poll up to `out.len()` completions into `out`; returns how many.
+    pub(super) fn poll(&self, out: &mut [sys::ibv_wc]) -> io::Result<usize> {
+        let cq = self.raw.as_ptr();
+        let n = c_int::try_from(out.len()).unwrap_or(c_int::MAX);
+        // SAFETY: the CQ and its context are alive; `out` has room for `n`
+        // entries; `poll_cq` is always provided (the inline calls it unchecked).
+        let rc = unsafe {
+            let poll = (*(*cq).context)
+                .ops
+                .poll_cq
+                .ok_or(io::ErrorKind::Unsupported)?;
+            poll(cq, n, out.as_mut_ptr())
+        };
+        if rc < 0 {
+            return Err(rc_error(rc));
+        }
+        Ok(usize::try_from(rc).unwrap_or(0))
+    }
+
+    /// Ask for one event on the channel at the next completion.
+    pub(super) fn arm(&self) -> io::Result<()> {
+        let cq = self.raw.as_ptr();
+        // SAFETY: as in `poll`.
+        let rc = unsafe {
+            let arm = (*(*cq).context)
+                .ops
+                .req_notify_cq
+                .ok_or(io::ErrorKind::Unsupported)?;
+            arm(cq, 0)
+        };
+        if rc != 0 {
+            return Err(rc_error(rc));
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Cq {
+    fn drop(&mut self) {
+        // SAFETY: the QP using this CQ holds an Arc of it, so it is destroyed already.
+        unsafe { sys::ibv_destroy_cq(self.raw.as_ptr()) };
+    }
+}
+
+/// A registered memory region.
+pub(super) struct Mr {
+    raw: NonNull<sys::ibv_mr>,
+    _pd: Arc<Pd>,
+}
+
+// SAFETY: an MR is a kernel handle plus keys; it is only read after creation.
+unsafe impl Send for Mr {}
+// SAFETY: as above.
+unsafe impl Sync for Mr {}
+
+impl Mr {
+    /// Register `len` bytes at `addr` for local writes.
+    ///
+    /// # Safety
+    ///
+    /// `addr..addr+len` must stay mapped until the returned `Mr` is dropped.
+    pub(super) unsafe fn new(pd: &Arc<Pd>, addr: *mut u8, len: usize) -> io::Result<Mr> {
+        let access = sys::ibv_access_flags::IBV_ACCESS_LOCAL_WRITE.0;
+        // SAFETY: the caller guarantees the range stays mapped; the PD is alive.
+        let raw = unsafe {
+            sys::ibv_reg_mr(
+                pd.as_ptr(),
+                addr.cast(),
+                len,
+                c_int::try_from(access).unwrap_or(1),
+            )
+        };
+        let raw = NonNull::new(raw).ok_or_else(|| last_error(12))?;
+        Ok(Mr {
+            raw,
+            _pd: pd.clone(),
+        })
+    }
+
+    pub(super) fn lkey(&self) -> u32 {
+        // SAFETY: the MR is alive; `lkey` is a plain field.
+        unsafe { (*self.raw.as_ptr()).lkey }
+    }
+}
+
+impl Drop for Mr {
+    fn drop(&mut self) {
+        // SAFETY: the MR is registered; the mapping outlives it (field order in Ring).
+        unsafe { sys::ibv_dereg_mr(self.raw.as_ptr()) };
+    }
+}
+
+/// An address handle.
+pub(super) struct Ah {
+    raw: NonNull<sys::ibv_ah>,
+    _pd: Arc<Pd>,
+}
+
+// SAFETY: an AH is immutable after creation.
+unsafe impl Send for Ah {}
+
+impl Ah {
+    pub(super) fn new(pd: &Arc<Pd>, attr: &mut sys::ibv_ah_attr) -> io::Result<Ah> {
+        // SAFETY: the PD is alive; `attr` is a valid, initialised attribute struct.
+        let raw = unsafe { sys::ibv_create_ah(pd.as_ptr(), attr) };
+        let raw = NonNull::new(raw).ok_or_else(|| last_error(22))?;
+        Ok(Ah {
+            raw,
+            _pd: pd.clone(),
+        })
+    }
+
+    pub(super) fn as_ptr(&self) -> *mut sys::ibv_ah {
+        self.raw.as_ptr()
+    }
+}
+
+impl Drop for Ah {
+    fn drop(&mut self) {
+        // SAFETY: the AH exists; the transport drops AHs only with no send in flight.
+        unsafe { sys::ibv_destroy_ah(self.raw.as_ptr()) };
+    }
+}
+
+/// A UD queue pair.
+pub(super) struct Qp {
+    raw: NonNull<sys::ibv_qp>,
+    /// Scratch for chained receive posts (reused: no allocation per batch).
+    sges: Vec<sys::ibv_sge>,
+    recv_wrs: Vec<sys::ibv_recv_wr>,
+    _send_cq: Arc<Cq>,
+    _recv_cq: Arc<Cq>,
+    _pd: Arc<Pd>,
+}
+
+// SAFETY: QP verbs are thread-safe in libibverbs providers; vmad posts from one thread.
+unsafe impl Send for Qp {}
+
+/// A send to post: slot address and length, and where it goes.
+pub(super) struct UdSend<'a> {
+    pub(super) wr_id: u64,
+    pub(super) addr: u64,
+    pub(super) len: u32,
+    pub(super) lkey: u32,
+    pub(super) ah: &'a Ah,
+    pub(super) remote_qpn: u32,
+    pub(super) remote_qkey: u32,
+}
+
+impl Qp {
+    /// A UD QP with both queues as given.
+    pub(super) fn new_ud(
+        pd: &Arc<Pd>,
+        send_cq: &Arc<Cq>,
+        recv_cq: &Arc<Cq>,
+        send_wr: usize,
+        recv_wr: usize,
+    ) -> io::Result<Qp> {
+        let mut init = sys::ibv_qp_init_attr {
+            send_cq: send_cq.as_ptr(),
+            recv_cq: recv_cq.as_ptr(),
+            qp_type: sys::ibv_qp_type::IBV_QPT_UD,
+            sq_sig_all: 0,
+            ..Default::default()
+        };
+        init.cap.max_send_wr = u32::try_from(send_wr).unwrap_or(u32::MAX);
+        init.cap.max_recv_wr = u32::try_from(recv_wr).unwrap_or(u32::MAX);
+        init.cap.max_send_sge = 1;
+        init.cap.max_recv_sge = 1;
+        // SAFETY: PD and CQs are alive and belong to the same context.
+        let raw = unsafe { sys::ibv_create_qp(pd.as_ptr(), &mut init) };
+        let raw = NonNull::new(raw).ok_or_else(|| last_error(12))?;
+        Ok(Qp {
+            raw,
+            sges: Vec::with_capacity(recv_wr),
+            recv_wrs: Vec::with_capacity(recv_wr),
+            _send_cq: send_cq.clone(),
+            _recv_cq: recv_cq.clone(),
+            _pd: pd.clone(),
+        })
+    }
+
+    pub(super) fn qp_num(&self) -> u32 {
+        // SAFETY: the QP is alive; `qp_num` is a plain field.
+        unsafe { (*self.raw.as_ptr()).qp_num }
+    }
+
+    fn modify(&self, attr: &mut sys::ibv_qp_attr, mask: u32) -> io::Result<()> {
+        // SAFETY: the QP is alive; `attr` is initialised for the bits in `mask`.
+        let rc = unsafe {
+            sys::ibv_modify_qp(self.raw.as_ptr(), attr, c_int::try_from(mask).unwrap_or(0))
+        };
+        if rc != 0 {
+            return Err(rc_error(rc));
+        }
+        Ok(())
+    }
+
+    /// RESET -> INIT (P_Key index, port, Q_Key); the step that needs
+    /// CAP_NET_RAW for a controlled Q_Key.
+    pub(super) fn to_init(&self, port: u8, pkey_index: u16, qkey: u32) -> io::Result<()> {
+        use sys::ibv_qp_attr_mask as m;
+        let mut a = sys::ibv_qp_attr {
+            qp_state: sys::ibv_qp_state::IBV_QPS_INIT,
+            pkey_index,
+            port_num: port,
+            qkey,
+            ..Default::default()
+        };
+        self.modify(
+            &mut a,
+            m::IBV_QP_STATE.0 | m::IBV_QP_PKEY_INDEX.0 | m::IBV_QP_PORT.0 | m::IBV_QP_QKEY.0,
+        )
+    }
+
+    /// INIT -> RTR -> RTS.
+    pub(super) fn to_rts(&self) -> io::Result<()> {
+        use sys::ibv_qp_attr_mask as m;
+        let mut a = sys::ibv_qp_attr {
+            qp_state: sys::ibv_qp_state::IBV_QPS_RTR,
+            ..Default::default()
+        };
+        self.modify(&mut a, m::IBV_QP_STATE.0)?;
+        let mut a = sys::ibv_qp_attr {
+            qp_state: sys::ibv_qp_state::IBV_QPS_RTS,
+            sq_psn: 0,
+            ..Default::default()
+        };
+        self.modify(&mut a, m::IBV_QP_STATE.0 | m::IBV_QP_SQ_PSN.0)
+    }
+
+    /// Post a chain of receives, one SGE each: `(wr_id, addr, len)` per slot.
+    pub(super) fn post_recvs(&mut self, lkey: u32, slots: &[(u64, u64, u32)]) -> io::Result<()> {
+        if slots.is_empty() {
+            return Ok(());
+        }
+        self.sges.clear();
+        self.recv_wrs.clear();
+        self.sges
+            .extend(
+                slots
+                    .iter()
+                    .map(|&(_, addr, length)| sys::ibv_sge { addr, length, lkey }),
+            );
+        // The chain points into `sges` and into itself: both are complete
+        // (no more reallocation) before any pointer is taken.
+        for (i, &(wr_id, _, _)) in slots.iter().enumerate() {
+            self.recv_wrs.push(sys::ibv_recv_wr {
+                wr_id,
+                next: ptr::null_mut(),
+                sg_list: ptr::addr_of_mut!(self.sges[i]),
+                num_sge: 1,
+            });
+        }
+        for i in 1..self.recv_wrs.len() {
+            let next = ptr::addr_of_mut!(self.recv_wrs[i]);
+            self.recv_wrs[i - 1].next = next;
+        }
+        let qp = self.raw.as_ptr();
+        let mut bad: *mut sys::ibv_recv_wr = ptr::null_mut();
+        // SAFETY: the QP and its context are alive; the chain and its SGEs
+        // live until the call returns (the provider copies them); the slots
+        // they name are inside the registered MR.
+        let rc = unsafe {
+            let post = (*(*qp).context)
+                .ops
+                .post_recv
+                .ok_or(io::ErrorKind::Unsupported)?;
+            post(qp, self.recv_wrs.as_mut_ptr(), &mut bad)
+        };
+        if rc != 0 {
+            return Err(rc_error(rc));
+        }
+        Ok(())
+    }
+
+    /// Post one signalled UD send.
+    pub(super) fn post_send(&mut self, s: &UdSend<'_>) -> io::Result<()> {
+        let mut sge = sys::ibv_sge {
+            addr: s.addr,
+            length: s.len,
+            lkey: s.lkey,
+        };
+        let mut wr = sys::ibv_send_wr {
+            wr_id: s.wr_id,
+            next: ptr::null_mut(),
+            sg_list: &mut sge,
+            num_sge: 1,
+            opcode: sys::ibv_wr_opcode::IBV_WR_SEND,
+            send_flags: sys::ibv_send_flags::IBV_SEND_SIGNALED.0,
+            ..Default::default()
+        };
+        // The bindgen name of the UD member is unstable across versions:
+        // it is named in this one place only.
+        wr.wr.ud = sys::ibv_send_wr__bindgen_ty_2__bindgen_ty_3 {
+            ah: s.ah.as_ptr(),
+            remote_qpn: s.remote_qpn,
+            remote_qkey: s.remote_qkey,
+        };
+        let qp = self.raw.as_ptr();
+        let mut bad: *mut sys::ibv_send_wr = ptr::null_mut();
+        // SAFETY: QP, context and AH are alive; `wr` and `sge` live until the
+        // call returns; the slot is inside the registered MR.
+        let rc = unsafe {
+            let post = (*(*qp).context)
+                .ops
+                .post_send
+                .ok_or(io::ErrorKind::Unsupported)?;
+            post(qp, &mut wr, &mut bad)
+        };
+        if rc != 0 {
+            return Err(rc_error(rc));
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Qp {
+    fn drop(&mut self) {
+        // SAFETY: the QP exists; its CQs and PD outlive it (held by Arc).
+        unsafe { sys::ibv_destroy_qp(self.raw.as_ptr()) };
+    }
+}
