@@ -1,5 +1,6 @@
 //! vmad's one integration-test binary: everything here goes through the public API.
 
+mod cli;
 mod dr_walk;
 mod ibsim;
 mod pcap;

@@ -362,3 +362,81 @@ fn the_tshark_check_catches_a_malformed_packet() {
         "tshark flags it malformed: {rows:?}"
     );
 }
+
+/// What vmad's own reader finds in a capture, as tshark should see it.
+fn expectations(path: &Path) -> Vec<Expect> {
+    let mut r = Reader::new(std::fs::File::open(path).unwrap()).unwrap();
+    let mut v = Vec::new();
+    while let Some(rec) = r.next_record().unwrap() {
+        let d = decode(LinkType::Ethernet, &rec.data).expect("vmad decodes its own capture");
+        assert!(d.icrc_ok);
+        let m = d.mad;
+        v.push(Expect {
+            class: m[1],
+            method: m[3],
+            attr: u16::from_be_bytes([m[16], m[17]]),
+            rmpp: (m[1] == 0x03).then_some(m[25]),
+        });
+    }
+    v
+}
+
+#[test]
+fn tshark_dissects_captures_from_real_ports() {
+    let dir = scratch("real-ports");
+    // A directed-route sweep: SubnGet/GetResp pairs of NodeInfo, NodeDesc, PortInfo.
+    let walk = crate::cli::capture(&dir, "discover.pcap", &["discover"]);
+    let e = expectations(&walk);
+    assert!(e.len() >= 20 && e.len() % 2 == 0, "{} packets", e.len());
+    for (i, x) in e.iter().enumerate() {
+        assert_eq!(x.class, 0x81);
+        assert_eq!(x.method, if i % 2 == 0 { 0x01 } else { 0x81 });
+        assert!([0x0010, 0x0011, 0x0015].contains(&x.attr));
+    }
+    check_with_tshark(&walk, &e);
+    // SA GetTable over RMPP, with the requester's ACKs.
+    let sa = crate::cli::capture(&dir, "sa.pcap", &["sa-query"]);
+    let e = expectations(&sa);
+    let shape: Vec<(u8, Option<u8>)> = e.iter().map(|x| (x.method, x.rmpp)).collect();
+    assert_eq!(
+        shape,
+        [
+            (0x12, Some(0)),
+            (0x92, Some(1)),
+            (0x12, Some(2)),
+            (0x92, Some(1)),
+            (0x12, Some(2))
+        ]
+    );
+    check_with_tshark(&sa, &e);
+    // PathRecord GetTable too.
+    let pr = crate::cli::capture(&dir, "pr.pcap", &["sa-query", "path"]);
+    let e = expectations(&pr);
+    assert!(e.iter().all(|x| x.attr == 0x0035 && x.class == 0x03));
+    check_with_tshark(&pr, &e);
+    // Vendor MADs: ibping's class 0x32 and an RMPP transfer on class 0x33.
+    let ping = crate::cli::capture(&dir, "ping.pcap", &["ping", "-c", "2"]);
+    let e = expectations(&ping);
+    let shape: Vec<(u8, u8)> = e.iter().map(|x| (x.class, x.method)).collect();
+    assert_eq!(
+        shape,
+        [(0x32, 0x01), (0x32, 0x81), (0x32, 0x01), (0x32, 0x81)]
+    );
+    check_with_tshark(&ping, &e);
+    let bulk = crate::cli::capture(
+        &dir,
+        "bulk.pcap",
+        &[
+            "bench",
+            "--mode",
+            "rmpp",
+            "--size",
+            "3000",
+            "--transfers",
+            "1",
+        ],
+    );
+    let e = expectations(&bulk);
+    assert!(e.len() > 14, "request, 14 segments and ACKs: {}", e.len());
+    check_with_tshark(&bulk, &e);
+}
