@@ -14,8 +14,8 @@
 //!    wakes the threads blocked in [`Port::recv_with`] / [`Port::poll`].
 //!
 //! When a turn found nothing to do, the thread keeps polling for
-//! [`PortConfig::spin`] (so a reply that arrives just after a request is
-//! picked up in microseconds), then parks in [`Transport::wait`] until the
+//! [`PortConfig::spin`], yielding the CPU between polls (so a reply that
+//! arrives just after a request is picked up in microseconds), then parks in [`Transport::wait`] until the
 //! engine's next deadline. Application threads never touch the transport:
 //! [`Port::send`] hands the MAD to the engine under the port's lock and
 //! wakes the port thread through the transport's [`Waker`] (a transport
@@ -48,8 +48,9 @@ use crate::{Error, Result};
 pub struct PortConfig {
     /// The engine's configuration.
     pub engine: EngineConfig,
-    /// How long the port thread keeps polling after its last work before it parks.
-    /// Longer: lower latency, more CPU.
+    /// How long the port thread keeps polling (yielding the CPU between polls) after its
+    /// last work before it parks. Longer: lower latency, more CPU. Default 200 µs: long
+    /// enough that a request/response exchange never parks the thread in between.
     pub spin: Duration,
     /// Most MADs taken from the transport per turn.
     pub burst: usize,
@@ -64,7 +65,7 @@ impl Default for PortConfig {
     fn default() -> Self {
         PortConfig {
             engine: EngineConfig::default(),
-            spin: Duration::from_micros(50),
+            spin: Duration::from_micros(200),
             burst: 32,
             park_slice: Duration::from_millis(1),
             pcap: None,
@@ -78,6 +79,7 @@ struct Core {
     closed: bool,
     /// RMPP transfers that ended in ABORT/STOP (the kernel reports them to nobody).
     rmpp_aborts: u64,
+    last_rmpp_abort: Option<Event>,
     /// The readable end handed out by [`Port::fd`] holds one byte iff a message is queued.
     fd_read: UnixStream,
     fd_write: UnixStream,
@@ -89,7 +91,7 @@ impl Core {
     /// then make the descriptor's readability match the queue.
     fn settle(&mut self) {
         while matches!(self.engine.peek_event(), Some(Event::RmppAborted { .. })) {
-            self.engine.poll_event();
+            self.last_rmpp_abort = self.engine.poll_event();
             self.rmpp_aborts += 1;
         }
         let want = self.engine.peek_event().is_some();
@@ -164,6 +166,7 @@ impl Port {
                 engine: Engine::new(config.engine.clone()),
                 closed: false,
                 rmpp_aborts: 0,
+                last_rmpp_abort: None,
                 fd_read,
                 fd_write,
                 fd_ready: false,
@@ -314,6 +317,11 @@ impl Port {
         self.shared.lock().rmpp_aborts
     }
 
+    /// The most recent RMPP abort notice ([`Event::RmppAborted`]), if any.
+    pub fn last_rmpp_abort(&self) -> Option<Event> {
+        self.shared.lock().last_rmpp_abort.clone()
+    }
+
     /// Whether the port is still open.
     pub fn is_open(&self) -> bool {
         !self.shared.lock().closed
@@ -385,6 +393,17 @@ impl Drop for Port {
     }
 }
 
+/// Marks the port closed when the port thread ends, even by a panic, so that no
+/// receiver waits forever on a port nobody drives.
+struct ClosedOnExit<'a>(&'a Shared);
+
+impl Drop for ClosedOnExit<'_> {
+    fn drop(&mut self) {
+        self.0.lock().closed = true;
+        self.0.ready.notify_all();
+    }
+}
+
 /// The port thread.
 fn drive(
     shared: &Shared,
@@ -392,6 +411,7 @@ fn drive(
     config: &PortConfig,
     mut capture: Option<Capture>,
 ) {
+    let _closed_on_exit = ClosedOnExit(shared);
     let has_waker = shared.waker.is_some();
     let mut idle_since: Option<Clock> = None;
     loop {
@@ -451,7 +471,9 @@ fn drive(
         let now = Clock::now();
         let since = *idle_since.get_or_insert(now);
         if now.duration_since(since) < config.spin {
-            std::hint::spin_loop();
+            // Yield rather than burn: on a busy machine the thread that will send
+            // us the next frame may need this core.
+            std::thread::yield_now();
             continue;
         }
         // Park until the engine's next deadline (or a wake / arrival).

@@ -232,3 +232,72 @@ fn dr_walk_through_the_umad_api() {
     umad::close_port(port).unwrap();
     f.unregister();
 }
+
+#[test]
+fn dr_walk_survives_a_lossy_middle_link() {
+    use vmad::transport::sim::FaultConfig;
+    use vmad::umad;
+    let f = Fabric::builder()
+        .ca("drl0")
+        .switch("drlA", 4)
+        .switch("drlB", 4)
+        .link("drl0", 1, "drlA", 1)
+        .link("drlA", 2, "drlB", 3)
+        .faults(
+            "drlB",
+            3,
+            FaultConfig {
+                loss: 0.2,
+                dup: 0.1,
+                seed: 12,
+                ..FaultConfig::default()
+            },
+        )
+        .build()
+        .unwrap();
+    let port = umad::open_port("drl0", 1).unwrap();
+    let agent = umad::register(port, 0x81, 1, 0, None).unwrap();
+    for tid in 1..=30u64 {
+        let mut mad = dr_get(tid, NODE_INFO, 0, &[1, 2]);
+        mad[6] = 0;
+        let mut buf = umad_with(&mad, 0xffff, 0);
+        // 20 ms per attempt, 30 retries: every SMP gets through in the end.
+        umad::send(port, agent, &mut buf, 256, 20, 30).unwrap();
+        let (_, _, resp) = umad_recv(port, 256, -1).unwrap();
+        assert_eq!(umad::status(&resp).unwrap(), 0, "SMP {tid}");
+        let smp = umad::get_mad(&resp).unwrap();
+        assert_eq!(be64(smp, 8) & 0xffff_ffff, tid);
+        assert_eq!(be64(&smp[64..], 12), f.node_guid("drlB").unwrap());
+    }
+    // Duplicated responses are matched once; nothing else is queued.
+    assert_eq!(
+        umad_recv(port, 256, 0).unwrap_err().errno(),
+        vmad::error::errno::EWOULDBLOCK
+    );
+    let stats = f.link_stats("drlA", 2).unwrap();
+    assert!(stats.lost > 0 && stats.duplicated > 0, "{stats:?}");
+    umad::close_port(port).unwrap();
+    f.unregister();
+}
+
+#[test]
+fn closed_port_answers_unclaimed_get_with_0x000c() {
+    let f = line("drwc_");
+    let mut t = f.open("drwc_0", 1).unwrap();
+    // SMInfo is no SMA attribute: with nobody on drwc_1's port, its MAD layer refuses it.
+    let mad = walk(&mut t, 41, 0x0020, &[1, 2, 3, 4]);
+    assert_eq!(be16(&mad, 4), 0x8000 | 0x000c);
+    assert_eq!(mad[6], 0, "came all the way back");
+    // A GMP Get too (LID-routed through the switches, to QP1).
+    let far = f.lid("drwc_1", 1).unwrap();
+    let mut get = lid_get(42, 0x0010, 0);
+    get[1] = 0x04; // PerfMgt
+    send(&mut t, Qp::Gsi, gsi(far), &get);
+    let (meta, resp) = recv(&mut t);
+    assert_eq!((meta.qp, meta.src.qpn, meta.src.lid), (Qp::Gsi, 1, far));
+    assert_eq!((resp[3], be16(&resp, 4)), (0x81, 0x000c));
+    // Other methods (here Send) are dropped silently.
+    get[3] = 0x03;
+    send(&mut t, Qp::Gsi, gsi(far), &get);
+    assert!(try_recv_for(&mut t, std::time::Duration::from_millis(20)).is_none());
+}

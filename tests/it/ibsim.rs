@@ -8,9 +8,12 @@
 
 mod diags;
 mod discover;
-mod driver;
 mod fabric;
 mod peers;
+// The example's walk is what these tests check against ibnetdiscover.
+#[allow(dead_code)]
+#[path = "../../examples/smp_walk.rs"]
+mod smp_walk;
 
 use std::time::{Duration, Instant};
 
@@ -19,9 +22,10 @@ use vmad::transport::ibsim::{DropPolicy, IbsimConfig, IbsimTransport};
 use vmad::transport::Transport;
 use vmad::types::{MadAddr, Qp};
 
-use discover::{discover, parse_ibnetdiscover, Topology};
-use driver::Driver;
+use discover::parse_ibnetdiscover;
 use fabric::Fabric;
+use smp_walk::{walk, Topology};
+use vmad::port::{Port, PortConfig};
 
 const ATTR_NODE_INFO: u16 = 0x0011;
 const ATTR_PORT_INFO: u16 = 0x0015;
@@ -258,11 +262,21 @@ fn ibsim_remote_udp_mode_works() {
     );
 }
 
+/// A port over a fresh transport attached at `node` (attributes read after any SM ran).
+pub(crate) fn open_port(f: &Fabric, node: Option<&str>) -> Port {
+    open_port_with(f.config(node))
+}
+
+pub(crate) fn open_port_with(config: IbsimConfig) -> Port {
+    let mut t = IbsimTransport::connect(config).unwrap();
+    t.refresh_attrs().unwrap();
+    Port::open(Box::new(t), PortConfig::default()).unwrap()
+}
+
 /// Switch port GUIDs are the node GUID whichever port NodeInfo came in by;
 /// ibnetdiscover lists them once, as port 0.
 fn normalise(mut t: Topology) -> Topology {
     for n in t.nodes.values_mut() {
-        n.path.clear();
         if n.node_type == 2 {
             assert!(n.port_guids.values().all(|&g| g == n.guid), "{n:?}");
             n.port_guids = [(0, n.guid)].into();
@@ -302,12 +316,17 @@ fn discovery_matches_ibnetdiscover(topology: &str, nodes: usize, links: usize) {
     let f = Fabric::start(topology, &[]);
     let diags = parse_ibnetdiscover(&f.exec(None, &["ibnetdiscover"]));
     assert_eq!(diags.nodes.len(), nodes, "ibnetdiscover's count");
-    let mut d = Driver::new(IbsimTransport::connect(f.config(None)).unwrap());
-    let (vmad, sweep) = discover(&mut d, 64, 100, 3);
+    let port = open_port(&f, None);
+    let (vmad, sweep) = walk(&port, 64, 100, 3).unwrap();
     assert_eq!(sweep.timeouts, 0);
     assert_eq!(vmad.nodes.len(), nodes);
     assert_eq!(vmad.links.len(), links);
     assert!(vmad.nodes.values().all(|n| !n.desc.is_empty()));
+    // The example prints what it found in ibnetdiscover's format, readable back.
+    assert_eq!(
+        normalise(parse_ibnetdiscover(&smp_walk::render(&vmad))),
+        normalise(vmad.clone())
+    );
     assert_same_fabric(vmad, diags);
 }
 
@@ -323,4 +342,88 @@ fn ibsim_dr_discovery_matches_ibnetdiscover_small() {
 fn ibsim_dr_discovery_matches_ibnetdiscover_ft234() {
     // 12 leaves x 18 CAs, 6 spines: 216 CA links + 72 uplinks.
     discovery_matches_ibnetdiscover("ft234.net", 234, 288);
+}
+
+/// An ibsim node registered as a named CA opens through the umad API.
+#[test]
+#[ignore = "needs ibsim/opensm: run by ./scripts/test"]
+fn ibsim_registered_ca_opens_through_umad() {
+    let f = Fabric::start("small.net", &[]);
+    f.opensm(&[]);
+    let name = format!("ibsim{}", std::process::id() % 100_000);
+    vmad::transport::ibsim::register_ca(&name, f.config(Some("H4"))).unwrap();
+    let ca = vmad::umad::get_ca(&name).unwrap();
+    assert_eq!(
+        (ca.node_guid, ca.node_type, ca.ca_type.as_str()),
+        (0x10_0006, 1, "simulator")
+    );
+    assert_eq!(ca.ports.len(), 1);
+    let p = &ca.ports[0];
+    assert_eq!((p.port_num, p.port_guid, p.state), (1, 0x10_0007, 4));
+    assert_ne!(p.lid, 0);
+    assert_eq!(vmad::umad::get_port(&name, 1).unwrap().lid, p.lid);
+    assert!(
+        vmad::umad::open(&name, 2).is_err(),
+        "ibsim attaches to port 1 only"
+    );
+    let (_, port) = vmad::umad::open(&name, 1).unwrap();
+    assert_eq!(port.attrs().ca_name, name);
+    let (topo, sweep) = walk(&port, 8, 100, 3).unwrap();
+    assert_eq!(
+        (topo.nodes.len(), topo.links.len(), sweep.timeouts),
+        (6, 6, 0)
+    );
+    port.close();
+    vmad::transport::registry::unregister_ca(&name);
+}
+
+/// ibnetdiscover's output is an ibsim topology too, with nodes named by GUID:
+/// such a node can be attached to by its GUID.
+#[test]
+#[ignore = "needs ibsim/opensm: run by ./scripts/test"]
+fn ibsim_attach_by_guid_on_an_ibnetdiscover_topology() {
+    let first = Fabric::start("small.net", &[]);
+    let file = first.run.join("discovered.net");
+    std::fs::write(&file, first.exec(None, &["ibnetdiscover"])).unwrap();
+    let f = Fabric::start_file(&file, &[]);
+    let t = IbsimTransport::connect(f.config(Some("0x100004"))).unwrap();
+    assert_eq!(t.node_id(), "H-0000000000100004");
+    assert_eq!(t.attrs().node_guid, 0x10_0004);
+    assert_eq!(t.attrs().port_guid, 0x10_0005);
+    let err = IbsimTransport::connect(f.config(Some("0x999"))).unwrap_err();
+    assert_eq!(err.errno(), vmad::error::errno::ENODEV);
+}
+
+/// ibsim busy-waits on a client whose receive queue is full; the transport's
+/// receiver thread keeps reading, so a burst sent without receiving completes.
+#[test]
+#[ignore = "needs ibsim/opensm: run by ./scripts/test"]
+fn ibsim_burst_without_receiving_does_not_stall() {
+    const N: u64 = 2000;
+    let f = Fabric::start("small.net", &[]);
+    let mut t = IbsimTransport::connect(f.config(None)).unwrap();
+    for i in 0..N {
+        let req = dr_get(0x4242_0000_0000_0000 | i, ATTR_NODE_INFO, 0, &[1]);
+        t.transmit(&mut |slot| {
+            slot.copy_from_slice(&req);
+            Some(Transmit {
+                qp: Qp::Smi,
+                dest: dr_dest(),
+                len: 256,
+            })
+        })
+        .unwrap();
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    let give_up = Instant::now() + Duration::from_secs(30);
+    while (seen.len() as u64) < N {
+        assert!(Instant::now() < give_up, "{} of {N} answers", seen.len());
+        t.wait(Some(Duration::from_millis(50))).unwrap();
+        t.recv_burst(256, &mut |_, mad| {
+            assert_eq!(tid_of(mad) >> 32, 0x4242_0000, "TID high word restored");
+            seen.insert(tid_of(mad));
+        })
+        .unwrap();
+    }
+    assert_eq!(t.drop_monitor().count(), 0);
 }

@@ -4,6 +4,9 @@ mod cli;
 mod dr_walk;
 mod ibsim;
 mod pcap;
+mod rmpp_gettable;
+#[cfg(feature = "verbs")]
+mod rxe;
 mod sim_fabric;
 mod umad_semantics;
 mod util;

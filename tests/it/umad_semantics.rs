@@ -375,3 +375,107 @@ fn buffer_helpers_match_libibumad() {
     assert_eq!(umad::get_mad(&buf).unwrap().len(), 256);
     assert_eq!(umad::status(&buf[..10]).unwrap_err().errno(), EINVAL);
 }
+
+/// An RMPP Set of `data_len` bytes from `a` to an SA agent serving Set on `b`.
+fn rmpp_set(p: &Pair, data_len: usize) -> (AgentId, Vec<u8>) {
+    let sender = umad::register(p.a, 0x03, 2, 1, None).unwrap();
+    let server = umad::register(p.b, 0x03, 2, 1, Some(&mask(&[0x02]))).unwrap();
+    let mut mad = vec![0u8; 56 + data_len];
+    mad[..4].copy_from_slice(&[1, 0x03, 2, 0x02]);
+    mad[8..16].copy_from_slice(&0x77u64.to_be_bytes());
+    mad[16..18].copy_from_slice(&0x0011u16.to_be_bytes());
+    mad[24] = 1; // RMPP version
+    mad[26] = 0x01; // RMPPFlags.Active
+    for (i, b) in mad[56..].iter_mut().enumerate() {
+        *b = (i % 253) as u8;
+    }
+    let mut buf = umad_with(&mad, 2, 1);
+    umad::send(p.a, sender, &mut buf, mad.len(), 0, 3).unwrap();
+    (server, mad)
+}
+
+#[test]
+fn recv_enospc_reports_the_needed_length_and_keeps_the_message() {
+    let p = pair("uens");
+    let (server, sent) = rmpp_set(&p, 1000);
+    let mut buf = vec![0u8; 64 + 256];
+    let mut len = 256;
+    let err = umad::recv(p.b, &mut buf, &mut len, -1).unwrap_err();
+    assert_eq!(err.errno(), ENOSPC);
+    assert_eq!(len, 56 + 1000, "*length = the data length needed");
+    // Still queued: a non-blocking retry with the same small buffer says the same.
+    let mut len = 256;
+    assert_eq!(
+        umad::recv(p.b, &mut buf, &mut len, 0).unwrap_err().errno(),
+        ENOSPC
+    );
+    assert_eq!(len, 1056);
+    umad::poll(p.b, 0).unwrap();
+    // A big enough buffer gets it, once.
+    let (agent, len, got) = umad_recv(p.b, 1056, 0).unwrap();
+    assert_eq!((agent, len), (server, 1056));
+    assert_eq!(&got[64 + 56..64 + 1056], &sent[56..]);
+    assert_eq!(umad_recv(p.b, 4096, 0).unwrap_err().errno(), EWOULDBLOCK);
+}
+
+#[test]
+fn rmpp_message_arrives_coalesced() {
+    let p = pair("ucoa");
+    // 5 segments of 200 data bytes, the last one short.
+    let (_, sent) = rmpp_set(&p, 900);
+    let (_, len, got) = umad_recv(p.b, 4096, -1).unwrap();
+    assert_eq!(len, 56 + 900, "one header, then all the data");
+    let mad = umad::get_mad(&got).unwrap();
+    assert_eq!(&mad[..8], &sent[..8], "the first segment's MAD header");
+    assert_eq!(be64(mad, 8) & 0xffff_ffff, 0x77);
+    assert_eq!(mad[24], 1, "its RMPP header");
+    assert_eq!(
+        mad[26] & 0x03,
+        0x03,
+        "Active | First: the header of the first segment"
+    );
+    assert_eq!(
+        &mad[56..56 + 900],
+        &sent[56..],
+        "the data of every segment, in order"
+    );
+    assert_eq!(
+        Packet::new_checked(&got[..]).unwrap().length() as usize,
+        64 + 956
+    );
+}
+
+#[test]
+fn send_errors() {
+    let p = pair("userr");
+    let (client, _) = client_server(&p);
+    let mut req = umad_with(&gmp_mad(PERF, 1, GET, 1, 0x10), 2, 1);
+    // Shorter than 64 + length.
+    let err = umad::send(p.a, client, &mut req, 300, 1000, 0).unwrap_err();
+    assert_eq!(err.errno(), EINVAL);
+    // More than 256 bytes on an agent without RMPP.
+    let mut big = umad_with(&[0u8; 300], 2, 1);
+    big[64..68].copy_from_slice(&[1, PERF, 1, GET]);
+    assert_eq!(
+        umad::send(p.a, client, &mut big, 300, 1000, 0)
+            .unwrap_err()
+            .errno(),
+        EMSGSIZE
+    );
+    // An agent that is not registered.
+    assert_eq!(
+        umad::send(p.a, AgentId(31), &mut req, 256, 0, 0)
+            .unwrap_err()
+            .errno(),
+        EINVAL
+    );
+    // A duplicate of an outstanding request (same TID and class).
+    let mut again = req.clone();
+    umad::send(p.a, client, &mut req, 256, 5000, 0).unwrap();
+    assert_eq!(
+        umad::send(p.a, client, &mut again, 256, 5000, 0)
+            .unwrap_err()
+            .errno(),
+        EINVAL
+    );
+}

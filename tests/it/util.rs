@@ -124,6 +124,14 @@ pub(crate) fn pair(prefix: &str) -> Pair {
 }
 
 pub(crate) fn pair_with(prefix: &str, faults: vmad::transport::sim::FaultConfig) -> Pair {
+    pair_config(prefix, faults, vmad::umad::PortConfig::default())
+}
+
+pub(crate) fn pair_config(
+    prefix: &str,
+    faults: vmad::transport::sim::FaultConfig,
+    config: vmad::umad::PortConfig,
+) -> Pair {
     let (n0, n1) = (format!("{prefix}0"), format!("{prefix}1"));
     let fabric = vmad::transport::sim::Fabric::builder()
         .ca(&n0)
@@ -132,8 +140,8 @@ pub(crate) fn pair_with(prefix: &str, faults: vmad::transport::sim::FaultConfig)
         .faults(&n0, 1, faults)
         .build()
         .unwrap();
-    let a = vmad::umad::open_port(&n0, 1).unwrap();
-    let b = vmad::umad::open_port(&n1, 1).unwrap();
+    let a = vmad::umad::open_with(&n0, 1, config.clone()).unwrap().0;
+    let b = vmad::umad::open_with(&n1, 1, config).unwrap().0;
     Pair { fabric, a, b }
 }
 

@@ -417,6 +417,7 @@ impl Receiver {
     }
 
     /// The advertised window end (NewWindowLast of the latest ACK).
+    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn window_last(&self) -> u32 {
         self.newwin
     }

@@ -7,5 +7,6 @@ mod agents;
 mod dispatch;
 mod limits;
 mod requests;
+mod rmpp_grid;
 mod rmpp_integration;
 mod timers;

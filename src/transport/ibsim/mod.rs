@@ -25,29 +25,32 @@
 //! those bits were and puts them back in responses (and in drop reports),
 //! so the engine sees its own TIDs.
 
+mod ca;
+mod control;
 mod monitor;
 pub mod proto;
 mod sock;
+mod threads;
 mod tid;
 
 use std::io;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError};
 
+pub use ca::register_ca;
 pub use monitor::{DropMonitor, DroppedMad};
 pub use sock::Endpoint;
 
-use self::proto::{
-    ClientInfo, CtlRepr, CtlType, NodeInfoLite, PortInfoLite, Request, RequestBuf, CTL_LEN,
-    PERMISSIVE_LID, REQUEST_LEN,
-};
+use self::control::{node_candidates, query_attrs, Control};
+use self::proto::{CtlType, Request, RequestBuf, PERMISSIVE_LID, REQUEST_LEN};
 use self::sock::Sock;
+use self::threads::{receiver, Msg, Shared};
 use self::tid::TidRestore;
-use super::{Caps, LinkLayer, PortAttrs, Transport};
+use super::{Caps, PortAttrs, Transport, Waker};
 use crate::engine::{RecvMeta, Transmit};
 use crate::types::{MadAddr, Qp};
 use crate::wire::MAD_SIZE;
@@ -131,119 +134,28 @@ impl IbsimConfig {
     }
 }
 
-/// The control channel and the slot it holds. Dropping it frees the slot,
-/// so no error path after CONNECT can leak one of ibsim's ten slots.
-#[derive(Debug)]
-struct Control {
-    sock: Sock,
-    slot: Option<u32>,
-    timeout: Duration,
-}
-
-impl Control {
-    fn call(&self, ctl_type: CtlType, payload: &[u8]) -> io::Result<CtlRepr> {
-        let req = CtlRepr::request(self.slot.unwrap_or(0), ctl_type, payload);
-        self.sock.set_read_timeout(Some(self.timeout))?;
-        self.sock.send(&req.emit())?;
-        let mut buf = [0u8; CTL_LEN + 1];
-        loop {
-            let n = match self.sock.recv(&mut buf) {
-                Ok(n) => n,
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                    ) =>
-                {
-                    return Err(io::Error::new(
-                        io::ErrorKind::TimedOut,
-                        format!("ibsim did not answer control request {ctl_type:?}"),
-                    ))
-                }
-                Err(e) => return Err(e),
-            };
-            // Only ibsim writes to this socket; anything malformed is not our answer.
-            let Some(rep) = CtlRepr::parse(&buf[..n]) else {
-                continue;
-            };
-            if rep.ctl_type == CtlType::Error {
-                return Err(io::Error::other(format!(
-                    "ibsim refused control request {ctl_type:?}"
-                )));
-            }
-            return Ok(rep);
-        }
-    }
-
-    fn connect(&mut self, id: u32, qp: u32, issm: bool, node: &str) -> io::Result<ClientInfo> {
-        let info = ClientInfo {
-            id,
-            qp,
-            issm,
-            node_id: node.into(),
-        };
-        let rep = self.call(CtlType::Connect, &info.emit())?;
-        let got = ClientInfo::parse(&rep.data).ok_or_else(|| io::Error::other("short CONNECT"))?;
-        if got.id >= proto::MAX_CLIENTS {
-            return Err(io::Error::other("ibsim gave a slot out of range"));
-        }
-        self.slot = Some(got.id);
-        Ok(got)
-    }
-}
-
-impl Drop for Control {
-    fn drop(&mut self) {
-        if self.slot.is_some() {
-            // Best effort: if ibsim is gone there is no slot left to free.
-            let _ = self.call(CtlType::Disconnect, &[]);
-            self.slot = None;
-        }
-    }
-}
-
-/// Shared between the transport and its threads.
-#[derive(Debug, Default)]
-struct Shared {
-    stop: AtomicBool,
-    /// The first I/O error a thread hit; reported by the next call.
-    error: Mutex<Option<io::Error>>,
-}
-
-impl Shared {
-    fn fail(&self, e: io::Error) {
-        let mut slot = self.error.lock().unwrap_or_else(|p| p.into_inner());
-        slot.get_or_insert(e);
-    }
-
-    fn check(&self) -> io::Result<()> {
-        let mut slot = self.error.lock().unwrap_or_else(|p| p.into_inner());
-        match slot.take() {
-            Some(e) => Err(e),
-            None => Ok(()),
-        }
-    }
-}
-
 /// A vmad transport attached to one node of a running ibsim.
 ///
-/// Two threads serve it. The receiver always drains ibsim's data socket:
-/// ibsim busy-waits when a client's queue is full, stalling the whole
-/// fabric, so nothing may stop the reading. The sender does the (blocking)
-/// socket writes, so [`Transport::transmit`] never blocks.
+/// A receiver thread always drains ibsim's data socket: ibsim busy-waits
+/// when a client's queue is full, stalling the whole fabric, so nothing may
+/// stop the reading. [`Transport::transmit`] writes straight to ibsim's
+/// socket: it can wait only while ibsim's queue for this client (10 deep)
+/// is full, which ibsim empties as it runs, since it never waits on us.
+/// A write timeout (2 s) bounds that against a hung ibsim.
 #[derive(Debug)]
 pub struct IbsimTransport {
     attrs: PortAttrs,
     node_id: String,
     config: IbsimConfig,
-    // Declared before `ctl` so the threads stop before the slot is freed.
-    rx: Receiver<RequestBuf>,
-    tx: Option<Sender<RequestBuf>>,
+    // Declared before `ctl` so the receiver stops before the slot is freed.
+    rx: Receiver<Msg>,
+    /// Feeds `rx` too: what the port's [`Waker`] sends on.
+    wake: Sender<Msg>,
     pending: Option<RequestBuf>,
     data: Sock,
     shared: Arc<Shared>,
-    threads: Vec<JoinHandle<()>>,
-    tids: Arc<Mutex<TidRestore>>,
+    receiver: Option<JoinHandle<()>>,
+    tids: TidRestore,
     monitor: DropMonitor,
     ctl: Control,
 }
@@ -301,41 +213,31 @@ impl IbsimTransport {
         // Bounds a send to a hung ibsim, so that dropping the transport cannot hang.
         data.set_write_timeout(Some(Duration::from_secs(2)))?;
         let shared = Arc::new(Shared::default());
-        let tids = Arc::new(Mutex::new(TidRestore::new(4096)));
+        let tids = TidRestore::new(4096);
         let monitor = DropMonitor::new(config.drops == DropPolicy::Report);
         let (in_tx, in_rx) = crossbeam_channel::unbounded();
-        let (out_tx, out_rx) = crossbeam_channel::unbounded();
-        let mut threads = Vec::with_capacity(2);
         let recv_sock = data.try_clone()?;
         recv_sock.set_read_timeout(Some(Duration::from_millis(200)))?;
         let sh = Arc::clone(&shared);
-        threads.push(
-            std::thread::Builder::new()
-                .name(format!("ibsim-rx{slot}"))
-                .spawn(move || receiver(recv_sock, in_tx, sh))?,
-        );
-        let send_sock = data.try_clone()?;
-        let sh = Arc::clone(&shared);
-        let spawned = std::thread::Builder::new()
-            .name(format!("ibsim-tx{slot}"))
-            .spawn(move || sender(send_sock, out_rx, sh));
-        let mut t = IbsimTransport {
+        let rx_tx = in_tx.clone();
+        // On failure `ctl` drops here and frees the slot.
+        let receiver = std::thread::Builder::new()
+            .name(format!("ibsim-rx{slot}"))
+            .spawn(move || receiver(recv_sock, rx_tx, sh))?;
+        Ok(IbsimTransport {
             attrs,
             node_id: info.node_id,
             config: config.clone(),
+            wake: in_tx.clone(),
             rx: in_rx,
-            tx: Some(out_tx),
             pending: None,
             data,
             shared,
-            threads,
+            receiver: Some(receiver),
             tids,
             monitor,
             ctl,
-        };
-        // On failure `t` drops: the receiver stops and the slot is freed.
-        t.threads.push(spawned?);
-        Ok(t)
+        })
     }
 
     /// The ibsim node id this transport is attached to (e.g. `"H1"`).
@@ -382,7 +284,8 @@ impl IbsimTransport {
         Ok(())
     }
 
-    /// Take the next packet from the receiver, waiting up to `timeout`.
+    /// Take the next packet from the receiver, waiting up to `timeout`;
+    /// `None` when it passes or a wake-up comes first.
     fn next_packet(&mut self, timeout: Option<Duration>) -> io::Result<Option<RequestBuf>> {
         if let Some(p) = self.pending.take() {
             return Ok(Some(p));
@@ -396,8 +299,11 @@ impl IbsimTransport {
             None => self.rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
         };
         match got {
-            Ok(p) => Ok(Some(p)),
-            Err(RecvTimeoutError::Timeout) => Ok(None),
+            Ok(Msg::Packet(p)) => Ok(Some(p)),
+            Ok(Msg::Wake) | Err(RecvTimeoutError::Timeout) => {
+                self.shared.check()?;
+                Ok(None)
+            }
             Err(RecvTimeoutError::Disconnected) => {
                 self.shared.check()?;
                 Err(io::Error::new(
@@ -410,22 +316,19 @@ impl IbsimTransport {
 
     /// Turn a drop echo into a report, or decide the packet goes up.
     /// Returns the packet's metadata if it is to be delivered.
-    fn classify(&self, pkt: &mut RequestBuf) -> Option<RecvMeta> {
+    fn classify(&mut self, pkt: &mut RequestBuf) -> Option<RecvMeta> {
         let req = Request::new_unchecked(&pkt[..]);
         let status = req.status();
         let (dlid, slid, dqp, sqp) = (req.dlid(), req.slid(), req.dqp(), req.sqp());
         let mad = &mut pkt[32..];
-        let mut tids = self.tids.lock().unwrap_or_else(|p| p.into_inner());
         if status != 0 {
             // Our own packet, returned undelivered: dlid/dqp are where we sent it.
-            tids.restore_echo(mad);
-            drop(tids);
+            self.tids.restore_echo(mad);
             self.monitor
                 .record(DroppedMad::from_echo(mad, sqp, dqp, dlid, status));
             return None;
         }
-        tids.restore_response(mad);
-        drop(tids);
+        self.tids.restore_response(mad);
         smi_recv(mad);
         Some(RecvMeta {
             qp: if dqp == 0 { Qp::Smi } else { Qp::Gsi },
@@ -463,100 +366,6 @@ fn smi_recv(mad: &mut [u8]) {
     }
 }
 
-/// The node names to try for a `node` setting.
-fn node_candidates(node: Option<&str>) -> Vec<String> {
-    let Some(node) = node else {
-        return vec![String::new()];
-    };
-    let mut out = vec![node.to_string()];
-    let hex = node.strip_prefix("0x").or_else(|| node.strip_prefix("0X"));
-    if let Some(guid) = hex.and_then(|h| u64::from_str_radix(h, 16).ok()) {
-        for kind in ["H", "S", "R"] {
-            out.push(format!("{kind}-{guid:016x}"));
-        }
-    }
-    out
-}
-
-fn query_attrs(ctl: &Control) -> io::Result<PortAttrs> {
-    let ni = NodeInfoLite::parse(&ctl.call(CtlType::GetNodeInfo, &[])?.data);
-    let pi = PortInfoLite::parse(&ctl.call(CtlType::GetPortInfo, &[0])?.data);
-    let pkeys = proto::parse_pkeys(&ctl.call(CtlType::GetPkeys, &[])?.data);
-    Ok(PortAttrs {
-        ca_name: "ibsim0".into(),
-        port_num: pi.local_port,
-        node_type: ni.node_type,
-        node_guid: ni.node_guid,
-        // ibsim's NodeInfo carries the node GUID as PortGUID; ports are numbered from it.
-        port_guid: ni.node_guid.wrapping_add(u64::from(pi.local_port)),
-        gid_prefix: pi.gid_prefix,
-        lid: pi.lid,
-        lmc: pi.lmc,
-        sm_lid: pi.sm_lid,
-        sm_sl: pi.sm_sl,
-        state: pi.state,
-        phys_state: pi.phys_state,
-        rate: pi.rate_gbps(),
-        capmask: pi.capmask,
-        pkeys,
-        link_layer: LinkLayer::InfiniBand,
-    })
-}
-
-fn receiver(sock: Sock, out: Sender<RequestBuf>, shared: Arc<Shared>) {
-    let mut buf = [0u8; REQUEST_LEN + 1];
-    while !shared.stop.load(Ordering::Relaxed) {
-        match sock.recv(&mut buf) {
-            Ok(REQUEST_LEN) => {
-                let mut pkt: RequestBuf = Box::new([0u8; REQUEST_LEN]);
-                pkt.copy_from_slice(&buf[..REQUEST_LEN]);
-                if out.send(pkt).is_err() {
-                    return;
-                }
-            }
-            // Shut down for reading (the transport is dropping), or a stray datagram.
-            Ok(0) if shared.stop.load(Ordering::Relaxed) => return,
-            Ok(_) => {}
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock
-                        | io::ErrorKind::TimedOut
-                        | io::ErrorKind::Interrupted
-                ) => {}
-            Err(e) => {
-                shared.fail(e);
-                return;
-            }
-        }
-    }
-}
-
-fn sender(sock: Sock, input: Receiver<RequestBuf>, shared: Arc<Shared>) {
-    for pkt in input {
-        loop {
-            match sock.send(&pkt[..]) {
-                Ok(_) => break,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                    ) =>
-                {
-                    if shared.stop.load(Ordering::Relaxed) {
-                        return;
-                    }
-                }
-                Err(e) => {
-                    shared.fail(e);
-                    return;
-                }
-            }
-        }
-    }
-}
-
 impl Transport for IbsimTransport {
     fn caps(&self) -> Caps {
         Caps {
@@ -577,8 +386,20 @@ impl Transport for IbsimTransport {
         self.shared.check()?;
         let mut n = 0;
         while n < max {
-            let Some(mut pkt) = self.next_packet(Some(Duration::ZERO))? else {
-                break;
+            let mut pkt = match self.pending.take() {
+                Some(p) => p,
+                None => match self.rx.try_recv() {
+                    Ok(Msg::Packet(p)) => p,
+                    Ok(Msg::Wake) => continue,
+                    Err(TryRecvError::Empty) => break,
+                    Err(TryRecvError::Disconnected) => {
+                        self.shared.check()?;
+                        return Err(io::Error::new(
+                            io::ErrorKind::BrokenPipe,
+                            "ibsim receiver stopped",
+                        ));
+                    }
+                },
             };
             if let Some(meta) = self.classify(&mut pkt) {
                 sink(meta, &pkt[32..]);
@@ -613,14 +434,14 @@ impl Transport for IbsimTransport {
         req.set_length(t.len.min(MAD_SIZE) as u64);
         smi_send(&mut mad);
         req.mad_mut().copy_from_slice(&mad);
-        self.tids
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .note_send(&pkt[32..]);
-        let tx = self.tx.as_ref().ok_or(io::ErrorKind::BrokenPipe)?;
-        tx.send(pkt)
-            .map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "ibsim sender stopped"))?;
-        Ok(true)
+        self.tids.note_send(&pkt[32..]);
+        loop {
+            match self.data.send(&pkt[..]) {
+                Ok(_) => return Ok(true),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
     }
 
     fn wait(&mut self, timeout: Option<Duration>) -> io::Result<()> {
@@ -629,15 +450,21 @@ impl Transport for IbsimTransport {
         }
         Ok(())
     }
+
+    fn waker(&self) -> Option<Waker> {
+        let wake = self.wake.clone();
+        Some(Waker::new(move || {
+            // Unbounded: never blocks. Fails only once the transport is gone.
+            let _ = wake.try_send(Msg::Wake);
+        }))
+    }
 }
 
 impl Drop for IbsimTransport {
     fn drop(&mut self) {
         self.shared.stop.store(true, Ordering::Relaxed);
-        // Closing the channel ends the sender once it has flushed what was queued.
-        self.tx = None;
         self.data.shutdown_read();
-        for t in self.threads.drain(..) {
+        if let Some(t) = self.receiver.take() {
             let _ = t.join();
         }
         // `ctl` drops after this body and frees the slot.

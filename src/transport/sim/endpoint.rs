@@ -98,6 +98,8 @@ pub struct SimTransport {
     ready: VecDeque<Box<Frame>>,
     held: BinaryHeap<Reverse<Held>>,
     seq: u64,
+    /// A wake arrived since the last `recv_burst`: the next `wait` must not block.
+    woken: bool,
 }
 
 impl SimTransport {
@@ -128,6 +130,7 @@ impl SimTransport {
             ready: VecDeque::new(),
             held: BinaryHeap::new(),
             seq: 0,
+            woken: false,
         })
     }
 
@@ -140,7 +143,11 @@ impl SimTransport {
     }
 
     fn stash(&mut self, msg: Msg) {
-        if let Msg::Frame(frame) = msg {
+        let Msg::Frame(frame) = msg else {
+            self.woken = true;
+            return;
+        };
+        {
             match frame.due {
                 None => self.ready.push_back(frame),
                 Some(due) => {
@@ -196,6 +203,8 @@ impl Transport for SimTransport {
         sink: &mut dyn FnMut(RecvMeta, &[u8]),
     ) -> io::Result<usize> {
         self.pump();
+        // The caller is taking its turn now: a wake that came before it is served.
+        self.woken = false;
         let mut n = 0;
         while n < max {
             let Some(frame) = self.ready.pop_front() else {
@@ -233,6 +242,7 @@ impl Transport for SimTransport {
                 flow_label: g.flow_label,
             }),
             hops: 0,
+            duplicate: false,
         };
         self.fabric
             .originate(self.node, self.port, pkt, Duration::ZERO);
@@ -241,7 +251,7 @@ impl Transport for SimTransport {
 
     fn wait(&mut self, timeout: Option<Duration>) -> io::Result<()> {
         self.pump();
-        if !self.ready.is_empty() {
+        if !self.ready.is_empty() || core::mem::take(&mut self.woken) {
             return Ok(());
         }
         let until_held = self

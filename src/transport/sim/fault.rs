@@ -114,15 +114,16 @@ impl LinkFaults {
         }
     }
 
-    /// Decide what happens to the next frame. `mad_len` bounds the corrupted byte.
-    pub(crate) fn judge(&mut self, mad_len: usize) -> Verdict {
+    /// Decide what happens to the next frame. `mad_len` bounds the corrupted byte;
+    /// a frame that may not be duplicated (already a copy) draws the same numbers.
+    pub(crate) fn judge(&mut self, mad_len: usize, may_dup: bool) -> Verdict {
         self.stats.frames += 1;
         if !self.config.is_active() {
             return Verdict::CLEAN;
         }
         // Always draw every number, so one decision never shifts the others.
         let lose = self.rng.chance(self.config.loss);
-        let duplicate = self.rng.chance(self.config.dup);
+        let duplicate = self.rng.chance(self.config.dup) && may_dup;
         let reorder = self.rng.chance(self.config.reorder);
         let corrupt = self.rng.chance(self.config.corrupt);
         let pos = self.rng.next() as usize % mad_len.max(1);
@@ -197,12 +198,12 @@ mod tests {
         };
         let mut a = LinkFaults::new(cfg, 3);
         let mut b = LinkFaults::new(cfg, 3);
-        let va: Vec<_> = (0..500).map(|_| a.judge(256)).collect();
-        let vb: Vec<_> = (0..500).map(|_| b.judge(256)).collect();
+        let va: Vec<_> = (0..500).map(|_| a.judge(256, true)).collect();
+        let vb: Vec<_> = (0..500).map(|_| b.judge(256, true)).collect();
         assert_eq!(va, vb);
         assert_eq!(a.stats, b.stats);
         let mut c = LinkFaults::new(FaultConfig { seed: 43, ..cfg }, 3);
-        let vc: Vec<_> = (0..500).map(|_| c.judge(256)).collect();
+        let vc: Vec<_> = (0..500).map(|_| c.judge(256, true)).collect();
         assert_ne!(va, vc);
     }
 
@@ -215,7 +216,7 @@ mod tests {
         };
         let mut f = LinkFaults::new(cfg, 0);
         for _ in 0..10_000 {
-            f.judge(256);
+            f.judge(256, true);
         }
         assert!((2000..3000).contains(&f.stats.lost), "{:?}", f.stats);
         assert_eq!(f.stats.frames, 10_000);
@@ -225,7 +226,7 @@ mod tests {
     fn clean_link_never_faults() {
         let mut f = LinkFaults::new(FaultConfig::default(), 0);
         for _ in 0..1000 {
-            assert_eq!(f.judge(256), Verdict::CLEAN);
+            assert_eq!(f.judge(256, true), Verdict::CLEAN);
         }
     }
 }

@@ -53,6 +53,9 @@ pub(crate) struct Pkt {
     pub(crate) grh: Option<GrhAddr>,
     /// Links crossed so far.
     pub(crate) hops: u32,
+    /// This frame is an injected duplicate: it is never duplicated again, so a
+    /// frame crossing n links makes at most n + 1 copies.
+    pub(crate) duplicate: bool,
 }
 
 impl Pkt {
@@ -335,7 +338,7 @@ impl FabricInner {
         }
         let link: &Link = &self.links[link_index];
         let (peer, in_port) = link.peer(node, out);
-        let verdict = lock(&link.faults).judge(pkt.len);
+        let verdict = lock(&link.faults).judge(pkt.len, !pkt.duplicate);
         if verdict.lose {
             return;
         }
@@ -344,7 +347,11 @@ impl FabricInner {
         }
         let delay = delay + verdict.delay;
         if verdict.duplicate {
-            self.arrive(peer, in_port, pkt.clone(), delay, mode);
+            let copy = Pkt {
+                duplicate: true,
+                ..pkt.clone()
+            };
+            self.arrive(peer, in_port, copy, delay, mode);
         }
         self.arrive(peer, in_port, pkt, delay, mode);
     }
@@ -362,37 +369,52 @@ impl FabricInner {
         let here = &self.nodes[node];
         let is_smp = matches!(pkt.class(), CLASS_LID | CLASS_DR) && pkt.dqp == 0;
         let is_request = pkt.mad[3] & 0x80 == 0 && !(pkt.is_dr_smp() && pkt.returning());
+        let out = if here.is_switch() { 0 } else { port };
         if is_smp && is_request {
             if let Some(resp) = sma::answer(self, node, port, &pkt) {
-                let out = if here.is_switch() { 0 } else { port };
-                if resp.is_dr_smp() {
-                    self.dr_walk(node, Entry::Local(out), resp, delay);
-                } else {
-                    self.originate(node, out, resp, delay);
-                }
+                self.respond(node, out, resp, delay);
                 return;
             }
         }
         if here.is_switch() {
             return; // No GSI on simulated switches; no SM behind port 0.
         }
-        self.deliver(node, port, pkt, delay);
+        let is_request = pkt.mad[3] & 0x80 == 0 && !(pkt.is_dr_smp() && pkt.returning());
+        if !self.deliver(node, port, &pkt, delay) && is_request {
+            if let Some(resp) = sma::unclaimed(self, node, port, &pkt) {
+                self.respond(node, out, resp, delay);
+            }
+        }
     }
 
-    /// Queue the frame for the owner of `(node, port)`; dropped when nobody has it open.
-    fn deliver(&self, node: usize, port: u8, pkt: Pkt, delay: Duration) {
+    /// Send a response made at `node` (by its SMA, or for its closed port).
+    fn respond(&self, node: usize, out: u8, resp: Pkt, delay: Duration) {
+        if resp.is_dr_smp() {
+            self.dr_walk(node, Entry::Local(out), resp, delay);
+        } else {
+            self.originate(node, out, resp, delay);
+        }
+    }
+
+    /// Queue the frame for the owner of `(node, port)`; false when nobody has the
+    /// port open (frames for QPs other than 0 and 1 are dropped either way).
+    fn deliver(&self, node: usize, port: u8, pkt: &Pkt, delay: Duration) -> bool {
         let qp = match pkt.dqp {
             0 => Qp::Smi,
             1 => Qp::Gsi,
-            _ => return,
+            _ => return true,
         };
         let endpoints = &self.nodes[node].endpoints;
         let Some(slot) = endpoints.get(usize::from(port)) else {
-            return;
+            return true;
         };
-        if let Some(tx) = lock(slot).as_ref() {
-            // A closed receiver means the port is closing: the frame is lost, as on a real port.
-            let _ = tx.send(super::endpoint::Msg::frame(qp, &pkt, delay));
+        match lock(slot).as_ref() {
+            Some(tx) => {
+                // A closed receiver means the port is closing: the frame is lost, as on a real port.
+                let _ = tx.send(super::endpoint::Msg::frame(qp, pkt, delay));
+                true
+            }
+            None => false,
         }
     }
 }

@@ -7,6 +7,9 @@
 
 use super::route::{dr, Pkt, CLASS_DR};
 use super::{FabricInner, NodeKind};
+use crate::wire::smp::node_info::{self, NodeType};
+use crate::wire::smp::port_info::{self, PhysState, PortState};
+use crate::wire::smp::{node_desc, DATA_LEN, DATA_OFFSET as DATA};
 
 /// PortInfo:CapabilityMask of every simulated port: IsTrapSupported,
 /// IsSLMappingSupported, IsSystemImageGUIDSupported.
@@ -26,48 +29,7 @@ const STATUS_UNSUPPORTED: u16 = 0x000c;
 /// Invalid attribute modifier or value (code 7).
 const STATUS_INVALID_VALUE: u16 = 0x001c;
 
-/// The SMP data area (64 bytes), the same in LID-routed and DR SMPs.
-const DATA: usize = 64;
-const DATA_LEN: usize = 64;
-
-/// Field offsets inside the data area.
-mod node_info {
-    pub(super) const BASE_VERSION: usize = 0;
-    pub(super) const CLASS_VERSION: usize = 1;
-    pub(super) const NODE_TYPE: usize = 2;
-    pub(super) const NUM_PORTS: usize = 3;
-    pub(super) const SYSTEM_GUID: usize = 4;
-    pub(super) const NODE_GUID: usize = 12;
-    pub(super) const PORT_GUID: usize = 20;
-    pub(super) const PARTITION_CAP: usize = 28;
-    pub(super) const DEVICE_ID: usize = 30;
-    pub(super) const REVISION: usize = 32;
-    pub(super) const LOCAL_PORT: usize = 36;
-    pub(super) const VENDOR_ID: usize = 37;
-}
-
-mod port_info {
-    pub(super) const GID_PREFIX: usize = 8;
-    pub(super) const LID: usize = 16;
-    pub(super) const SM_LID: usize = 18;
-    pub(super) const CAPMASK: usize = 20;
-    pub(super) const LOCAL_PORT: usize = 28;
-    pub(super) const WIDTH_ENABLED: usize = 29;
-    pub(super) const WIDTH_SUPPORTED: usize = 30;
-    pub(super) const WIDTH_ACTIVE: usize = 31;
-    pub(super) const SPEED_SUP_STATE: usize = 32;
-    pub(super) const PHYS_DOWNDEF: usize = 33;
-    pub(super) const MKEYPROT_LMC: usize = 34;
-    pub(super) const SPEED_ACT_EN: usize = 35;
-    pub(super) const NMTU_SMSL: usize = 36;
-    pub(super) const VLCAP_INIT: usize = 37;
-    pub(super) const MTUCAP: usize = 41;
-    pub(super) const OPVLS: usize = 43;
-    pub(super) const GUID_CAP: usize = 50;
-    pub(super) const SUBNET_TIMEOUT: usize = 51;
-    pub(super) const RESP_TIME: usize = 52;
-}
-
+/// SwitchInfo field offsets (IBA 14.2.5.4); vmad has no SwitchInfo view.
 mod switch_info {
     pub(super) const LINEAR_FDB_CAP: usize = 0;
     pub(super) const LINEAR_FDB_TOP: usize = 6;
@@ -83,8 +45,8 @@ pub(crate) fn answer(fabric: &FabricInner, node: usize, port: u8, req: &Pkt) -> 
     let mut data = [0u8; DATA_LEN];
     let status = match (method, attr) {
         (METHOD_GET, ATTR_NODE_DESC) => {
-            let name = n.name.as_bytes();
-            data[..name.len()].copy_from_slice(name);
+            node_desc::Repr::from_text(n.name.as_bytes())
+                .emit(&mut node_desc::Packet::new_unchecked(&mut data[..]));
             0
         }
         (METHOD_GET, ATTR_NODE_INFO) => {
@@ -115,6 +77,27 @@ pub(crate) fn answer(fabric: &FabricInner, node: usize, port: u8, req: &Pkt) -> 
         (METHOD_GET | METHOD_SET, _) if n.is_switch() => STATUS_UNSUPPORTED,
         _ => return None,
     };
+    Some(respond(fabric, node, port, req, status, &data))
+}
+
+/// The answer a CA port nobody has open gives to an SMP or GMP Get/Set: GetResp with
+/// status 0x000c, as the kernel's MAD layer answers requests no agent claims.
+pub(crate) fn unclaimed(fabric: &FabricInner, node: usize, port: u8, req: &Pkt) -> Option<Pkt> {
+    matches!(req.mad[3], METHOD_GET | METHOD_SET)
+        .then(|| respond(fabric, node, port, req, STATUS_UNSUPPORTED, &[0; DATA_LEN]))
+}
+
+/// `req` turned into its GetResp with `status` (and `data` when the status is 0),
+/// addressed back to its sender.
+fn respond(
+    fabric: &FabricInner,
+    node: usize,
+    port: u8,
+    req: &Pkt,
+    status: u16,
+    data: &[u8; DATA_LEN],
+) -> Pkt {
+    let n = &fabric.nodes[node];
     let mut resp = req.clone();
     resp.mad[3] = METHOD_GET_RESP;
     let mut status_word = status;
@@ -123,60 +106,70 @@ pub(crate) fn answer(fabric: &FabricInner, node: usize, port: u8, req: &Pkt) -> 
     }
     resp.mad[dr::STATUS].copy_from_slice(&status_word.to_be_bytes());
     if status == 0 {
-        resp.mad[DATA..DATA + DATA_LEN].copy_from_slice(&data);
+        resp.mad[DATA..DATA + DATA_LEN].copy_from_slice(data);
     }
     resp.len = crate::wire::MAD_SIZE;
     resp.slid = n.lid(port);
     resp.dlid = req.slid;
-    resp.sqp = 0;
+    resp.sqp = req.dqp;
     resp.dqp = req.sqp;
     resp.grh = None;
     resp.hops = req.hops;
-    Some(resp)
+    resp
 }
 
 fn node_info(fabric: &FabricInner, node: usize, port: u8, d: &mut [u8; DATA_LEN]) {
-    use node_info::*;
     let n = &fabric.nodes[node];
-    d[BASE_VERSION] = 1;
-    d[CLASS_VERSION] = 1;
-    d[NODE_TYPE] = n.kind.node_type();
-    d[NUM_PORTS] = n.num_ports;
-    d[SYSTEM_GUID..][..8].copy_from_slice(&n.guid.to_be_bytes());
-    d[NODE_GUID..][..8].copy_from_slice(&n.guid.to_be_bytes());
-    d[PORT_GUID..][..8].copy_from_slice(&n.port_guid(port).to_be_bytes());
-    d[PARTITION_CAP..][..2].copy_from_slice(&1u16.to_be_bytes());
-    d[DEVICE_ID..][..2].copy_from_slice(&0x7664u16.to_be_bytes());
-    d[REVISION..][..4].copy_from_slice(&1u32.to_be_bytes());
-    d[LOCAL_PORT] = port;
-    d[VENDOR_ID..][..3].copy_from_slice(&[0x00, 0x14, 0x05]);
+    node_info::Repr {
+        base_version: 1,
+        class_version: 1,
+        node_type: NodeType::from(n.kind.node_type()),
+        num_ports: n.num_ports,
+        sys_image_guid: n.guid,
+        node_guid: n.guid,
+        port_guid: n.port_guid(port),
+        partition_cap: 1,
+        device_id: 0x7664,
+        revision: 1,
+        local_port_num: port,
+        vendor_id: 0x00_1405,
+    }
+    .emit(&mut node_info::Packet::new_unchecked(&mut d[..]));
 }
 
 /// PortInfo of `which`, asked on `in_port`.
 fn port_info(fabric: &FabricInner, node: usize, which: u8, in_port: u8, d: &mut [u8; DATA_LEN]) {
-    use port_info::*;
     let n = &fabric.nodes[node];
     // A switch's management port 0 is always up; other ports are up when linked.
     let linked = which == 0 || n.links.get(usize::from(which)).is_some_and(Option::is_some);
-    d[GID_PREFIX..][..8].copy_from_slice(&super::GID_PREFIX.to_be_bytes());
-    d[LID..][..2].copy_from_slice(&n.lid(which).to_be_bytes());
-    d[SM_LID..][..2].copy_from_slice(&fabric.sm_lid.to_be_bytes());
-    d[port_info::CAPMASK..][..4].copy_from_slice(&super::sma::CAPMASK.to_be_bytes());
-    d[LOCAL_PORT] = in_port;
-    d[WIDTH_ENABLED] = 0x03;
-    d[WIDTH_SUPPORTED] = 0x03;
-    d[WIDTH_ACTIVE] = 0x02; // 4x
-    let state = if linked { 4 } else { 1 }; // Active / Down
-    d[SPEED_SUP_STATE] = 0x10 | state;
-    let phys = if linked { 5 } else { 2 }; // LinkUp / Polling
-    d[PHYS_DOWNDEF] = (phys << 4) | 0x02;
-    d[MKEYPROT_LMC] = 0;
-    d[SPEED_ACT_EN] = 0x11;
-    d[NMTU_SMSL] = 0x50; // neighbour MTU 4096, SM SL 0
-    d[VLCAP_INIT] = 0x40; // VL0-7
-    d[MTUCAP] = 0x05;
-    d[OPVLS] = 0x40;
-    d[GUID_CAP] = 1;
-    d[SUBNET_TIMEOUT] = 18;
-    d[RESP_TIME] = 8;
+    let mut p = port_info::Packet::new_unchecked(&mut d[..]);
+    p.set_gid_prefix(super::GID_PREFIX);
+    p.set_lid(n.lid(which));
+    p.set_master_sm_lid(fabric.sm_lid);
+    p.set_capability_mask(CAPMASK);
+    p.set_local_port_num(in_port);
+    p.set_link_width_enabled(0x03);
+    p.set_link_width_supported(0x03);
+    p.set_link_width_active(0x02); // 4x
+    p.set_link_speed_supported(1);
+    p.set_port_state(if linked {
+        PortState::Active
+    } else {
+        PortState::Down
+    });
+    p.set_phys_state(if linked {
+        PhysState::LinkUp
+    } else {
+        PhysState::Polling
+    });
+    p.set_link_down_default_state(2); // Polling
+    p.set_link_speed_active(1);
+    p.set_link_speed_enabled(1);
+    p.set_neighbor_mtu(5); // 4096
+    p.set_vl_cap(4); // VL0-7
+    p.set_mtu_cap(5);
+    p.set_operational_vls(4);
+    p.set_guid_cap(1);
+    p.set_subnet_timeout(18);
+    p.set_resp_time_value(8);
 }

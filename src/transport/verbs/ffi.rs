@@ -144,24 +144,31 @@ impl Context {
         Ok(attr)
     }
 
-    /// The valid GID entries of every port.
-    pub(super) fn gid_table(&self, max: usize) -> io::Result<Vec<sys::ibv_gid_entry>> {
-        let mut v = vec![sys::ibv_gid_entry::default(); max.max(1)];
-        // SAFETY: `v` has room for `v.len()` entries of the size passed.
-        let n = unsafe {
-            sys::_ibv_query_gid_table(
-                self.as_ptr(),
-                v.as_mut_ptr(),
-                v.len(),
-                0,
-                std::mem::size_of::<sys::ibv_gid_entry>(),
-            )
-        };
-        if n < 0 {
-            return Err(rc_error(i32::try_from(n).unwrap_or(-5)));
+    /// The valid GID entries of `port` (index, GID, type), one query per index.
+    ///
+    /// Per index rather than `ibv_query_gid_table`, which fails as a whole
+    /// (EINVAL) on some kernels when the size it is given does not suit it.
+    pub(super) fn gid_entries(&self, port: u8, table_len: u32) -> Vec<sys::ibv_gid_entry> {
+        let mut out = Vec::new();
+        for index in 0..table_len {
+            let mut e = sys::ibv_gid_entry::default();
+            // SAFETY: `e` is a valid out-struct of the size passed.
+            let rc = unsafe {
+                sys::_ibv_query_gid_ex(
+                    self.as_ptr(),
+                    u32::from(port),
+                    index,
+                    &mut e,
+                    0,
+                    std::mem::size_of::<sys::ibv_gid_entry>(),
+                )
+            };
+            // Empty slots answer ENODATA (or EINVAL on older kernels): skipped.
+            if rc == 0 {
+                out.push(e);
+            }
         }
-        v.truncate(usize::try_from(n).unwrap_or(0));
-        Ok(v)
+        out
     }
 
     pub(super) fn query_pkey(&self, port: u8, index: u16) -> io::Result<u16> {

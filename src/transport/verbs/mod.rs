@@ -38,10 +38,10 @@
 
 mod ffi;
 mod ring;
+mod wake;
 
 use std::collections::HashMap;
 use std::io;
-use std::os::raw::{c_int, c_short};
 use std::sync::Arc;
 use std::time::{Duration, Instant as Clock};
 
@@ -49,7 +49,7 @@ use ibverbs_sys as sys;
 
 use self::ffi::{Ah, Channel, Context, Cq, Pd, Qp as QueuePair, UdSend};
 use self::ring::{Layout, Ring};
-use super::{Caps, LinkLayer, PortAttrs, Transport};
+use super::{Caps, LinkLayer, PortAttrs, Transport, Waker};
 use crate::engine::{RecvMeta, Transmit};
 use crate::types::{GrhAddr, MadAddr, Qp, GSI_QKEY};
 use crate::wire::{grh, MAD_SIZE};
@@ -159,6 +159,7 @@ pub struct VerbsTransport {
     stash: Vec<sys::ibv_wc>,
     wcs: Vec<sys::ibv_wc>,
     armed: bool,
+    wake: wake::Wake,
     stats: VerbsStats,
 }
 
@@ -245,6 +246,11 @@ fn qkey_error(e: &io::Error, qkey: u32) -> Error {
     }
 }
 
+/// Name the verb that failed in the error (EIO keeps the OS error's kind).
+fn step(what: &'static str) -> impl Fn(io::Error) -> Error {
+    move |e| Error::Io(io::Error::new(e.kind(), format!("{what}: {e}")))
+}
+
 impl VerbsTransport {
     /// Open a device and port, create the UD QP and register the rings.
     ///
@@ -275,12 +281,7 @@ impl VerbsTransport {
         } else {
             LinkLayer::InfiniBand
         };
-        let table_len = usize::try_from(pattr.gid_tbl_len).unwrap_or(0) * 4 + 16;
-        let gids: Vec<_> = ctx
-            .gid_table(table_len)?
-            .into_iter()
-            .filter(|e| e.port_num == u32::from(port))
-            .collect();
+        let gids = ctx.gid_entries(port, u32::try_from(pattr.gid_tbl_len).unwrap_or(0));
         // SAFETY: `raw` is the plain byte view of the GID union; every bit pattern is valid.
         let gid_of = |e: &sys::ibv_gid_entry| unsafe { e.gid.raw };
         let chosen = match (config.gid_index, link_layer) {
@@ -301,26 +302,29 @@ impl VerbsTransport {
         };
         let mut pkeys = Vec::new();
         for i in 0..pattr.pkey_tbl_len {
-            pkeys.push(ctx.query_pkey(port, i)?);
+            pkeys.push(ctx.query_pkey(port, i).map_err(step("ibv_query_pkey"))?);
         }
 
-        let pd = Pd::new(&ctx)?;
+        let pd = Pd::new(&ctx).map_err(step("ibv_alloc_pd"))?;
         let channel = match config.completion_channel {
-            true => Some(Channel::new(&ctx)?),
+            true => Some(Channel::new(&ctx).map_err(step("ibv_create_comp_channel"))?),
             false => None,
         };
-        let send_cq = Cq::new(&ctx, config.send_slots, None)?;
-        let recv_cq = Cq::new(&ctx, config.recv_slots, channel.as_ref())?;
+        let send_cq =
+            Cq::new(&ctx, config.send_slots, None).map_err(step("ibv_create_cq(send)"))?;
+        let recv_cq = Cq::new(&ctx, config.recv_slots, channel.as_ref())
+            .map_err(step("ibv_create_cq(recv)"))?;
         let mut qp = QueuePair::new_ud(
             &pd,
             &send_cq,
             &recv_cq,
             config.send_slots,
             config.recv_slots,
-        )?;
+        )
+        .map_err(step("ibv_create_qp(UD)"))?;
         qp.to_init(port, config.pkey_index, config.qkey)
             .map_err(|e| qkey_error(&e, config.qkey))?;
-        qp.to_rts()?;
+        qp.to_rts().map_err(step("ibv_modify_qp(RTR/RTS)"))?;
         let layout = Layout {
             recv_slots: config.recv_slots,
             send_slots: config.send_slots,
@@ -332,7 +336,8 @@ impl VerbsTransport {
                 (i as u64, addr, len)
             })
             .collect();
-        qp.post_recvs(ring.lkey(), &all)?;
+        qp.post_recvs(ring.lkey(), &all)
+            .map_err(step("ibv_post_recv"))?;
 
         let (gid_prefix, port_guid) = match link_layer {
             LinkLayer::InfiniBand => {
@@ -389,6 +394,7 @@ impl VerbsTransport {
             sgid,
             config,
             armed: false,
+            wake: wake::Wake::new().map_err(step("socketpair"))?,
             stats: VerbsStats::default(),
         })
     }
@@ -583,44 +589,6 @@ impl VerbsTransport {
     }
 }
 
-#[repr(C)]
-struct PollFd {
-    fd: c_int,
-    events: c_short,
-    revents: c_short,
-}
-
-const POLLIN: c_short = 1;
-
-extern "C" {
-    fn poll(fds: *mut PollFd, nfds: u64, timeout: c_int) -> c_int;
-}
-
-/// Wait for `fd` to become readable; returns whether it did.
-fn wait_readable(fd: c_int, timeout: Option<Duration>) -> io::Result<bool> {
-    let ms = match timeout {
-        None => -1,
-        Some(t) => {
-            c_int::try_from(t.as_millis().max(u128::from(!t.is_zero()))).unwrap_or(c_int::MAX)
-        }
-    };
-    let mut p = PollFd {
-        fd,
-        events: POLLIN,
-        revents: 0,
-    };
-    // SAFETY: one valid pollfd; `poll` does not keep the pointer.
-    let rc = unsafe { poll(&mut p, 1, ms) };
-    if rc < 0 {
-        let e = io::Error::last_os_error();
-        if e.kind() == io::ErrorKind::Interrupted {
-            return Ok(false);
-        }
-        return Err(e);
-    }
-    Ok(rc > 0)
-}
-
 impl Transport for VerbsTransport {
     fn caps(&self) -> Caps {
         Caps {
@@ -712,13 +680,13 @@ impl Transport for VerbsTransport {
     fn wait(&mut self, timeout: Option<Duration>) -> io::Result<()> {
         // Reposts held back for batching must not starve an idle port.
         self.flush_reposts(true)?;
-        if !self.stash.is_empty() {
+        if !self.stash.is_empty() || self.wake.take() {
             return Ok(());
         }
         let Some(channel) = self.channel.clone() else {
             let deadline = timeout.map(|t| Clock::now() + t);
             while !self.peek_recv()? {
-                if deadline.is_some_and(|d| Clock::now() >= d) {
+                if self.wake.take() || deadline.is_some_and(|d| Clock::now() >= d) {
                     break;
                 }
                 std::thread::yield_now();
@@ -733,73 +701,20 @@ impl Transport for VerbsTransport {
         if self.peek_recv()? {
             return Ok(());
         }
-        if wait_readable(channel.fd(), timeout)? && channel.take_event(&self.recv_cq) {
+        let [event, woken] = wake::readable([channel.fd(), self.wake.fd()], timeout)?;
+        if woken {
+            self.wake.take();
+        }
+        if event && channel.take_event(&self.recv_cq) {
             self.armed = false;
         }
         Ok(())
     }
+
+    fn waker(&self) -> Option<Waker> {
+        Some(self.wake.waker())
+    }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn gid_preference_is_roce_v2_ipv6_global_first() {
-        let v2 = sys::IBV_GID_TYPE_ROCE_V2;
-        let v1 = sys::IBV_GID_TYPE_ROCE_V1;
-        let link_local = [
-            0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0xc0, 0xff, 0xfe, 0, 2, 1, 0, 0,
-        ];
-        let v4 = grh::ipv4_mapped_gid([192, 0, 2, 1]);
-        let mut global = [0u8; 16];
-        global[..4].copy_from_slice(&[0x20, 0x01, 0x0d, 0xb8]);
-        global[15] = 1;
-        assert_eq!(gid_rank(&global, v2), Some(0));
-        assert_eq!(gid_rank(&v4, v2), Some(1));
-        assert_eq!(gid_rank(&link_local, v2), Some(2));
-        assert_eq!(gid_rank(&global, v1), Some(3));
-        assert_eq!(gid_rank(&[0; 16], v2), None);
-    }
-
-    #[test]
-    fn rates() {
-        assert_eq!(rate_gbps(2, 1), 10); // 4x SDR
-        assert_eq!(rate_gbps(2, 32), 100); // 4x EDR
-        assert_eq!(rate_gbps(1, 0), 0);
-    }
-
-    #[test]
-    fn controlled_qkey_refusal_names_the_fix() {
-        let e = qkey_error(&io::Error::from_raw_os_error(1), GSI_QKEY);
-        assert_eq!(e.errno(), crate::error::errno::EPERM);
-        let msg = e.to_string();
-        assert!(
-            msg.contains("CAP_NET_RAW") && msg.contains("privileged-qkey"),
-            "{msg}"
-        );
-        // A non-controlled Q_Key refused is a plain I/O error.
-        let e = qkey_error(&io::Error::from_raw_os_error(1), 0x1234);
-        assert_eq!(e.errno(), crate::error::errno::EIO);
-    }
-
-    /// On a machine without RDMA (this CI: no ib_uverbs), opening must fail
-    /// cleanly with ENODEV; where devices exist, opening a bogus name must.
-    #[test]
-    fn no_device_is_a_clean_enodev() {
-        let e = VerbsTransport::open(VerbsConfig {
-            device: Some("vmad-no-such-device".into()),
-            ..Default::default()
-        })
-        .unwrap_err();
-        assert!(matches!(e, Error::NoDevice), "{e}");
-        assert_eq!(e.errno(), crate::error::errno::ENODEV);
-        if std::env::var_os("RXE_VM").is_none()
-            && !std::path::Path::new("/sys/class/infiniband_verbs").exists()
-        {
-            let e = VerbsTransport::open(VerbsConfig::default()).unwrap_err();
-            assert!(matches!(e, Error::NoDevice), "{e}");
-            assert!(devices().unwrap().is_empty());
-        }
-    }
-}
+mod tests;

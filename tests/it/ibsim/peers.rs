@@ -3,31 +3,27 @@
 
 use std::time::Duration;
 
-use vmad::engine::{AgentId, AgentSpec, Event, SendRequest};
+use vmad::engine::{AgentId, Event, SendRequest};
+use vmad::port::{Port, PortConfig};
 use vmad::transport::ibsim::{IbsimConfig, IbsimTransport};
 use vmad::types::{MadAddr, Qp, GSI_QKEY};
 
 use super::diags::{self, parse_fields, restrict};
-use super::discover::{self, discover, dr_get, parse_ibnetdiscover};
-use super::driver::Driver;
+use super::discover::parse_ibnetdiscover;
 use super::fabric::Fabric;
+use super::smp_walk::{self, client_agent, dr_get, walk};
+use super::{open_port, open_port_with};
 
-type Client = Driver<IbsimTransport>;
-
-fn agent(c: &mut Client, qp: Qp, class: u8, version: u8, method_mask: [u64; 2]) -> AgentId {
-    c.register(AgentSpec {
-        qp,
-        mgmt_class: class,
-        class_version: version,
-        rmpp_version: 0,
+fn agent(c: &Port, qp: Qp, class: u8, version: u8, method_mask: [u64; 2]) -> AgentId {
+    c.register(vmad::engine::AgentSpec {
         method_mask,
-        oui: 0,
-        user_rmpp: false,
+        ..client_agent(qp, class, version)
     })
+    .unwrap()
 }
 
 /// A Get of `class` to `addr`; the response MAD (panics on timeout or MAD status).
-fn get(c: &mut Client, agent: AgentId, addr: MadAddr, mad: [u8; 256]) -> Vec<u8> {
+fn get(c: &Port, agent: AgentId, addr: MadAddr, mad: [u8; 256]) -> Vec<u8> {
     c.send(
         agent,
         SendRequest {
@@ -36,9 +32,10 @@ fn get(c: &mut Client, agent: AgentId, addr: MadAddr, mad: [u8; 256]) -> Vec<u8>
             timeout_ms: 200,
             retries: 3,
         },
-    );
+    )
+    .unwrap();
     loop {
-        match c.recv(Duration::from_secs(30)).expect("an event") {
+        match c.recv(Some(Duration::from_secs(30))).expect("an event") {
             Event::Recv { mad: rsp, .. } if rsp[12..16] == mad[12..16] => {
                 assert_eq!(
                     u16::from_be_bytes([rsp[4], rsp[5]]) & 0x7fff,
@@ -90,9 +87,9 @@ fn gsi_addr(lid: u16) -> MadAddr {
 fn ibsim_smp_answers_equal_smpquery() {
     let f = Fabric::start("small.net", &[]);
     f.opensm(&[]);
-    let mut c = Driver::new(IbsimTransport::connect(f.config(Some("H2"))).unwrap());
-    let lid_smp = agent(&mut c, Qp::Smi, 0x01, 1, [0; 2]);
-    let dr_smp = agent(&mut c, Qp::Smi, 0x81, 1, [0; 2]);
+    let c = open_port(&f, Some("H2"));
+    let lid_smp = agent(&c, Qp::Smi, 0x01, 1, [0; 2]);
+    let dr_smp = agent(&c, Qp::Smi, 0x81, 1, [0; 2]);
     let mut tid = 100;
     let mut compared = 0;
     // OpenSM gives the six nodes LIDs 1..=6.
@@ -100,20 +97,20 @@ fn ibsim_smp_answers_equal_smpquery() {
         let smp = |tid, attr, attr_mod| header(0x01, 1, tid, attr, attr_mod);
         tid += 1;
         let ni = get(
-            &mut c,
+            &c,
             lid_smp,
             smp_addr(lid),
-            smp(tid, discover::ATTR_NODE_INFO, 0),
+            smp(tid, smp_walk::ATTR_NODE_INFO, 0),
         );
         let mine = diags::node_info(&ni[64..128]);
         let theirs = parse_fields(&f.exec(Some("H2"), &["smpquery", "nodeinfo", &lid.to_string()]));
         assert_eq!(mine, restrict(&theirs, &mine), "NodeInfo of LID {lid}");
         tid += 1;
         let nd = get(
-            &mut c,
+            &c,
             lid_smp,
             smp_addr(lid),
-            smp(tid, discover::ATTR_NODE_DESC, 0),
+            smp(tid, smp_walk::ATTR_NODE_DESC, 0),
         );
         let desc = String::from_utf8_lossy(&nd[64..128])
             .trim_end_matches('\0')
@@ -128,10 +125,10 @@ fn ibsim_smp_answers_equal_smpquery() {
         for port in ports {
             tid += 1;
             let pi = get(
-                &mut c,
+                &c,
                 lid_smp,
                 smp_addr(lid),
-                smp(tid, discover::ATTR_PORT_INFO, port),
+                smp(tid, smp_walk::ATTR_PORT_INFO, port),
             );
             let mine = diags::port_info(&pi[64..128]);
             let args = ["smpquery", "portinfo", &lid.to_string(), &port.to_string()];
@@ -147,10 +144,10 @@ fn ibsim_smp_answers_equal_smpquery() {
     assert_eq!(compared, 2 * 9 + 4);
     // Directed route: H2 -> S1 -> (port 7) S2.
     let dr = get(
-        &mut c,
+        &c,
         dr_smp,
-        discover::dr_addr(),
-        dr_get(999, discover::ATTR_NODE_INFO, 0, &[1, 7]),
+        smp_walk::dr_addr(),
+        dr_get(999, smp_walk::ATTR_NODE_INFO, 0, &[1, 7]),
     );
     let mine = diags::node_info(&dr[64..128]);
     let theirs = parse_fields(&f.exec(Some("H2"), &["smpquery", "-D", "nodeinfo", "0,1,7"]));
@@ -171,18 +168,17 @@ fn sa_get(tid: u32, attr: u16, comp_mask: u64, record: &[u8]) -> [u8; 256] {
 fn ibsim_sa_node_and_path_records_from_opensm() {
     let f = Fabric::start("small.net", &[]);
     f.opensm(&[]);
-    let mut t = IbsimTransport::connect(f.config(Some("H2"))).unwrap();
-    let me = t.refresh_attrs().unwrap().clone();
+    let c = open_port(&f, Some("H2"));
+    let me = c.attrs().clone();
     assert_ne!(me.lid, 0);
     assert_ne!(me.sm_lid, 0);
-    let mut c = Driver::new(t);
-    let sa = agent(&mut c, Qp::Gsi, 0x03, 2, [0; 2]);
+    let sa = agent(&c, Qp::Gsi, 0x03, 2, [0; 2]);
     let mut tid = 500;
     for lid in 1..=6u16 {
         tid += 1;
         // NodeRecord, CompMask bit 0: LID.
         let rsp = get(
-            &mut c,
+            &c,
             sa,
             gsi_addr(me.sm_lid),
             sa_get(tid, 0x0011, 1, &lid.to_be_bytes()),
@@ -206,12 +202,7 @@ fn ibsim_sa_node_and_path_records_from_opensm() {
         let mut pr = [0u8; 64];
         pr[40..42].copy_from_slice(&lid.to_be_bytes());
         pr[42..44].copy_from_slice(&me.lid.to_be_bytes());
-        let rsp = get(
-            &mut c,
-            sa,
-            gsi_addr(me.sm_lid),
-            sa_get(tid, 0x0035, 0x30, &pr),
-        );
+        let rsp = get(&c, sa, gsi_addr(me.sm_lid), sa_get(tid, 0x0035, 0x30, &pr));
         let mine = diags::path_record(&rsp[56..120]);
         let pair = format!("{}:{lid}", me.lid);
         let theirs = parse_fields(&f.exec(Some("H2"), &["saquery", "-p", "--src-to-dst", &pair]));
@@ -225,14 +216,14 @@ fn ibsim_sa_node_and_path_records_from_opensm() {
 fn ibsim_pma_port_counters_equal_perfquery() {
     let f = Fabric::start("small.net", &[]);
     f.opensm(&[]);
-    let mut c = Driver::new(IbsimTransport::connect(f.config(Some("H1"))).unwrap());
-    let smp = agent(&mut c, Qp::Smi, 0x01, 1, [0; 2]);
-    let pma = agent(&mut c, Qp::Gsi, 0x04, 1, [0; 2]);
+    let c = open_port(&f, Some("H1"));
+    let smp = agent(&c, Qp::Smi, 0x01, 1, [0; 2]);
+    let pma = agent(&c, Qp::Gsi, 0x04, 1, [0; 2]);
     // Find S1 by its description; its port 2 leads to H2, away from every query path from H1.
     let s1 = (1..=6u16)
         .find(|&lid| {
             let nd = get(
-                &mut c,
+                &c,
                 smp,
                 smp_addr(lid),
                 header(0x01, 1, 700 + u32::from(lid), 0x0010, 0),
@@ -243,7 +234,7 @@ fn ibsim_pma_port_counters_equal_perfquery() {
     for (i, port) in [2u8, 1].into_iter().enumerate() {
         let mut req = header(0x04, 1, 800 + i as u32, 0x0012, 0);
         req[64 + 1] = port; // PortSelect
-        let rsp = get(&mut c, pma, gsi_addr(s1), req);
+        let rsp = get(&c, pma, gsi_addr(s1), req);
         let mine = diags::port_counters(&rsp[64..128]);
         let theirs = parse_fields(&f.exec(
             Some("H1"),
@@ -284,8 +275,8 @@ fn ibsim_injected_loss_is_survived_by_retries() {
     assert!(!out.contains("bad") && !out.contains("fail"), "{out}");
     let t = IbsimTransport::connect(f.config(None)).unwrap();
     let drops = t.drop_monitor();
-    let mut c = Driver::new(t);
-    let (vmad, sweep) = discover(&mut c, 64, 20, 30);
+    let c = Port::open(Box::new(t), PortConfig::default()).unwrap();
+    let (vmad, sweep) = walk(&c, 64, 20, 30).unwrap();
     assert!(
         drops.count() > 50,
         "ibsim dropped only {} SMPs",
@@ -309,20 +300,20 @@ fn ibsim_link_flap_sends_trap_128_to_vmad_as_sm() {
         issm: true,
         ..f.config(Some("H1"))
     };
-    let mut t = IbsimTransport::connect(config).unwrap();
-    let me = t.refresh_attrs().unwrap().clone();
+    let c = open_port_with(config);
+    let me = c.attrs().clone();
     assert_eq!(me.sm_lid, me.lid, "opensm -o ran on H1");
     assert_ne!(me.capmask & 2, 0, "IsSM set");
-    let mut c = Driver::new(t);
     // The SM side: serve Trap (method 0x05) on the LID-routed SMP class.
 
-    let sm = agent(&mut c, Qp::Smi, 0x01, 1, [1 << 5, 0]);
+    let sm = agent(&c, Qp::Smi, 0x01, 1, [1 << 5, 0]);
 
     // Wait for Trap 128, answering every trap with a TrapRepress as an SM does
     // (until then, a repeat of the same trap is a duplicate and is dropped).
-    let trap_128 = |c: &mut Client| -> u16 {
+    let trap_128 = |c: &Port| -> u16 {
         loop {
-            let Event::Recv { mad, addr, .. } = c.recv(Duration::from_secs(10)).expect("Trap 128")
+            let Event::Recv { mad, addr, .. } =
+                c.recv(Some(Duration::from_secs(10))).expect("Trap 128")
             else {
                 continue;
             };
@@ -340,7 +331,8 @@ fn ibsim_link_flap_sends_trap_128_to_vmad_as_sm() {
                     timeout_ms: 0,
                     retries: 0,
                 },
-            );
+            )
+            .unwrap();
             let notice = &mad[64..128];
             if u16::from_be_bytes([notice[4], notice[5]]) == 128 {
                 assert_eq!(notice[0] & 0x80, 0x80, "generic notice");
@@ -353,17 +345,17 @@ fn ibsim_link_flap_sends_trap_128_to_vmad_as_sm() {
     // S2 port 2 leads to H4. (A trap must be routable: ibsim sends it from the
     // switch to the SM LID by the forwarding tables OpenSM programmed.)
     f.command("Unlink \"S2\"[2]");
-    let issuer = trap_128(&mut c);
+    let issuer = trap_128(&c);
     assert!(issuer != 0 && issuer != me.lid);
     // Discovery now misses H4 and its link, as ibnetdiscover does.
-    let (topo, _) = discover(&mut c, 16, 100, 3);
+    let (topo, _) = walk(&c, 16, 100, 3).unwrap();
     assert_eq!((topo.nodes.len(), topo.links.len()), (5, 5));
     assert_eq!(
         topo.links,
         parse_ibnetdiscover(&f.exec(Some("H2"), &["ibnetdiscover"])).links
     );
     f.command("ReLink \"S2\"[2]");
-    assert_eq!(trap_128(&mut c), issuer);
-    let (topo, _) = discover(&mut c, 16, 100, 3);
+    assert_eq!(trap_128(&c), issuer);
+    let (topo, _) = walk(&c, 16, 100, 3).unwrap();
     assert_eq!((topo.nodes.len(), topo.links.len()), (6, 6));
 }

@@ -1,0 +1,502 @@
+//! vmad's verbs transport against the Linux kernel, on two soft-RoCE ports.
+//!
+//! These run only inside the rxe VM (`scripts/rxe-test`, called by
+//! `./scripts/test`): `RXE_VM=1`, rxe0 and rxe1 wired to each other, and
+//! the C fixture `tests/rxe/umad_agent.c` (system libibumad) built. Nothing
+//! is faked: the far side is the kernel's QP1, its MAD layer and its RMPP,
+//! or a second vmad on its own UD QP.
+//!
+//! `cargo test --features verbs --test it -- --ignored --test-threads=1 rxe_`
+
+use std::io::{BufRead, BufReader};
+use std::net::Ipv6Addr;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use vmad::engine::{AgentId, AgentSpec, Event, SendRequest};
+use vmad::port::{Port, PortConfig};
+use vmad::transport::verbs::{VerbsConfig, VerbsTransport};
+use vmad::transport::Transport;
+use vmad::types::{GrhAddr, MadAddr, Qp, GSI_QKEY};
+
+const OUI: u32 = 0x00_14_05;
+const ECHO: u16 = 0xff10;
+const SILENT: u16 = 0xff20;
+const SILENT_COUNT: u16 = 0xff21;
+const VENDOR_HDR: usize = 40;
+
+/// The agent registers fixed methods on rxe1: one test at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn env(name: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| {
+        panic!("{name} is not set: these tests run inside the rxe VM (scripts/rxe-test)")
+    })
+}
+
+fn gid(name: &str) -> [u8; 16] {
+    env(name).parse::<Ipv6Addr>().expect("a GID").octets()
+}
+
+/// The shared data pattern (same formula as umad_agent.c).
+fn pattern(i: usize) -> u8 {
+    (i as u32)
+        .wrapping_mul(7)
+        .wrapping_add((i as u32 >> 8).wrapping_mul(13))
+        .wrapping_add(3) as u8
+}
+
+/// The kernel-side agent on rxe1, killed on drop.
+struct KernelAgent(Child);
+
+impl KernelAgent {
+    fn start() -> KernelAgent {
+        let path = std::env::var("RXE_AGENT")
+            .unwrap_or_else(|_| format!("{}/target/rxe/umad_agent", env!("CARGO_MANIFEST_DIR")));
+        let mut child = Command::new(&path)
+            .args(["serve", &env("RXE1_DEV"), &env("RXE1_PORT"), "600"])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {path} (built by scripts/rxe-test): {e}"));
+        let mut line = String::new();
+        let out = child.stdout.take().expect("piped");
+        BufReader::new(out)
+            .read_line(&mut line)
+            .expect("agent output");
+        assert_eq!(line.trim(), "READY", "umad_agent did not come up");
+        KernelAgent(child)
+    }
+}
+
+impl Drop for KernelAgent {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A vmad port on `dev` (verbs, busy polling), its QPN and GID.
+fn vmad_port(dev: &str) -> (Port, u32, [u8; 16]) {
+    vmad_port_with(dev, false)
+}
+
+fn vmad_port_with(dev: &str, completion_channel: bool) -> (Port, u32, [u8; 16]) {
+    let t = VerbsTransport::open(VerbsConfig {
+        device: Some(dev.into()),
+        completion_channel,
+        ..Default::default()
+    })
+    .expect("open the verbs transport");
+    let qpn = t.qpn();
+    let (gid, _) = t.source_gid();
+    assert!(!t.caps().smi && t.caps().gsi);
+    let port = Port::open(Box::new(t), PortConfig::default()).expect("port");
+    (port, qpn, gid)
+}
+
+fn dest(gid: [u8; 16], qpn: u32) -> MadAddr {
+    MadAddr {
+        qpn,
+        qkey: GSI_QKEY,
+        grh: Some(GrhAddr {
+            gid,
+            hop_limit: 64,
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+fn spec(class: u8, rmpp: bool, methods: &[u8]) -> AgentSpec {
+    let mut mask = [0u64; 2];
+    for &m in methods {
+        mask[usize::from(m / 64)] |= 1 << (m % 64);
+    }
+    AgentSpec {
+        qp: Qp::Gsi,
+        mgmt_class: class,
+        class_version: 1,
+        rmpp_version: u8::from(rmpp),
+        method_mask: mask,
+        oui: if class >= 0x30 { OUI } else { 0 },
+        user_rmpp: false,
+    }
+}
+
+/// A MAD header; vendor range 2 classes get the RMPP header (Active when `rmpp`) and the OUI.
+fn mad(
+    class: u8,
+    method: u8,
+    tid: u64,
+    attr: u16,
+    attr_mod: u32,
+    rmpp: bool,
+    data: &[u8],
+) -> Vec<u8> {
+    let hdr = if class >= 0x30 { VENDOR_HDR } else { 24 };
+    let mut m = vec![0u8; (hdr + data.len()).max(256)];
+    m[0] = 1;
+    m[1] = class;
+    m[2] = 1;
+    m[3] = method;
+    m[8..16].copy_from_slice(&tid.to_be_bytes());
+    m[16..18].copy_from_slice(&attr.to_be_bytes());
+    m[20..24].copy_from_slice(&attr_mod.to_be_bytes());
+    if class >= 0x30 {
+        m[24] = 1;
+        m[25] = 1;
+        m[26] = u8::from(rmpp);
+        m[37..40].copy_from_slice(&OUI.to_be_bytes()[1..]);
+    }
+    m[hdr..hdr + data.len()].copy_from_slice(data);
+    if rmpp {
+        m.truncate(hdr + data.len());
+    }
+    m
+}
+
+fn tid_of(m: &[u8]) -> u64 {
+    u64::from_be_bytes(m[8..16].try_into().unwrap())
+}
+
+/// The next received message of `agent` (skipping nothing else: tests are serial).
+fn recv(port: &Port, within: Duration) -> Event {
+    port.recv(Some(within)).expect("a message in time")
+}
+
+fn recv_mad(port: &Port, within: Duration) -> (MadAddr, Vec<u8>) {
+    match recv(port, within) {
+        Event::Recv { addr, mad, .. } => (addr, mad),
+        other => panic!("expected a MAD, got {other:?}"),
+    }
+}
+
+fn request(port: &Port, agent: AgentId, to: MadAddr, m: &[u8], timeout_ms: u32, retries: u32) {
+    port.send(
+        agent,
+        SendRequest {
+            addr: to,
+            mad: m,
+            timeout_ms,
+            retries,
+        },
+    )
+    .expect("send");
+}
+
+fn kernel_qp1() -> MadAddr {
+    dest(gid("RXE1_GID"), 1)
+}
+
+#[test]
+#[ignore = "needs the rxe VM: run by scripts/rxe-test"]
+fn rxe_request_response_with_kernel_qp1() {
+    let _g = serial();
+    let _agent = KernelAgent::start();
+    let (port, _, _) = vmad_port(&env("RXE0_DEV"));
+    let a = port.register(spec(0x09, false, &[])).unwrap();
+    let data: Vec<u8> = (0..232).map(|i| (i * 3) as u8).collect();
+    request(
+        &port,
+        a,
+        kernel_qp1(),
+        &mad(0x09, 0x01, 0xc0ffee01, ECHO, 0, false, &data),
+        2000,
+        2,
+    );
+    let (from, resp) = recv_mad(&port, Duration::from_secs(10));
+    assert_eq!(resp[3], 0x81, "GetResp");
+    assert_eq!(tid_of(&resp) & 0xffff_ffff, 0xc0ffee01);
+    assert_eq!(&resp[24..32], b"RESPONSE");
+    assert_eq!(
+        &resp[32..256],
+        &data[8..],
+        "the agent echoes the request's data"
+    );
+    assert_eq!(from.qpn, 1, "the kernel answers from QP1");
+    assert_eq!(from.grh.expect("RoCE: GRH").gid, gid("RXE1_GID"));
+}
+
+#[test]
+#[ignore = "needs the rxe VM: run by scripts/rxe-test"]
+fn rxe_many_requests_in_flight_to_kernel_qp1() {
+    many_in_flight(false);
+}
+
+#[test]
+#[ignore = "needs the rxe VM: run by scripts/rxe-test"]
+fn rxe_many_requests_in_flight_completion_channel_mode() {
+    many_in_flight(true);
+}
+
+fn many_in_flight(completion_channel: bool) {
+    let _g = serial();
+    let _agent = KernelAgent::start();
+    let (port, _, _) = vmad_port_with(&env("RXE0_DEV"), completion_channel);
+    let a = port.register(spec(0x09, false, &[])).unwrap();
+    const N: u64 = 64;
+    for k in 0..N {
+        let data = [k as u8; 32];
+        request(
+            &port,
+            a,
+            kernel_qp1(),
+            &mad(0x09, 0x01, 0x100 + k, ECHO, 0, false, &data),
+            5000,
+            2,
+        );
+    }
+    let mut seen = vec![false; N as usize];
+    for _ in 0..N {
+        let (_, resp) = recv_mad(&port, Duration::from_secs(20));
+        let k = (tid_of(&resp) & 0xffff_ffff) - 0x100;
+        assert!(k < N, "unexpected TID {:#x}", tid_of(&resp));
+        assert_eq!(resp[32], k as u8, "response {k} carries its request's data");
+        assert!(!seen[k as usize], "response {k} twice");
+        seen[k as usize] = true;
+    }
+    assert_eq!(port.stats().delivered, N);
+}
+
+fn silent_count(port: &Port, a: AgentId, tid: u64) -> u32 {
+    request(
+        port,
+        a,
+        kernel_qp1(),
+        &mad(0x09, 0x01, tid, SILENT_COUNT, 0, false, &[]),
+        2000,
+        2,
+    );
+    let (_, resp) = recv_mad(port, Duration::from_secs(10));
+    assert_eq!(tid_of(&resp) & 0xffff_ffff, tid);
+    u32::from_be_bytes(resp[24..28].try_into().unwrap())
+}
+
+#[test]
+#[ignore = "needs the rxe VM: run by scripts/rxe-test"]
+fn rxe_timeout_and_retries_when_the_kernel_agent_is_silent() {
+    let _g = serial();
+    let _agent = KernelAgent::start();
+    let (port, _, _) = vmad_port(&env("RXE0_DEV"));
+    let a = port.register(spec(0x09, false, &[])).unwrap();
+    let before = silent_count(&port, a, 0x51);
+    let t0 = Instant::now();
+    request(
+        &port,
+        a,
+        kernel_qp1(),
+        &mad(0x09, 0x01, 0x52, SILENT, 0, false, &[]),
+        300,
+        2,
+    );
+    match recv(&port, Duration::from_secs(20)) {
+        Event::SendTimedOut { agent, header, .. } => {
+            assert_eq!(agent, a);
+            assert_eq!(tid_of(&header) & 0xffff_ffff, 0x52);
+        }
+        other => panic!("expected a timeout, got {other:?}"),
+    }
+    assert!(
+        t0.elapsed() >= Duration::from_millis(900),
+        "3 attempts of 300 ms"
+    );
+    let after = silent_count(&port, a, 0x53);
+    assert_eq!(
+        after - before,
+        3,
+        "the first attempt and 2 retries reached the kernel agent"
+    );
+}
+
+#[test]
+#[ignore = "needs the rxe VM: run by scripts/rxe-test"]
+fn rxe_kernel_rmpp_responses_reassembled_by_vmad() {
+    let _g = serial();
+    let _agent = KernelAgent::start();
+    let (port, _, _) = vmad_port(&env("RXE0_DEV"));
+    let a = port.register(spec(0x30, true, &[])).unwrap();
+    for (k, size) in [2048usize, 64 << 10, 1 << 20].into_iter().enumerate() {
+        let t0 = Instant::now();
+        let tid = 0x3000 + k as u64;
+        request(
+            &port,
+            a,
+            kernel_qp1(),
+            &mad(0x30, 0x01, tid, ECHO, size as u32, false, &[]),
+            5000,
+            2,
+        );
+        let (_, resp) = recv_mad(&port, Duration::from_secs(120));
+        assert_eq!(tid_of(&resp) & 0xffff_ffff, tid);
+        assert_eq!(resp.len(), VENDOR_HDR + size, "{size} bytes reassembled");
+        let bad = resp[VENDOR_HDR..]
+            .iter()
+            .enumerate()
+            .position(|(i, &b)| b != pattern(i));
+        assert_eq!(bad, None, "byte-exact reassembly of {size} bytes");
+        eprintln!("kernel RMPP -> vmad: {size} bytes in {:?}", t0.elapsed());
+    }
+    assert_eq!(port.rmpp_aborts(), 0);
+}
+
+#[test]
+#[ignore = "needs the rxe VM: run by scripts/rxe-test"]
+fn rxe_vmad_rmpp_requests_reassembled_by_the_kernel() {
+    let _g = serial();
+    let _agent = KernelAgent::start();
+    let (port, _, _) = vmad_port(&env("RXE0_DEV"));
+    let a = port.register(spec(0x30, true, &[])).unwrap();
+    for (k, size) in [2048usize, 64 << 10, 1 << 20].into_iter().enumerate() {
+        let t0 = Instant::now();
+        let tid = 0x4000 + k as u64;
+        let data: Vec<u8> = (0..size).map(pattern).collect();
+        request(
+            &port,
+            a,
+            kernel_qp1(),
+            &mad(0x30, 0x02, tid, ECHO, size as u32, true, &data),
+            60_000,
+            0,
+        );
+        let (_, resp) = recv_mad(&port, Duration::from_secs(120));
+        assert_eq!(tid_of(&resp) & 0xffff_ffff, tid);
+        let got = u32::from_be_bytes(resp[VENDOR_HDR..VENDOR_HDR + 4].try_into().unwrap());
+        assert_eq!(
+            got as usize, size,
+            "the kernel reassembled all {size} bytes"
+        );
+        assert_eq!(
+            resp[VENDOR_HDR + 4],
+            1,
+            "the kernel agent found the pattern intact"
+        );
+        eprintln!("vmad RMPP -> kernel: {size} bytes in {:?}", t0.elapsed());
+    }
+    assert_eq!(port.rmpp_aborts(), 0);
+}
+
+/// Serve one request on `server`: answer it with `reply(request)` (RMPP when long).
+fn serve_one(server: &Port, agent: AgentId, within: Duration, reply: impl Fn(&[u8]) -> Vec<u8>) {
+    let (from, req) = recv_mad(server, within);
+    let resp = reply(&req);
+    server
+        .send(
+            agent,
+            SendRequest {
+                addr: from,
+                mad: &resp,
+                timeout_ms: 0,
+                retries: 0,
+            },
+        )
+        .expect("respond");
+}
+
+#[test]
+#[ignore = "needs the rxe VM: run by scripts/rxe-test"]
+fn rxe_vmad_to_vmad_across_ports_with_rmpp() {
+    let _g = serial();
+    let (client, _, _) = vmad_port(&env("RXE0_DEV"));
+    let (server, server_qpn, server_gid) = vmad_port(&env("RXE1_DEV"));
+    let to = dest(server_gid, server_qpn);
+
+    // Plain request/response.
+    let c = client.register(spec(0x09, false, &[])).unwrap();
+    let s = server.register(spec(0x09, false, &[0x01])).unwrap();
+    request(
+        &client,
+        c,
+        to,
+        &mad(0x09, 0x01, 0x77, ECHO, 0, false, b"ping"),
+        2000,
+        2,
+    );
+    serve_one(&server, s, Duration::from_secs(10), |req| {
+        let mut r = req.to_vec();
+        r[3] = 0x81;
+        r[24..28].copy_from_slice(b"pong");
+        r
+    });
+    let (from, resp) = recv_mad(&client, Duration::from_secs(10));
+    assert_eq!(from.qpn, server_qpn);
+    assert_eq!(tid_of(&resp) & 0xffff_ffff, 0x77);
+    assert_eq!(&resp[24..28], b"pong");
+
+    // RMPP both ways: a 64 KiB request reassembled by the server, a 64 KiB response by the client.
+    let c = client.register(spec(0x30, true, &[])).unwrap();
+    // Get as well as Set: the client's ACKs of the GetResp segments carry
+    // method Get (R bit flipped, as Linux does) and are routed by method.
+    let s = server.register(spec(0x30, true, &[0x01, 0x02])).unwrap();
+    let size = 64 << 10;
+    let data: Vec<u8> = (0..size).map(pattern).collect();
+    request(
+        &client,
+        c,
+        to,
+        &mad(0x30, 0x02, 0x78, ECHO, size as u32, true, &data),
+        30_000,
+        0,
+    );
+    serve_one(&server, s, Duration::from_secs(60), |req| {
+        assert_eq!(
+            req.len(),
+            VENDOR_HDR + size,
+            "server reassembled the request"
+        );
+        assert!(req[VENDOR_HDR..]
+            .iter()
+            .enumerate()
+            .all(|(i, &b)| b == pattern(i)));
+        let back: Vec<u8> = req[VENDOR_HDR..].iter().rev().copied().collect();
+        mad(0x30, 0x81, tid_of(req), ECHO, size as u32, true, &back)
+    });
+    let (_, resp) = recv_mad(&client, Duration::from_secs(60));
+    assert_eq!(tid_of(&resp) & 0xffff_ffff, 0x78);
+    assert_eq!(resp.len(), VENDOR_HDR + size);
+    let want: Vec<u8> = (0..size).rev().map(pattern).collect();
+    assert!(
+        resp[VENDOR_HDR..] == want[..],
+        "client reassembled the response byte-exact"
+    );
+    assert_eq!(client.rmpp_aborts() + server.rmpp_aborts(), 0);
+}
+
+#[test]
+#[ignore = "needs the rxe VM: run by scripts/rxe-test"]
+fn rxe_without_cap_net_raw_the_gsi_qkey_is_refused_with_eperm() {
+    if std::env::var_os("VMAD_RXE_UNPRIVILEGED").is_some() {
+        let e = VerbsTransport::open(VerbsConfig {
+            device: Some(env("RXE0_DEV")),
+            ..Default::default()
+        })
+        .expect_err("no CAP_NET_RAW: the kernel must refuse Q_Key 0x80010000");
+        assert!(matches!(e, vmad::Error::NotPermitted(_)), "{e}");
+        assert_eq!(e.errno(), 1);
+        assert!(e.to_string().contains("CAP_NET_RAW"), "{e}");
+        return;
+    }
+    let _g = serial();
+    let exe = std::env::current_exe().unwrap();
+    let out = Command::new("setpriv")
+        .args(["--bounding-set=-net_raw", "--inh-caps=-net_raw", "--"])
+        .arg(exe)
+        .args([
+            "--ignored",
+            "--exact",
+            "rxe::rxe_without_cap_net_raw_the_gsi_qkey_is_refused_with_eperm",
+        ])
+        .env("VMAD_RXE_UNPRIVILEGED", "1")
+        .output()
+        .expect("setpriv (util-linux)");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains("1 passed"),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
