@@ -56,6 +56,7 @@
 pub mod rmpp;
 
 mod agent;
+mod audit;
 mod config;
 mod dispatch;
 mod hash;
@@ -70,6 +71,8 @@ mod tests;
 
 use std::collections::{HashMap, VecDeque};
 
+#[doc(hidden)]
+pub use audit::Footprint;
 pub use config::EngineConfig;
 pub use stats::EngineStats;
 
@@ -323,7 +326,8 @@ impl Engine {
         self.stats
     }
 
-    /// Queue an event, dropping received data (never timeout reports) when full, as the kernel.
+    /// Queue an event, dropping received data when full, as the kernel (never timeout
+    /// reports, nor responses to outstanding requests: see `deliver_answer`).
     fn push_event(&mut self, event: Event) {
         let always = matches!(event, Event::SendTimedOut { .. });
         if !always && self.events.len() >= self.config.max_events {

@@ -7,10 +7,10 @@
 
 use core::time::Duration;
 
-use crate::types::{GrhAddr, Qp};
+use crate::types::{GrhAddr, Qp, GSI_QKEY};
 use crate::wire::MAD_SIZE;
 
-use super::{lock, sma, FabricInner, Link, Node};
+use super::{access, lock, sma, FabricInner, Link, Node};
 
 /// The permissive LID.
 pub(crate) const PERMISSIVE: u16 = 0xffff;
@@ -48,7 +48,15 @@ pub(crate) struct Pkt {
     pub(crate) sqp: u32,
     pub(crate) dqp: u32,
     pub(crate) sl: u8,
+    /// The sender's P_Key index; on arrival, the index of the receiving port's
+    /// P_Key table entry that accepted the frame.
     pub(crate) pkey_index: u16,
+    /// The P_Key carried in the BTH.
+    pub(crate) pkey: u16,
+    /// The Q_Key carried in the DETH.
+    pub(crate) qkey: u32,
+    /// The source LID was set by a raw injection: routing must not rewrite it.
+    pub(crate) spoofed: bool,
     /// The GRH as the receiver sees it (source GID), if the sender asked for one.
     pub(crate) grh: Option<GrhAddr>,
     /// Links crossed so far.
@@ -283,7 +291,7 @@ impl FabricInner {
         if out == 0 {
             return;
         }
-        if in_port.is_none() && !here.is_switch() {
+        if in_port.is_none() && !here.is_switch() && !pkt.spoofed {
             // The sending CA's LID is the source, whichever port the route leaves by.
             pkt.slid = here.lid(out);
         }
@@ -365,15 +373,22 @@ impl FabricInner {
     }
 
     /// The frame has reached its node: the SMA answers, or the port's owner gets it.
-    fn handle(&self, node: usize, port: u8, pkt: Pkt, delay: Duration) {
+    fn handle(&self, node: usize, port: u8, mut pkt: Pkt, delay: Duration) {
         let here = &self.nodes[node];
+        if !self.admit(node, port, &mut pkt) {
+            return;
+        }
         let is_smp = matches!(pkt.class(), CLASS_LID | CLASS_DR) && pkt.dqp == 0;
         let is_request = pkt.mad[3] & 0x80 == 0 && !(pkt.is_dr_smp() && pkt.returning());
         let out = if here.is_switch() { 0 } else { port };
         if is_smp && is_request {
-            if let Some(resp) = sma::answer(self, node, port, &pkt) {
-                self.respond(node, out, resp, delay);
-                return;
+            match sma::answer(self, node, port, &pkt) {
+                sma::Answer::Reply(resp) => {
+                    self.respond(node, out, *resp, delay);
+                    return;
+                }
+                sma::Answer::Discard => return,
+                sma::Answer::NotMine => {}
             }
         }
         if here.is_switch() {
@@ -385,6 +400,29 @@ impl FabricInner {
                 self.respond(node, out, resp, delay);
             }
         }
+    }
+
+    /// The receiving port's checks, as its HCA makes them before any software sees
+    /// the frame: on QP1, the GSI Q_Key and a P_Key its table accepts (IBA 9.6.1.1,
+    /// 10.9.3); refused frames are counted. Records the accepting P_Key index.
+    /// QP0 takes any Q_Key and P_Key (SMPs are P_Key-exempt, IBA 10.9.2).
+    fn admit(&self, node: usize, port: u8, pkt: &mut Pkt) -> bool {
+        let here = &self.nodes[node];
+        let table = &here.pkeys[here.mgmt_port(port)];
+        let index = access::pkey_index(table, pkt.pkey);
+        pkt.pkey_index = index.unwrap_or(0);
+        if pkt.dqp != 1 || here.is_switch() {
+            return true;
+        }
+        if pkt.qkey != GSI_QKEY {
+            here.count(port, |c| c.qkey_violations += 1);
+            return false;
+        }
+        if index.is_none() {
+            here.count(port, |c| c.pkey_violations += 1);
+            return false;
+        }
+        true
     }
 
     /// Send a response made at `node` (by its SMA, or for its closed port).
