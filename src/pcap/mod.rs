@@ -319,3 +319,25 @@ pub fn decode(link: LinkType, data: &[u8]) -> Option<Decoded<'_>> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_links_and_per_port_names() {
+        assert_eq!(parse_size("4096"), Some(4096));
+        assert_eq!(parse_size(" 4k"), Some(4096));
+        assert_eq!(parse_size("64M"), Some(64 << 20));
+        assert_eq!(parse_size("1G"), Some(1 << 30));
+        assert_eq!(parse_size("x"), None);
+        assert_eq!(parse_size(""), None);
+        assert_eq!(parse_link("RoCE"), Some(LinkType::Ethernet));
+        assert_eq!(parse_link("247"), Some(LinkType::InfiniBand));
+        assert_eq!(parse_link("ppp"), None);
+        let c = PcapConfig::new("/tmp/cap.pcap").for_port("mlx5_0", 1);
+        assert_eq!(c.path, PathBuf::from("/tmp/cap.mlx5_0-1.pcap"));
+        let c = PcapConfig::new("cap").for_port("vmadsim0", 2);
+        assert_eq!(c.path, PathBuf::from("cap.vmadsim0-2"));
+    }
+}
