@@ -83,6 +83,9 @@ pub struct VerbsConfig {
     pub poll_batch: usize,
     /// Consumed receive slots are reposted once this many have gathered.
     pub repost_batch: usize,
+    /// Most sends posted with one doorbell (the queue is also posted
+    /// whenever the engine has nothing more to send).
+    pub send_batch: usize,
     /// Hop limit of the GRH on sends whose destination gives none.
     pub hop_limit: u8,
     /// Most cached address handles before the cache is flushed (when idle).
@@ -103,6 +106,7 @@ impl Default for VerbsConfig {
             completion_channel: false,
             poll_batch: 32,
             repost_batch: 16,
+            send_batch: 32,
             hop_limit: 64,
             max_address_handles: 4096,
         }
@@ -135,6 +139,15 @@ struct AhKey {
     grh: Option<GrhAddr>,
 }
 
+/// A filled send slot waiting for the next doorbell.
+#[derive(Debug, Clone, Copy)]
+struct Pending {
+    slot: u32,
+    key: AhKey,
+    len: u32,
+    qpn: u32,
+}
+
 /// A UD QP on an RDMA port, as a [`Transport`]. See the module docs.
 pub struct VerbsTransport {
     // Field order is drop order: the QP goes before the AHs and the ring it
@@ -153,6 +166,8 @@ pub struct VerbsTransport {
     sgid_index: u8,
     sgid: [u8; 16],
     free_send: Vec<u32>,
+    /// Filled send slots not posted yet (see `queue`).
+    pending: Vec<Pending>,
     /// Consumed receive slots waiting to be reposted: (wr_id, addr, len).
     repost: Vec<(u64, u64, u32)>,
     /// Receive completions taken by `wait` and not yet handed up.
@@ -266,7 +281,11 @@ impl VerbsTransport {
     ///   configured slot count of 0.
     /// - [`Error::Io`] (EIO): any other verbs failure, with the OS error.
     pub fn open(config: VerbsConfig) -> Result<VerbsTransport> {
-        if config.recv_slots == 0 || config.send_slots == 0 || config.poll_batch == 0 {
+        if config.recv_slots == 0
+            || config.send_slots == 0
+            || config.poll_batch == 0
+            || config.send_batch == 0
+        {
             return Err(Error::InvalidArgument(
                 "verbs: slot counts and poll batch must be > 0",
             ));
@@ -379,6 +398,7 @@ impl VerbsTransport {
                 .rev()
                 .collect(),
             repost: Vec::with_capacity(config.recv_slots),
+            pending: Vec::with_capacity(config.send_batch),
             stash: Vec::new(),
             wcs: vec![Self::zero_wc(); config.poll_batch],
             qp,
@@ -557,7 +577,10 @@ impl VerbsTransport {
         Ok(())
     }
 
-    fn post(&mut self, slot: u32, t: &Transmit) -> io::Result<()> {
+    /// Queue a filled send slot; the queue is posted as one chain (one
+    /// doorbell, which on rxe is one system call) when it is full or the
+    /// engine has nothing more to send.
+    fn queue(&mut self, slot: u32, t: &Transmit) -> io::Result<()> {
         if t.qp == Qp::Smi {
             return Err(io::Error::new(
                 io::ErrorKind::Unsupported,
@@ -566,17 +589,51 @@ impl VerbsTransport {
         }
         let key = self.ah_key(&t.dest)?;
         self.cache_ah(key)?;
-        let send = UdSend {
-            wr_id: u64::from(slot),
-            addr: self.ring.send_addr(slot as usize),
+        self.pending.push(Pending {
+            slot,
+            key,
             len: u32::try_from(t.len.min(MAD_SIZE)).unwrap_or(0),
-            lkey: self.ring.lkey(),
-            ah: &self.ahs[&key],
-            remote_qpn: t.dest.qpn,
-            // As the kernel's QP1: every send carries the GSI Q_Key, whatever the caller put in `qkey`.
-            remote_qkey: self.config.qkey,
+            qpn: t.dest.qpn,
+        });
+        Ok(())
+    }
+
+    /// Post the queued sends. A chain the device refuses loses its MADs as
+    /// a datagram network would (the engine's timers and retries cover
+    /// requests); the error is returned and counted.
+    fn flush_sends(&mut self) -> io::Result<()> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let (ring, ahs, qkey) = (&self.ring, &self.ahs, self.config.qkey);
+        let sends: Vec<UdSend<'_>> = self
+            .pending
+            .iter()
+            .map(|p| UdSend {
+                wr_id: u64::from(p.slot),
+                addr: ring.send_addr(p.slot as usize),
+                len: p.len,
+                lkey: ring.lkey(),
+                ah: &ahs[&p.key],
+                remote_qpn: p.qpn,
+                // As the kernel's QP1: every send carries the GSI Q_Key,
+                // whatever the caller put in `qkey`.
+                remote_qkey: qkey,
+            })
+            .collect();
+        let result = self.qp.post_sends(&sends);
+        drop(sends);
+        let posted = match &result {
+            Ok(()) => self.pending.len(),
+            Err((n, _)) => *n,
         };
-        self.qp.post_send(&send)
+        self.stats.sent += posted as u64;
+        for p in self.pending.drain(posted..) {
+            self.stats.send_errors += 1;
+            self.free_send.push(p.slot);
+        }
+        self.pending.clear();
+        result.map_err(|(_, e)| e)
     }
 
     /// Take receive completions into the stash (used by `wait`); returns whether any.
@@ -586,6 +643,13 @@ impl VerbsTransport {
             self.stash.push(self.wcs[0]);
         }
         Ok(n > 0)
+    }
+}
+
+impl Drop for VerbsTransport {
+    fn drop(&mut self) {
+        // Sends the engine already handed over still leave (best effort).
+        let _ = self.flush_sends();
     }
 }
 
@@ -606,6 +670,7 @@ impl Transport for VerbsTransport {
         max: usize,
         sink: &mut dyn FnMut(RecvMeta, &[u8]),
     ) -> io::Result<usize> {
+        self.flush_sends()?;
         let mut stash = std::mem::take(&mut self.stash);
         let room = max.saturating_sub(stash.len()).min(self.wcs.len());
         let n = if room > 0 {
@@ -659,25 +724,26 @@ impl Transport for VerbsTransport {
         }
         let Some(slot) = self.free_send.pop() else {
             // Every slot is in flight: the MAD stays in the engine for the next turn.
+            self.flush_sends()?;
             return Ok(false);
         };
         let Some(t) = fill(self.ring.send_slot(slot as usize)) else {
             self.free_send.push(slot);
+            self.flush_sends()?;
             return Ok(false);
         };
-        match self.post(slot, &t) {
-            Ok(()) => {
-                self.stats.sent += 1;
-                Ok(true)
-            }
-            Err(e) => {
-                self.free_send.push(slot);
-                Err(e)
-            }
+        if let Err(e) = self.queue(slot, &t) {
+            self.free_send.push(slot);
+            return Err(e);
         }
+        if self.pending.len() >= self.config.send_batch {
+            self.flush_sends()?;
+        }
+        Ok(true)
     }
 
     fn wait(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+        self.flush_sends()?;
         // Reposts held back for batching must not starve an idle port.
         self.flush_reposts(true)?;
         if !self.stash.is_empty() || self.wake.take() {
