@@ -5,6 +5,8 @@ mod dr_walk;
 mod hostile;
 mod ibsim;
 mod rmpp_gettable;
+#[cfg(feature = "roce")]
+mod roce;
 #[cfg(feature = "verbs")]
 mod rxe;
 mod sim_fabric;
