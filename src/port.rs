@@ -303,6 +303,22 @@ impl Port {
         self.shared.lock().engine.stats()
     }
 
+    /// What the engine holds now (tests and the soak watch it stay bounded).
+    #[doc(hidden)]
+    pub fn footprint(&self) -> crate::engine::Footprint {
+        self.shared.lock().engine.footprint()
+    }
+
+    /// The engine's self-check ([`Engine::check_invariants`]).
+    ///
+    /// # Errors
+    ///
+    /// A description of the first broken invariant.
+    #[doc(hidden)]
+    pub fn check_invariants(&self) -> core::result::Result<(), String> {
+        self.shared.lock().engine.check_invariants()
+    }
+
     /// RMPP transfers that ended in ABORT or STOP so far (counted, never queued).
     pub fn rmpp_aborts(&self) -> u64 {
         self.shared.lock().rmpp_aborts

@@ -23,8 +23,13 @@ pub struct EngineConfig {
     /// Most RMPP reassemblies one peer (LID or GID) may have open at once;
     /// a first segment beyond it is dropped and counted.
     pub max_reassemblies_per_peer: usize,
+    /// Most RMPP reassemblies open at once from all peers together (peers can be
+    /// spoofed LIDs); a first segment beyond it is dropped and counted.
+    pub max_reassemblies: usize,
     /// How long a delivered request is remembered to drop its retransmissions
     /// while the agent has not answered it yet. Zero turns the filter off.
+    /// At most `max_events` requests are remembered: beyond that (a flood),
+    /// requests are delivered without being remembered.
     pub duplicate_request_window: Duration,
     /// RMPP tunables (window, timers, largest message).
     pub rmpp: RmppConfig,
@@ -37,6 +42,7 @@ impl Default for EngineConfig {
             max_events: 200_000,
             max_outstanding_per_agent: 0,
             max_reassemblies_per_peer: 64,
+            max_reassemblies: 1024,
             duplicate_request_window: Duration::from_secs(10),
             rmpp: RmppConfig::default(),
         }

@@ -159,7 +159,7 @@ impl Engine {
         let (tid, class) = (pkt.tid(), u8::from(pkt.mgmt_class()));
         if let Some(txn_id) = self.match_response(agent, tid, class, &meta.src) {
             self.finish_txn(now, txn_id);
-            self.deliver(agent, meta.src, buf.to_vec());
+            self.deliver_answer(agent, meta.src, buf.to_vec());
             return;
         }
         // kernel ib_mad_complete_recv: an agent not running RMPP in the
@@ -212,6 +212,15 @@ impl Engine {
         self.push_event(Event::Recv { agent, addr, mad });
     }
 
+    /// The response that completed one of the agent's requests: queued even when
+    /// the queue is full (as a timeout report is), so that a flood of unsolicited
+    /// MADs never makes a request end with neither its answer nor ETIMEDOUT. Their
+    /// number is bounded by the requests the application itself sent.
+    pub(super) fn deliver_answer(&mut self, agent: AgentId, addr: MadAddr, mad: Vec<u8>) {
+        self.stats.delivered += 1;
+        self.events.push_back(Event::Recv { agent, addr, mad });
+    }
+
     /// Remember a delivered request; false if it is already remembered (a duplicate).
     pub(super) fn remember_request(
         &mut self,
@@ -228,6 +237,10 @@ impl Engine {
         let key = DedupKey::new(agent, src, tid, class);
         if self.dedup.contains_key(&key) {
             return false;
+        }
+        if self.dedup.len() >= self.config.max_events {
+            // A flood: stay bounded, at the price of letting its retransmissions through.
+            return true;
         }
         let id = self.alloc_id();
         let deadline = now + window;

@@ -56,8 +56,10 @@
 pub mod rmpp;
 
 mod agent;
+mod audit;
 mod config;
 mod dispatch;
+mod hash;
 mod sessions;
 mod smi;
 mod stats;
@@ -69,6 +71,8 @@ mod tests;
 
 use std::collections::{HashMap, VecDeque};
 
+#[doc(hidden)]
+pub use audit::Footprint;
 pub use config::EngineConfig;
 pub use stats::EngineStats;
 
@@ -178,9 +182,9 @@ pub struct Engine {
     config: EngineConfig,
     agents: agent::AgentTable,
     /// Outstanding requests by id; ids are never reused.
-    txns: HashMap<u64, txn::Txn>,
+    txns: hash::IdMap<u64, txn::Txn>,
     /// (agent, TID, class) -> txn id, for response matching and duplicate sends.
-    txn_index: HashMap<txn::TxnKey, u64>,
+    txn_index: hash::IdMap<txn::TxnKey, u64>,
     /// Per agent slot: requests waiting for the outstanding limit, in send order.
     backlogs: Vec<VecDeque<u64>>,
     next_id: u64,
@@ -189,12 +193,12 @@ pub struct Engine {
     events: VecDeque<Event>,
     /// Delivered requests awaiting their response: key -> dedup id.
     dedup: HashMap<dispatch::DedupKey, u64>,
-    dedup_entries: HashMap<u64, (dispatch::DedupKey, Instant)>,
+    dedup_entries: hash::IdMap<u64, (dispatch::DedupKey, Instant)>,
     /// RMPP sends by (agent, TID) -> txn id.
-    send_index: HashMap<(u32, u64), u64>,
+    send_index: hash::IdMap<(u32, u64), u64>,
     /// RMPP senders that may have a segment due, polled in order.
     rmpp_ready: VecDeque<u64>,
-    recv_sessions: HashMap<u64, sessions::RecvSession>,
+    recv_sessions: hash::IdMap<u64, sessions::RecvSession>,
     recv_index: HashMap<sessions::RecvKey, u64>,
     /// Reassemblies in progress per peer.
     peer_active: HashMap<sessions::PeerKey, usize>,
@@ -208,18 +212,18 @@ impl Engine {
         Engine {
             agents: agent::AgentTable::new(&mut rng),
             config,
-            txns: HashMap::new(),
-            txn_index: HashMap::new(),
+            txns: hash::IdMap::default(),
+            txn_index: hash::IdMap::default(),
             backlogs: vec![VecDeque::new(); agent::MAX_AGENTS],
             next_id: 1,
             timers: timers::Timers::default(),
             tx_queue: VecDeque::new(),
             events: VecDeque::new(),
             dedup: HashMap::new(),
-            dedup_entries: HashMap::new(),
-            send_index: HashMap::new(),
+            dedup_entries: hash::IdMap::default(),
+            send_index: hash::IdMap::default(),
             rmpp_ready: VecDeque::new(),
-            recv_sessions: HashMap::new(),
+            recv_sessions: hash::IdMap::default(),
             recv_index: HashMap::new(),
             peer_active: HashMap::new(),
             stats: EngineStats::default(),
@@ -322,7 +326,8 @@ impl Engine {
         self.stats
     }
 
-    /// Queue an event, dropping received data (never timeout reports) when full, as the kernel.
+    /// Queue an event, dropping received data when full, as the kernel (never timeout
+    /// reports, nor responses to outstanding requests: see `deliver_answer`).
     fn push_event(&mut self, event: Event) {
         let always = matches!(event, Event::SendTimedOut { .. });
         if !always && self.events.len() >= self.config.max_events {

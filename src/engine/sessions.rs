@@ -72,8 +72,21 @@ pub(crate) struct RecvSession {
 }
 
 impl RecvSession {
-    fn peer(&self) -> PeerKey {
+    pub(super) fn peer(&self) -> PeerKey {
         (self.src.lid, self.src.grh.map(|g| g.gid))
+    }
+
+    pub(super) fn key(&self) -> RecvKey {
+        self.key
+    }
+
+    pub(super) fn is_counted(&self) -> bool {
+        self.counted
+    }
+
+    /// Bytes this session holds.
+    pub(super) fn buffered(&self) -> usize {
+        self.rx.buffered()
     }
 }
 
@@ -446,14 +459,22 @@ impl Engine {
         let key = RecvKey::new(agent, &meta.src, &buf[..], buf[3]);
         if let Some(&sid) = self.recv_index.get(&key) {
             if let Some(session) = self.recv_sessions.get_mut(&sid) {
+                let dropped = |rx: &Receiver| {
+                    let s = rx.stats();
+                    s.out_of_window + s.duplicates
+                };
+                let before = dropped(&session.rx);
                 let progress = session.rx.handle_data(now, &buf[..]);
+                self.stats.dropped_rmpp_segments += dropped(&session.rx) - before;
                 self.recv_progress(now, sid, progress);
             }
             return;
         }
         let peer: PeerKey = (meta.src.lid, meta.src.grh.map(|g| g.gid));
         let active = self.peer_active.get(&peer).copied().unwrap_or(0);
-        if active >= self.config.max_reassemblies_per_peer {
+        let total: usize = self.peer_active.values().sum();
+        if active >= self.config.max_reassemblies_per_peer || total >= self.config.max_reassemblies
+        {
             self.stats.dropped_rmpp_limit += 1;
             return;
         }
@@ -544,7 +565,7 @@ impl Engine {
             match self.match_response(agent, tid, class, &src) {
                 Some(txn_id) => {
                     self.finish_txn(now, txn_id);
-                    self.deliver(agent, src, message);
+                    self.deliver_answer(agent, src, message);
                 }
                 None => self.stats.unmatched_responses += 1,
             }

@@ -26,7 +26,10 @@ pub struct EngineStats {
     /// Dropped: RMPP MADs for no known session (ACK/STOP/ABORT of an unknown
     /// transfer, a middle segment without its first, an unknown RMPP type).
     pub dropped_rmpp_unknown: u64,
-    /// Dropped: first segments beyond `max_reassemblies_per_peer`.
+    /// Dropped: DATA segments of a running reassembly beyond its advertised
+    /// window, or copies of segments already held (the kernel drops them silently).
+    pub dropped_rmpp_segments: u64,
+    /// Dropped: first segments beyond `max_reassemblies_per_peer` or `max_reassemblies`.
     pub dropped_rmpp_limit: u64,
     /// GetResp(UNSUPPORTED_METHOD_ATTR) answers the engine sent for unclaimed Get/Set.
     pub auto_replies: u64,

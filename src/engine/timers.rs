@@ -51,8 +51,12 @@ impl Timers {
         }
     }
 
-    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.set.len()
+    }
+
+    /// Whether `key` has a deadline armed.
+    pub(crate) fn contains(&self, key: TimerKey) -> bool {
+        self.set.iter().any(|&(_, k)| k == key)
     }
 }

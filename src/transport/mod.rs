@@ -12,6 +12,8 @@
 
 pub mod ibsim;
 pub mod registry;
+#[cfg(feature = "roce")]
+pub mod roce;
 pub mod sim;
 #[cfg(feature = "verbs")]
 pub mod verbs;

@@ -279,3 +279,25 @@ fn dr_walk_survives_a_lossy_middle_link() {
     umad::close_port(port).unwrap();
     f.unregister();
 }
+
+#[test]
+fn closed_port_answers_unclaimed_get_with_0x000c() {
+    let f = line("drwc_");
+    let mut t = f.open("drwc_0", 1).unwrap();
+    // SMInfo is no SMA attribute: with nobody on drwc_1's port, its MAD layer refuses it.
+    let mad = walk(&mut t, 41, 0x0020, &[1, 2, 3, 4]);
+    assert_eq!(be16(&mad, 4), 0x8000 | 0x000c);
+    assert_eq!(mad[6], 0, "came all the way back");
+    // A GMP Get too (LID-routed through the switches, to QP1).
+    let far = f.lid("drwc_1", 1).unwrap();
+    let mut get = lid_get(42, 0x0010, 0);
+    get[1] = 0x04; // PerfMgt
+    send(&mut t, Qp::Gsi, gsi(far), &get);
+    let (meta, resp) = recv(&mut t);
+    assert_eq!((meta.qp, meta.src.qpn, meta.src.lid), (Qp::Gsi, 1, far));
+    assert_eq!((resp[3], be16(&resp, 4)), (0x81, 0x000c));
+    // Other methods (here Send) are dropped silently.
+    get[3] = 0x03;
+    send(&mut t, Qp::Gsi, gsi(far), &get);
+    assert!(try_recv_for(&mut t, std::time::Duration::from_millis(20)).is_none());
+}

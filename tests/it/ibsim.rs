@@ -376,3 +376,54 @@ fn ibsim_registered_ca_opens_through_umad() {
     port.close();
     vmad::transport::registry::unregister_ca(&name);
 }
+
+/// ibnetdiscover's output is an ibsim topology too, with nodes named by GUID:
+/// such a node can be attached to by its GUID.
+#[test]
+#[ignore = "needs ibsim/opensm: run by ./scripts/test"]
+fn ibsim_attach_by_guid_on_an_ibnetdiscover_topology() {
+    let first = Fabric::start("small.net", &[]);
+    let file = first.run.join("discovered.net");
+    std::fs::write(&file, first.exec(None, &["ibnetdiscover"])).unwrap();
+    let f = Fabric::start_file(&file, &[]);
+    let t = IbsimTransport::connect(f.config(Some("0x100004"))).unwrap();
+    assert_eq!(t.node_id(), "H-0000000000100004");
+    assert_eq!(t.attrs().node_guid, 0x10_0004);
+    assert_eq!(t.attrs().port_guid, 0x10_0005);
+    let err = IbsimTransport::connect(f.config(Some("0x999"))).unwrap_err();
+    assert_eq!(err.errno(), vmad::error::errno::ENODEV);
+}
+
+/// ibsim busy-waits on a client whose receive queue is full; the transport's
+/// receiver thread keeps reading, so a burst sent without receiving completes.
+#[test]
+#[ignore = "needs ibsim/opensm: run by ./scripts/test"]
+fn ibsim_burst_without_receiving_does_not_stall() {
+    const N: u64 = 2000;
+    let f = Fabric::start("small.net", &[]);
+    let mut t = IbsimTransport::connect(f.config(None)).unwrap();
+    for i in 0..N {
+        let req = dr_get(0x4242_0000_0000_0000 | i, ATTR_NODE_INFO, 0, &[1]);
+        t.transmit(&mut |slot| {
+            slot.copy_from_slice(&req);
+            Some(Transmit {
+                qp: Qp::Smi,
+                dest: dr_dest(),
+                len: 256,
+            })
+        })
+        .unwrap();
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    let give_up = Instant::now() + Duration::from_secs(30);
+    while (seen.len() as u64) < N {
+        assert!(Instant::now() < give_up, "{} of {N} answers", seen.len());
+        t.wait(Some(Duration::from_millis(50))).unwrap();
+        t.recv_burst(256, &mut |_, mad| {
+            assert_eq!(tid_of(mad) >> 32, 0x4242_0000, "TID high word restored");
+            seen.insert(tid_of(mad));
+        })
+        .unwrap();
+    }
+    assert_eq!(t.drop_monitor().count(), 0);
+}

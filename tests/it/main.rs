@@ -1,6 +1,8 @@
 //! vmad's one integration-test binary: everything here goes through the public API.
 
+mod access;
 mod dr_walk;
+mod hostile;
 mod ibsim;
 mod rmpp_gettable;
 #[cfg(feature = "verbs")]

@@ -211,7 +211,8 @@ fn dup_reorder_corrupt_happen_and_are_counted() {
                 dup: 0.2,
                 reorder: 0.2,
                 corrupt: 0.2,
-                hold: Duration::from_millis(2),
+                // Long enough that later frames overtake even on a busy machine.
+                hold: Duration::from_millis(20),
                 seed: 11,
                 ..FaultConfig::default()
             },

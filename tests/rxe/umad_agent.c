@@ -253,10 +253,10 @@ static int client(const char *ca, int port, const char *dgid, int sgid_index, in
 		um->addr.hop_limit = 64;
 		inet_pton(AF_INET6, dgid, um->addr.gid);
 		double t0 = now_us();
-		int r = umad_send(fd, agent, u, MAD_SIZE, 5000, 0);
+		int r = umad_send(fd, agent, u, MAD_SIZE, 60000, 0);
 		int len = BUF_SIZE;
 		if (r == 0)
-			r = umad_recv(fd, u, &len, 10000);
+			r = umad_recv(fd, u, &len, 120000);
 		lat[k] = now_us() - t0;
 		if (r < 0 || um->status) {
 			fprintf(stderr, "[client] round trip %d failed: r=%d status=%u\n", k, r, um->status);

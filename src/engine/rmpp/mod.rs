@@ -31,15 +31,11 @@
 //!   `Receiver::new` means the MAD starts no session (a stray middle segment,
 //!   as the kernel drops it silently) or is not a DATA segment: drop it.
 //! - Dual-sided RMPP: a requester whose last segment is ACKed and which
-//!   expects a response answers with [`format_ds_ack`] (kernel `ack_ds_ack`);
+//!   expects a response answers with `format_ds_ack` (kernel `ack_ds_ack`);
 //!   the responder's completed receive session takes that ACK (segment 0)
 //!   through `Receiver::handle_rmpp` and offers its window as
 //!   `Receiver::reply_window` (1 unless such an ACK said otherwise), which is
 //!   the `window_last` for the response's `Sender` (kernel `init_newwin`).
-
-// The engine core drives these machines; until every entry point is used
-// there, unused ones must not fail the build.
-#![cfg_attr(not(test), allow(dead_code))]
 
 pub(crate) mod recv;
 pub(crate) mod send;

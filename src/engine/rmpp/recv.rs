@@ -148,7 +148,9 @@ impl Receiver {
             }
         }
         let claimed = rx.announced_segs as usize * rx.per_seg + hdr_len;
-        rx.message.reserve(claimed.clamp(MAD_SIZE, 1 << 20));
+        // What a first segment claims is only reserved up to 64 KiB: a hostile
+        // peer's claim must not cost memory it never sends.
+        rx.message.reserve(claimed.clamp(MAD_SIZE, 64 << 10));
         rx.message.extend_from_slice(&pad_to(first, MAD_SIZE));
         rx.seg_num = 1;
         rx.stats.accepted = 1;
@@ -170,6 +172,11 @@ impl Receiver {
             return None;
         }
         Some((u32::try_from(segs).ok()?, (unit - pad) as u32))
+    }
+
+    /// Bytes this session holds: the message buffer and the held segments.
+    pub(crate) fn buffered(&self) -> usize {
+        self.message.capacity() + self.held.values().map(|h| h.data.len()).sum::<usize>()
     }
 
     /// A DATA segment of this session arrived (kernel `continue_rmpp`).
@@ -417,6 +424,7 @@ impl Receiver {
     }
 
     /// The advertised window end (NewWindowLast of the latest ACK).
+    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn window_last(&self) -> u32 {
         self.newwin
     }
@@ -428,7 +436,6 @@ impl Receiver {
     }
 
     /// This session's counters.
-    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn stats(&self) -> RecvStats {
         self.stats
     }

@@ -376,3 +376,34 @@ fn abort_from_sender_ends_silently_and_ds_ack_sets_reply_window() {
     assert_eq!(rx.handle_rmpp(at(1), &ds), Progress::Complete);
     assert_eq!(rx.reply_window(), 7);
 }
+
+/// The first segment of a 3-segment SA GetTableResp (660 = 3 × 220), and
+/// the ACK the kernel's `format_ack` answers it with, byte for byte.
+#[test]
+fn ack_bytes_match_kernel_format_ack() {
+    let mut seg = [0u8; MAD_SIZE];
+    seg[..56].copy_from_slice(&[
+        0x01, 0x03, 0x02, 0x92, 0x00, 0x00, 0x00, 0x00, // base, SA, v2, GetTableResp, status
+        0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x2a, // TID
+        0x00, 0x11, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // NodeRecord, attr mod
+        0x01, 0x01, 0xfb, 0x00, 0x00, 0x00, 0x00,
+        0x01, // RMPP v1 DATA, rtime 0x1f | Active|First, seg 1
+        0x00, 0x00, 0x02, 0x94, // PayloadLength 660
+        0, 0, 0, 0, 0, 0, 0, 0, 0x00, 0x08, 0x00, 0x00, // SM_Key, AttributeOffset 8
+        0, 0, 0, 0, 0, 0, 0, 0x01, // ComponentMask
+    ]);
+    seg[56..].fill(0x77);
+    let (mut rx, p) = Receiver::new(at(0), &seg, &cfg());
+    assert_eq!(p, Progress::Pending);
+    let ack = drain_receiver(&mut rx, at(0));
+    let mut want = [0u8; MAD_SIZE];
+    want[..56].copy_from_slice(&seg[..56]);
+    want[3] = 0x12; // GetTable: the response bit flipped
+    want[24..36].copy_from_slice(&[
+        0x01, 0x02, 0xf9, 0x00, // v1, ACK, rtime 0x1f | Active, status 0
+        0x00, 0x00, 0x00, 0x01, // segment 1
+        0x00, 0x00, 0x00, 0x41, // NewWindowLast 65
+    ]);
+    assert_eq!(ack.len(), 1);
+    assert_eq!(ack[0], want);
+}

@@ -395,3 +395,19 @@ fn final_ack_completes_and_later_inputs_are_ignored() {
     assert_eq!(tx.handle_timeout(at(10_000)), Progress::Complete);
     assert!(drain_sender(&mut tx, at(10_000)).is_empty());
 }
+
+/// The three segments of 600 bytes of SA data, RMPP headers byte for byte
+/// as the kernel's `send_next_seg` writes them (RRespTime none).
+#[test]
+fn segment_rmpp_headers_match_kernel_bytes() {
+    let segs = all_segments(SA, 590);
+    let want: [[u8; 12]; 3] = [
+        [1, 1, 0xfb, 0, 0, 0, 0, 1, 0, 0, 0x02, 0x8a], // Active|First, 660 - 10 pad
+        [1, 1, 0xf9, 0, 0, 0, 0, 2, 0, 0, 0, 0],       // Active, middle: 0
+        [1, 1, 0xfd, 0, 0, 0, 0, 3, 0, 0, 0, 0xd2],    // Active|Last, 220 - 10
+    ];
+    for (s, w) in segs.iter().zip(want) {
+        assert_eq!(s[24..36], w);
+    }
+    assert!(segs[2][56 + 190..].iter().all(|&b| b == 0), "pad zeroed");
+}

@@ -269,3 +269,204 @@ fn rmpp_send_size_checks() {
     f.flush();
     assert_eq!(f.trace.len(), 1);
 }
+
+/// First segment of a 3-segment GetMulti request from node 0.
+fn first_of_three(tid: u64) -> Vec<u8> {
+    let mut seg = sa_message(0x14, tid, 200);
+    seg.truncate(MAD_SIZE);
+    seg[26] = 1 | 2; // Active | First
+    seg[28..32].copy_from_slice(&1u32.to_be_bytes());
+    seg[32..36].copy_from_slice(&(220u32 * 3).to_be_bytes());
+    seg
+}
+
+#[test]
+fn rmpp_receiver_total_time_abort_reported() {
+    let mut f = Fabric::new(2, LinkModel::perfect(), 60);
+    let server = f.register(1, gsi_agent(0x03, 1, &[0x14]));
+    f.inject(0, 1, Qp::Gsi, &first_of_three(3));
+    // The first segment is ACKed at once, opening the window (kernel start_rmpp).
+    assert!(matches!(&f.trace[..], [w] if w.mad[25] == 2 && w.to == Some(0)));
+    f.advance(Duration::from_secs(41));
+    let ev = f.take_events(1);
+    assert!(
+        matches!(ev[..], [Event::RmppAborted { agent, tid: 3, status: RmppStatus::TotalTimeTooLong, sending: false }] if agent == server),
+        "{ev:?}"
+    );
+    let abort = f.trace.last().expect("ABORT sent");
+    assert_eq!((abort.to, abort.mad[25], abort.mad[27]), (Some(0), 4, 118));
+    assert_eq!(f.nodes[1].engine.poll_timeout(), None, "session gone");
+}
+
+#[test]
+fn rmpp_completed_session_lingers_then_goes() {
+    let (mut f, client, server) = sa_pair(LinkModel::perfect(), 61, 1);
+    let req = sa_message(0x14, 4, 1000);
+    f.send(0, client, 1, &req, 100, 0).unwrap();
+    f.advance(Duration::from_millis(1));
+    assert_eq!(recvs(&f.take_events(1)).len(), 1);
+    // The request is whole; its session lingers to re-ACK retransmits.
+    assert!(f.nodes[1].engine.poll_timeout().is_some());
+    f.advance(Duration::from_secs(11));
+    assert_eq!(
+        f.nodes[1].engine.poll_timeout(),
+        None,
+        "linger over, session dropped"
+    );
+    assert_eq!(
+        f.nodes[0].engine.stats().timeouts,
+        1,
+        "nobody answered the request"
+    );
+    let _ = server;
+}
+
+#[test]
+fn rmpp_reassembly_slot_freed_on_completion() {
+    let mut f = Fabric::with_config(2, LinkModel::perfect(), 62, |_, c| EngineConfig {
+        max_reassemblies_per_peer: 1,
+        ..c
+    });
+    let client = f.register(0, gsi_agent(0x03, 1, &[]));
+    f.register(1, gsi_agent(0x03, 1, &[0x14]));
+    for tid in 0..3 {
+        f.send(0, client, 1, &sa_message(0x14, tid, 1000), 50, 0)
+            .unwrap();
+        f.advance(Duration::from_millis(1));
+    }
+    assert_eq!(recvs(&f.take_events(1)).len(), 3);
+    assert_eq!(f.nodes[1].engine.stats().dropped_rmpp_limit, 0);
+}
+
+#[test]
+fn rmpp_backlogged_requests_start_when_admitted() {
+    let mut f = Fabric::with_config(2, LinkModel::perfect(), 63, |_, c| EngineConfig {
+        max_outstanding_per_agent: 1,
+        ..c
+    });
+    let client = f.register(0, gsi_agent(0x03, 1, &[]));
+    let server = f.register(1, gsi_agent(0x03, 1, &[0x14]));
+    for tid in 0..3 {
+        f.send(0, client, 1, &sa_message(0x14, tid, 2000), 5000, 1)
+            .unwrap();
+    }
+    assert_eq!(f.nodes[0].engine.stats().backlog_depth, 2);
+    let requests = serve(&mut f, server, 3000, 100_000);
+    assert_eq!(requests.len(), 3);
+    let got: Vec<u64> = recvs(&f.take_events(0))
+        .iter()
+        .map(|(_, m)| tid_of(m) & 0xffff_ffff)
+        .collect();
+    assert_eq!(got, vec![0, 1, 2]);
+    let s = f.nodes[0].engine.stats();
+    assert_eq!(
+        (s.outstanding, s.backlog_depth, s.retries, s.timeouts),
+        (0, 0, 0, 0)
+    );
+}
+
+#[test]
+fn rmpp_unregister_mid_transfer_stops_everything() {
+    let (mut f, _, server) = sa_pair(LinkModel::perfect(), 64, 1);
+    f.filter = Some(Box::new(|w| w.from == 1)); // no ACKs: the sender keeps waiting
+    f.send(1, server, 0, &sa_message(0x92, 5, 5000), 0, 3)
+        .unwrap();
+    f.flush();
+    f.nodes[1].engine.unregister(server).unwrap();
+    assert_eq!(f.nodes[1].engine.poll_timeout(), None);
+    f.drive_bounded(100);
+    assert!(f.take_events(1).is_empty(), "dropped silently");
+}
+
+/// Three nodes, each an SA client and server, over a link that loses,
+/// duplicates and reorders: single-MAD and RMPP requests, RMPP responses of
+/// assorted sizes. Every request ends exactly once (answered, timed out, or
+/// aborted), and once everything settles no engine holds any state.
+#[test]
+fn rmpp_mixed_faulty_workload_every_request_ends_once() {
+    let link = LinkModel {
+        loss_ppm: 30_000,
+        dup_ppm: 30_000,
+        reorder_ppm: 30_000,
+        delay: Duration::from_micros(20),
+        jitter: Duration::from_micros(100),
+    };
+    let mut f = Fabric::new(3, link, 65);
+    let clients: Vec<AgentId> = (0..3)
+        .map(|i| f.register(i, gsi_agent(0x03, 1, &[])))
+        .collect();
+    let servers: Vec<AgentId> = (0..3)
+        .map(|i| f.register(i, gsi_agent(0x03, 1, &[0x12, 0x14])))
+        .collect();
+    let mut expected = Vec::new();
+    for i in 0..30u64 {
+        let from = (i % 3) as usize;
+        let to = ((i + 1) % 3) as usize;
+        let tid = i + 1;
+        if i % 2 == 0 {
+            let mut req = mad(0x03, 0x12, tid).to_vec();
+            req[24] = 1;
+            f.send(from, clients[from], to, &req, 3000, 2).unwrap();
+        } else {
+            f.send(
+                from,
+                clients[from],
+                to,
+                &sa_message(0x14, tid, 300 * i as usize),
+                3000,
+                2,
+            )
+            .unwrap();
+        }
+        expected.push((from, tid));
+    }
+    let mut ended: Vec<(usize, u64)> = Vec::new();
+    for _ in 0..200_000 {
+        let busy = f.step();
+        for node in 0..3 {
+            for ev in f.take_events(node) {
+                match ev {
+                    Event::Recv { agent, addr, mad } if agent == servers[node] => {
+                        let len = 100 * (tid_of(&mad) as usize % 7) * 10;
+                        let resp = sa_message(mad[3] | 0x80, tid_of(&mad), len);
+                        let dest = crate::types::MadAddr {
+                            qkey: crate::types::GSI_QKEY,
+                            ..addr
+                        };
+                        // A retried request may find its first answer still in flight: EINVAL, as the kernel.
+                        let _ = f.send_to(node, servers[node], dest, &resp, 0, 3);
+                    }
+                    Event::Recv { mad, .. } => ended.push((node, tid_of(&mad) & 0xffff_ffff)),
+                    Event::SendTimedOut { agent, header, .. } if agent == clients[node] => {
+                        ended.push((node, tid_of(&header) & 0xffff_ffff))
+                    }
+                    Event::RmppAborted {
+                        agent,
+                        tid,
+                        sending: true,
+                        ..
+                    } if agent == clients[node] => ended.push((node, tid & 0xffff_ffff)),
+                    _ => {}
+                }
+            }
+        }
+        if !busy {
+            break;
+        }
+    }
+    ended.sort_unstable();
+    expected.sort_unstable();
+    assert_eq!(ended, expected, "each request ends exactly once");
+    for n in &f.nodes {
+        let s = n.engine.stats();
+        assert_eq!((s.outstanding, s.backlog_depth), (0, 0));
+        assert_eq!(n.engine.poll_timeout(), None, "no session or timer left");
+    }
+    assert!(
+        f.nodes
+            .iter()
+            .map(|n| n.engine.stats().rmpp_reassembled)
+            .sum::<u64>()
+            > 20
+    );
+}

@@ -11,12 +11,12 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
 use crate::engine::{RecvMeta, Transmit};
 use crate::transport::{Caps, PortAttrs, Transport, Waker};
-use crate::types::{GrhAddr, MadAddr, Qp};
+use crate::types::{GrhAddr, MadAddr, Qp, DEFAULT_PKEY, GSI_QKEY};
 use crate::wire::MAD_SIZE;
 use crate::{Error, Result};
 
 use super::route::Pkt;
-use super::{lock, FabricInner, GID_PREFIX};
+use super::{lock, FabricInner, RawFrame, GID_PREFIX};
 
 /// A frame waiting in a port's queue.
 #[derive(Debug, Clone)]
@@ -142,6 +142,30 @@ impl SimTransport {
         gid
     }
 
+    /// Put `frame` on the fabric exactly as given (any source LID and QP, Q_Key,
+    /// P_Key, bytes), bypassing any engine: a hostile or buggy node. Directed-route
+    /// SMPs still follow the DR rules from this port.
+    pub fn inject(&mut self, frame: &RawFrame) {
+        let pkt = Pkt {
+            mad: frame.mad,
+            len: frame.len.min(MAD_SIZE),
+            slid: frame.src_lid.unwrap_or(self.attrs.lid),
+            dlid: frame.dest_lid,
+            sqp: frame.src_qpn,
+            dqp: frame.dest_qpn,
+            sl: frame.sl,
+            pkey_index: 0,
+            pkey: frame.pkey,
+            qkey: frame.qkey,
+            spoofed: frame.src_lid.is_some(),
+            grh: frame.grh,
+            hops: 0,
+            duplicate: false,
+        };
+        self.fabric
+            .originate(self.node, self.port, pkt, Duration::ZERO);
+    }
+
     fn stash(&mut self, msg: Msg) {
         let Msg::Frame(frame) = msg else {
             self.woken = true;
@@ -225,6 +249,13 @@ impl Transport for SimTransport {
             return Ok(false);
         };
         let own_gid = self.gid();
+        let pkey = self
+            .attrs
+            .pkeys
+            .get(usize::from(t.dest.pkey_index))
+            .or(self.attrs.pkeys.first())
+            .copied()
+            .unwrap_or(DEFAULT_PKEY);
         let pkt = Pkt {
             mad,
             len: t.len.min(MAD_SIZE),
@@ -234,6 +265,11 @@ impl Transport for SimTransport {
             dqp: t.dest.qpn,
             sl: t.dest.sl,
             pkey_index: t.dest.pkey_index,
+            pkey,
+            // As the kernel's QP1, every GMP leaves with the GSI Q_Key, whatever the
+            // caller put in the address; QP0 has no Q_Key.
+            qkey: if t.qp == Qp::Gsi { GSI_QKEY } else { 0 },
+            spoofed: false,
             grh: t.dest.grh.map(|g| GrhAddr {
                 gid: own_gid,
                 gid_index: 0,

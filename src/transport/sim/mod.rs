@@ -38,6 +38,7 @@
 //! assert_eq!(fabric.lid("docsim1", 1), Some(3));
 //! ```
 
+mod access;
 mod endpoint;
 mod fault;
 mod route;
@@ -48,6 +49,7 @@ use std::sync::{Arc, Mutex};
 
 use crossbeam_channel::Sender;
 
+pub use access::{MkeyConfig, PortCounters, RawFrame};
 pub use endpoint::SimTransport;
 pub use fault::{FaultConfig, LinkStats};
 
@@ -95,6 +97,12 @@ pub(crate) struct Node {
     pub(crate) links: Vec<Option<usize>>,
     /// Per port number (CA only): where frames for the port's owner go, while it is open.
     pub(crate) endpoints: Vec<Mutex<Option<Sender<endpoint::Msg>>>>,
+    /// Per port number (a switch: port 0): the P_Key table.
+    pub(crate) pkeys: Vec<Vec<u16>>,
+    /// Per port number (a switch: port 0): the SMA's M_Key protection.
+    pub(crate) mkeys: Vec<MkeyConfig>,
+    /// Per port number (a switch: port 0): frames refused by the access checks.
+    pub(crate) counters: Vec<Mutex<PortCounters>>,
 }
 
 impl Node {
@@ -116,6 +124,19 @@ impl Node {
             NodeKind::Ca => self.lids.get(usize::from(port)).copied().unwrap_or(0),
             NodeKind::Switch => self.lids[0],
         }
+    }
+
+    /// The port whose P_Keys, M_Key and counters stand for `port` (a switch: port 0).
+    pub(crate) fn mgmt_port(&self, port: u8) -> usize {
+        match self.kind {
+            NodeKind::Ca => usize::from(port).min(self.pkeys.len() - 1),
+            NodeKind::Switch => 0,
+        }
+    }
+
+    /// Count a refused frame on `port`.
+    pub(crate) fn count(&self, port: u8, bump: impl FnOnce(&mut PortCounters)) {
+        bump(&mut lock(&self.counters[self.mgmt_port(port)]));
     }
 }
 
@@ -174,7 +195,7 @@ impl FabricInner {
             phys_state: if linked { 5 } else { 2 },
             rate: 100,
             capmask: sma::CAPMASK,
-            pkeys: vec![crate::types::DEFAULT_PKEY],
+            pkeys: n.pkeys[n.mgmt_port(port)].clone(),
             link_layer: LinkLayer::InfiniBand,
         }
     }
@@ -274,6 +295,18 @@ impl Fabric {
         Some(lock(&self.inner.links[link].faults).stats)
     }
 
+    /// What `node`'s `port` (port 0 for a switch) refused so far: P_Key, Q_Key and
+    /// M_Key violations.
+    pub fn port_counters(&self, node: &str, port: u8) -> Option<PortCounters> {
+        let n = &self.inner.nodes[self.inner.node_index(node)?];
+        let at = usize::from(port);
+        match n.kind {
+            NodeKind::Ca if port == 0 || port > n.num_ports => None,
+            NodeKind::Switch if port != 0 => None,
+            _ => Some(*lock(&n.counters[at])),
+        }
+    }
+
     /// Replace the faults of the link attached to `node`'s `port` (counters are kept).
     ///
     /// # Errors
@@ -321,6 +354,8 @@ pub struct FabricBuilder {
     nodes: Vec<(String, NodeKind, u8)>,
     links: Vec<((String, u8), (String, u8))>,
     faults: Vec<((String, u8), FaultConfig)>,
+    pkeys: Vec<((String, u8), Vec<u16>)>,
+    mkeys: Vec<((String, u8), MkeyConfig)>,
     sm_lid: Option<u16>,
 }
 
@@ -351,6 +386,19 @@ impl FabricBuilder {
     /// Inject faults on the link attached to `node`'s `port` (both directions).
     pub fn faults(mut self, node: &str, port: u8, config: FaultConfig) -> Self {
         self.faults.push(((node.to_owned(), port), config));
+        self
+    }
+
+    /// Give `node`'s `port` (port 0 for a switch) this P_Key table (default: `[0xffff]`).
+    /// QP1 frames whose P_Key no entry accepts are dropped and counted.
+    pub fn pkeys(mut self, node: &str, port: u8, table: &[u16]) -> Self {
+        self.pkeys.push(((node.to_owned(), port), table.to_vec()));
+        self
+    }
+
+    /// Protect `node`'s `port` (port 0 for a switch) with an M_Key (default: none).
+    pub fn mkey(mut self, node: &str, port: u8, mkey: MkeyConfig) -> Self {
+        self.mkeys.push(((node.to_owned(), port), mkey));
         self
     }
 
@@ -419,6 +467,11 @@ impl FabricBuilder {
                 lids,
                 links: vec![None; usize::from(*ports) + 1],
                 endpoints: (0..=*ports).map(|_| Mutex::new(None)).collect(),
+                pkeys: vec![vec![crate::types::DEFAULT_PKEY]; usize::from(*ports) + 1],
+                mkeys: vec![MkeyConfig::default(); usize::from(*ports) + 1],
+                counters: (0..=*ports)
+                    .map(|_| Mutex::new(PortCounters::default()))
+                    .collect(),
             });
         }
         let find = |nodes: &[Node], (name, port): &(String, u8)| -> Result<(usize, u8)> {
@@ -451,6 +504,36 @@ impl FabricBuilder {
             let link = nodes[n].links[usize::from(p)]
                 .ok_or(Error::InvalidArgument("faults on a port with no link"))?;
             *lock(&links[link].faults) = LinkFaults::new(*config, link);
+        }
+        let mgmt = |nodes: &[Node], (name, port): &(String, u8)| -> Result<(usize, usize)> {
+            let i = nodes
+                .iter()
+                .position(|n| &n.name == name)
+                .ok_or(Error::InvalidArgument("access rule names an unknown node"))?;
+            let ok = match nodes[i].kind {
+                NodeKind::Ca => *port >= 1 && *port <= nodes[i].num_ports,
+                NodeKind::Switch => *port == 0,
+            };
+            if !ok {
+                return Err(Error::InvalidArgument("access rule port out of range"));
+            }
+            Ok((i, usize::from(*port)))
+        };
+        for (at, table) in &self.pkeys {
+            let (n, p) = mgmt(&nodes, at)?;
+            if table.is_empty() || table.len() > 0xffff {
+                return Err(Error::InvalidArgument(
+                    "a P_Key table holds 1 to 65535 entries",
+                ));
+            }
+            nodes[n].pkeys[p] = table.clone();
+        }
+        for (at, mkey) in &self.mkeys {
+            let (n, p) = mgmt(&nodes, at)?;
+            if mkey.protect_bits > 3 {
+                return Err(Error::InvalidArgument("M_KeyProtectBits is 0..=3"));
+            }
+            nodes[n].mkeys[p] = *mkey;
         }
         let routes = route::shortest_paths(&nodes, &links);
         let sm_lid = self.sm_lid.unwrap_or_else(|| {

@@ -7,10 +7,10 @@
 
 use core::time::Duration;
 
-use crate::types::{GrhAddr, Qp};
+use crate::types::{GrhAddr, Qp, GSI_QKEY};
 use crate::wire::MAD_SIZE;
 
-use super::{lock, sma, FabricInner, Link, Node};
+use super::{access, lock, sma, FabricInner, Link, Node};
 
 /// The permissive LID.
 pub(crate) const PERMISSIVE: u16 = 0xffff;
@@ -48,7 +48,15 @@ pub(crate) struct Pkt {
     pub(crate) sqp: u32,
     pub(crate) dqp: u32,
     pub(crate) sl: u8,
+    /// The sender's P_Key index; on arrival, the index of the receiving port's
+    /// P_Key table entry that accepted the frame.
     pub(crate) pkey_index: u16,
+    /// The P_Key carried in the BTH.
+    pub(crate) pkey: u16,
+    /// The Q_Key carried in the DETH.
+    pub(crate) qkey: u32,
+    /// The source LID was set by a raw injection: routing must not rewrite it.
+    pub(crate) spoofed: bool,
     /// The GRH as the receiver sees it (source GID), if the sender asked for one.
     pub(crate) grh: Option<GrhAddr>,
     /// Links crossed so far.
@@ -283,7 +291,7 @@ impl FabricInner {
         if out == 0 {
             return;
         }
-        if in_port.is_none() && !here.is_switch() {
+        if in_port.is_none() && !here.is_switch() && !pkt.spoofed {
             // The sending CA's LID is the source, whichever port the route leaves by.
             pkt.slid = here.lid(out);
         }
@@ -365,41 +373,86 @@ impl FabricInner {
     }
 
     /// The frame has reached its node: the SMA answers, or the port's owner gets it.
-    fn handle(&self, node: usize, port: u8, pkt: Pkt, delay: Duration) {
+    fn handle(&self, node: usize, port: u8, mut pkt: Pkt, delay: Duration) {
         let here = &self.nodes[node];
+        if !self.admit(node, port, &mut pkt) {
+            return;
+        }
         let is_smp = matches!(pkt.class(), CLASS_LID | CLASS_DR) && pkt.dqp == 0;
         let is_request = pkt.mad[3] & 0x80 == 0 && !(pkt.is_dr_smp() && pkt.returning());
+        let out = if here.is_switch() { 0 } else { port };
         if is_smp && is_request {
-            if let Some(resp) = sma::answer(self, node, port, &pkt) {
-                let out = if here.is_switch() { 0 } else { port };
-                if resp.is_dr_smp() {
-                    self.dr_walk(node, Entry::Local(out), resp, delay);
-                } else {
-                    self.originate(node, out, resp, delay);
+            match sma::answer(self, node, port, &pkt) {
+                sma::Answer::Reply(resp) => {
+                    self.respond(node, out, *resp, delay);
+                    return;
                 }
-                return;
+                sma::Answer::Discard => return,
+                sma::Answer::NotMine => {}
             }
         }
         if here.is_switch() {
             return; // No GSI on simulated switches; no SM behind port 0.
         }
-        self.deliver(node, port, pkt, delay);
+        let is_request = pkt.mad[3] & 0x80 == 0 && !(pkt.is_dr_smp() && pkt.returning());
+        if !self.deliver(node, port, &pkt, delay) && is_request {
+            if let Some(resp) = sma::unclaimed(self, node, port, &pkt) {
+                self.respond(node, out, resp, delay);
+            }
+        }
     }
 
-    /// Queue the frame for the owner of `(node, port)`; dropped when nobody has it open.
-    fn deliver(&self, node: usize, port: u8, pkt: Pkt, delay: Duration) {
+    /// The receiving port's checks, as its HCA makes them before any software sees
+    /// the frame: on QP1, the GSI Q_Key and a P_Key its table accepts (IBA 9.6.1.1,
+    /// 10.9.3); refused frames are counted. Records the accepting P_Key index.
+    /// QP0 takes any Q_Key and P_Key (SMPs are P_Key-exempt, IBA 10.9.2).
+    fn admit(&self, node: usize, port: u8, pkt: &mut Pkt) -> bool {
+        let here = &self.nodes[node];
+        let table = &here.pkeys[here.mgmt_port(port)];
+        let index = access::pkey_index(table, pkt.pkey);
+        pkt.pkey_index = index.unwrap_or(0);
+        if pkt.dqp != 1 || here.is_switch() {
+            return true;
+        }
+        if pkt.qkey != GSI_QKEY {
+            here.count(port, |c| c.qkey_violations += 1);
+            return false;
+        }
+        if index.is_none() {
+            here.count(port, |c| c.pkey_violations += 1);
+            return false;
+        }
+        true
+    }
+
+    /// Send a response made at `node` (by its SMA, or for its closed port).
+    fn respond(&self, node: usize, out: u8, resp: Pkt, delay: Duration) {
+        if resp.is_dr_smp() {
+            self.dr_walk(node, Entry::Local(out), resp, delay);
+        } else {
+            self.originate(node, out, resp, delay);
+        }
+    }
+
+    /// Queue the frame for the owner of `(node, port)`; false when nobody has the
+    /// port open (frames for QPs other than 0 and 1 are dropped either way).
+    fn deliver(&self, node: usize, port: u8, pkt: &Pkt, delay: Duration) -> bool {
         let qp = match pkt.dqp {
             0 => Qp::Smi,
             1 => Qp::Gsi,
-            _ => return,
+            _ => return true,
         };
         let endpoints = &self.nodes[node].endpoints;
         let Some(slot) = endpoints.get(usize::from(port)) else {
-            return;
+            return true;
         };
-        if let Some(tx) = lock(slot).as_ref() {
-            // A closed receiver means the port is closing: the frame is lost, as on a real port.
-            let _ = tx.send(super::endpoint::Msg::frame(qp, &pkt, delay));
+        match lock(slot).as_ref() {
+            Some(tx) => {
+                // A closed receiver means the port is closing: the frame is lost, as on a real port.
+                let _ = tx.send(super::endpoint::Msg::frame(qp, pkt, delay));
+                true
+            }
+            None => false,
         }
     }
 }

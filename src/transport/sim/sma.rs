@@ -5,8 +5,10 @@
 //! switch answers any other Get/Set with status 0x000c (unsupported
 //! method/attribute), as the kernel does for unclaimed requests.
 
+use super::access::MkeyVerdict;
 use super::route::{dr, Pkt, CLASS_DR};
 use super::{FabricInner, NodeKind};
+use crate::types::GSI_QKEY;
 use crate::wire::smp::node_info::{self, NodeType};
 use crate::wire::smp::port_info::{self, PhysState, PortState};
 use crate::wire::smp::{node_desc, DATA_LEN, DATA_OFFSET as DATA};
@@ -35,13 +37,42 @@ mod switch_info {
     pub(super) const LINEAR_FDB_TOP: usize = 6;
 }
 
-/// The response to `req` (an SMP request that reached `node` on `port`), or `None`
-/// when this SMA does not answer it (a CA then hands it to the port's owner).
-pub(crate) fn answer(fabric: &FabricInner, node: usize, port: u8, req: &Pkt) -> Option<Pkt> {
+/// What the SMA does with an SMP request.
+#[derive(Debug)]
+pub(crate) enum Answer {
+    /// Send this response.
+    Reply(Box<Pkt>),
+    /// Drop it: it failed the M_Key check (counted).
+    Discard,
+    /// Not an SMP this SMA answers (a CA hands it to the port's owner).
+    NotMine,
+}
+
+/// Offset of the M_Key in an SMP (IBA 14.2.1.1).
+const SMP_MKEY: usize = 24;
+
+/// What to do with `req`, an SMP request that reached `node` on `port`.
+pub(crate) fn answer(fabric: &FabricInner, node: usize, port: u8, req: &Pkt) -> Answer {
     let n = &fabric.nodes[node];
     let method = req.mad[3];
     let attr = u16::from_be_bytes([req.mad[16], req.mad[17]]);
     let attr_mod = u32::from_be_bytes([req.mad[20], req.mad[21], req.mad[22], req.mad[23]]);
+    let answers = match (method, attr) {
+        (METHOD_GET, ATTR_NODE_DESC | ATTR_NODE_INFO | ATTR_PORT_INFO) => true,
+        (METHOD_GET, ATTR_SWITCH_INFO) | (METHOD_GET | METHOD_SET, _) => n.is_switch(),
+        _ => false,
+    };
+    if !answers {
+        return Answer::NotMine;
+    }
+    let mut key = [0u8; 8];
+    key.copy_from_slice(&req.mad[SMP_MKEY..SMP_MKEY + 8]);
+    let verdict = n.mkeys[n.mgmt_port(port)].check(u64::from_be_bytes(key), method == METHOD_GET);
+    if verdict == MkeyVerdict::Fail {
+        n.count(port, |c| c.mkey_violations += 1);
+        return Answer::Discard;
+    }
+    let show_mkey = verdict == MkeyVerdict::Pass;
     let mut data = [0u8; DATA_LEN];
     let status = match (method, attr) {
         (METHOD_GET, ATTR_NODE_DESC) => {
@@ -62,7 +93,7 @@ pub(crate) fn answer(fabric: &FabricInner, node: usize, port: u8, req: &Pkt) -> 
             };
             match which {
                 Some(p) if !(n.kind == NodeKind::Ca && p == 0) => {
-                    port_info(fabric, node, p, port, &mut data);
+                    port_info(fabric, node, p, port, show_mkey, &mut data);
                     0
                 }
                 _ => STATUS_INVALID_VALUE,
@@ -75,8 +106,29 @@ pub(crate) fn answer(fabric: &FabricInner, node: usize, port: u8, req: &Pkt) -> 
             0
         }
         (METHOD_GET | METHOD_SET, _) if n.is_switch() => STATUS_UNSUPPORTED,
-        _ => return None,
+        _ => return Answer::NotMine,
     };
+    Answer::Reply(Box::new(respond(fabric, node, port, req, status, &data)))
+}
+
+/// The answer a CA port nobody has open gives to an SMP or GMP Get/Set: GetResp with
+/// status 0x000c, as the kernel's MAD layer answers requests no agent claims.
+pub(crate) fn unclaimed(fabric: &FabricInner, node: usize, port: u8, req: &Pkt) -> Option<Pkt> {
+    matches!(req.mad[3], METHOD_GET | METHOD_SET)
+        .then(|| respond(fabric, node, port, req, STATUS_UNSUPPORTED, &[0; DATA_LEN]))
+}
+
+/// `req` turned into its GetResp with `status` (and `data` when the status is 0),
+/// addressed back to its sender.
+fn respond(
+    fabric: &FabricInner,
+    node: usize,
+    port: u8,
+    req: &Pkt,
+    status: u16,
+    data: &[u8; DATA_LEN],
+) -> Pkt {
+    let n = &fabric.nodes[node];
     let mut resp = req.clone();
     resp.mad[3] = METHOD_GET_RESP;
     let mut status_word = status;
@@ -85,16 +137,18 @@ pub(crate) fn answer(fabric: &FabricInner, node: usize, port: u8, req: &Pkt) -> 
     }
     resp.mad[dr::STATUS].copy_from_slice(&status_word.to_be_bytes());
     if status == 0 {
-        resp.mad[DATA..DATA + DATA_LEN].copy_from_slice(&data);
+        resp.mad[DATA..DATA + DATA_LEN].copy_from_slice(data);
     }
     resp.len = crate::wire::MAD_SIZE;
     resp.slid = n.lid(port);
     resp.dlid = req.slid;
-    resp.sqp = 0;
+    resp.sqp = req.dqp;
     resp.dqp = req.sqp;
+    resp.qkey = if resp.sqp == 1 { GSI_QKEY } else { 0 };
+    resp.spoofed = false;
     resp.grh = None;
     resp.hops = req.hops;
-    Some(resp)
+    resp
 }
 
 fn node_info(fabric: &FabricInner, node: usize, port: u8, d: &mut [u8; DATA_LEN]) {
@@ -116,12 +170,28 @@ fn node_info(fabric: &FabricInner, node: usize, port: u8, d: &mut [u8; DATA_LEN]
     .emit(&mut node_info::Packet::new_unchecked(&mut d[..]));
 }
 
-/// PortInfo of `which`, asked on `in_port`.
-fn port_info(fabric: &FabricInner, node: usize, which: u8, in_port: u8, d: &mut [u8; DATA_LEN]) {
+/// PortInfo of `which`, asked on `in_port`; M_Key reads 0 unless `show_mkey`.
+fn port_info(
+    fabric: &FabricInner,
+    node: usize,
+    which: u8,
+    in_port: u8,
+    show_mkey: bool,
+    d: &mut [u8; DATA_LEN],
+) {
     let n = &fabric.nodes[node];
+    let mgmt = n.mgmt_port(which);
+    let mkey = n.mkeys[mgmt];
+    let counters = *super::lock(&n.counters[mgmt]);
+    let saturate = |v: u64| u16::try_from(v).unwrap_or(u16::MAX);
     // A switch's management port 0 is always up; other ports are up when linked.
     let linked = which == 0 || n.links.get(usize::from(which)).is_some_and(Option::is_some);
     let mut p = port_info::Packet::new_unchecked(&mut d[..]);
+    p.set_m_key(if show_mkey { mkey.key } else { 0 });
+    p.set_m_key_protect_bits(mkey.protect_bits);
+    p.set_m_key_violations(saturate(counters.mkey_violations));
+    p.set_p_key_violations(saturate(counters.pkey_violations));
+    p.set_q_key_violations(saturate(counters.qkey_violations));
     p.set_gid_prefix(super::GID_PREFIX);
     p.set_lid(n.lid(which));
     p.set_master_sm_lid(fabric.sm_lid);

@@ -430,6 +430,8 @@ pub(super) struct Qp {
     /// Scratch for chained receive posts (reused: no allocation per batch).
     sges: Vec<sys::ibv_sge>,
     recv_wrs: Vec<sys::ibv_recv_wr>,
+    send_sges: Vec<sys::ibv_sge>,
+    send_wrs: Vec<sys::ibv_send_wr>,
     _send_cq: Arc<Cq>,
     _recv_cq: Arc<Cq>,
     _pd: Arc<Pd>,
@@ -476,6 +478,8 @@ impl Qp {
             raw,
             sges: Vec::with_capacity(recv_wr),
             recv_wrs: Vec::with_capacity(recv_wr),
+            send_sges: Vec::with_capacity(send_wr),
+            send_wrs: Vec::with_capacity(send_wr),
             _send_cq: send_cq.clone(),
             _recv_cq: recv_cq.clone(),
             _pd: pd.clone(),
@@ -576,42 +580,64 @@ impl Qp {
         Ok(())
     }
 
-    /// Post one signalled UD send.
-    pub(super) fn post_send(&mut self, s: &UdSend<'_>) -> io::Result<()> {
-        let mut sge = sys::ibv_sge {
+    /// Post a chain of signalled UD sends with one doorbell. On failure,
+    /// returns how many of them were posted (the provider stops at the first
+    /// bad one) with the error.
+    pub(super) fn post_sends(&mut self, sends: &[UdSend<'_>]) -> Result<(), (usize, io::Error)> {
+        if sends.is_empty() {
+            return Ok(());
+        }
+        self.send_sges.clear();
+        self.send_wrs.clear();
+        self.send_sges.extend(sends.iter().map(|s| sys::ibv_sge {
             addr: s.addr,
             length: s.len,
             lkey: s.lkey,
-        };
-        let mut wr = sys::ibv_send_wr {
-            wr_id: s.wr_id,
-            next: ptr::null_mut(),
-            sg_list: &mut sge,
-            num_sge: 1,
-            opcode: sys::ibv_wr_opcode::IBV_WR_SEND,
-            send_flags: sys::ibv_send_flags::IBV_SEND_SIGNALED.0,
-            ..Default::default()
-        };
-        // The bindgen name of the UD member is unstable across versions:
-        // it is named in this one place only.
-        wr.wr.ud = sys::ibv_send_wr__bindgen_ty_2__bindgen_ty_3 {
-            ah: s.ah.as_ptr(),
-            remote_qpn: s.remote_qpn,
-            remote_qkey: s.remote_qkey,
-        };
+        }));
+        for (i, s) in sends.iter().enumerate() {
+            let mut wr = sys::ibv_send_wr {
+                wr_id: s.wr_id,
+                next: ptr::null_mut(),
+                sg_list: ptr::addr_of_mut!(self.send_sges[i]),
+                num_sge: 1,
+                opcode: sys::ibv_wr_opcode::IBV_WR_SEND,
+                send_flags: sys::ibv_send_flags::IBV_SEND_SIGNALED.0,
+                ..Default::default()
+            };
+            // The bindgen name of the UD member is unstable across versions:
+            // it is named in this one place only.
+            wr.wr.ud = sys::ibv_send_wr__bindgen_ty_2__bindgen_ty_3 {
+                ah: s.ah.as_ptr(),
+                remote_qpn: s.remote_qpn,
+                remote_qkey: s.remote_qkey,
+            };
+            self.send_wrs.push(wr);
+        }
+        // Linked only now: `send_wrs` no longer reallocates.
+        for i in 1..self.send_wrs.len() {
+            let next = ptr::addr_of_mut!(self.send_wrs[i]);
+            self.send_wrs[i - 1].next = next;
+        }
         let qp = self.raw.as_ptr();
+        let first = self.send_wrs.as_mut_ptr();
         let mut bad: *mut sys::ibv_send_wr = ptr::null_mut();
-        // SAFETY: QP, context and AH are alive; `wr` and `sge` live until the
-        // call returns; the slot is inside the registered MR.
+        // SAFETY: QP, context and AHs are alive; the chain and its SGEs live
+        // until the call returns (the provider copies them); the slots are
+        // inside the registered MR.
         let rc = unsafe {
-            let post = (*(*qp).context)
-                .ops
-                .post_send
-                .ok_or(io::ErrorKind::Unsupported)?;
-            post(qp, &mut wr, &mut bad)
+            let Some(post) = (*(*qp).context).ops.post_send else {
+                return Err((0, io::ErrorKind::Unsupported.into()));
+            };
+            post(qp, first, &mut bad)
         };
         if rc != 0 {
-            return Err(rc_error(rc));
+            let posted = if bad.is_null() {
+                0
+            } else {
+                // SAFETY: `bad` points into the chain, which starts at `first`.
+                usize::try_from(unsafe { bad.offset_from(first) }).unwrap_or(0)
+            };
+            return Err((posted, rc_error(rc)));
         }
         Ok(())
     }

@@ -38,10 +38,10 @@
 
 mod ffi;
 mod ring;
+mod wake;
 
 use std::collections::HashMap;
 use std::io;
-use std::os::raw::{c_int, c_short};
 use std::sync::Arc;
 use std::time::{Duration, Instant as Clock};
 
@@ -49,7 +49,7 @@ use ibverbs_sys as sys;
 
 use self::ffi::{Ah, Channel, Context, Cq, Pd, Qp as QueuePair, UdSend};
 use self::ring::{Layout, Ring};
-use super::{Caps, LinkLayer, PortAttrs, Transport};
+use super::{Caps, LinkLayer, PortAttrs, Transport, Waker};
 use crate::engine::{RecvMeta, Transmit};
 use crate::types::{GrhAddr, MadAddr, Qp, GSI_QKEY};
 use crate::wire::{grh, MAD_SIZE};
@@ -83,6 +83,9 @@ pub struct VerbsConfig {
     pub poll_batch: usize,
     /// Consumed receive slots are reposted once this many have gathered.
     pub repost_batch: usize,
+    /// Most sends posted with one doorbell (the queue is also posted
+    /// whenever the engine has nothing more to send).
+    pub send_batch: usize,
     /// Hop limit of the GRH on sends whose destination gives none.
     pub hop_limit: u8,
     /// Most cached address handles before the cache is flushed (when idle).
@@ -103,6 +106,7 @@ impl Default for VerbsConfig {
             completion_channel: false,
             poll_batch: 32,
             repost_batch: 16,
+            send_batch: 32,
             hop_limit: 64,
             max_address_handles: 4096,
         }
@@ -135,6 +139,15 @@ struct AhKey {
     grh: Option<GrhAddr>,
 }
 
+/// A filled send slot waiting for the next doorbell.
+#[derive(Debug, Clone, Copy)]
+struct Pending {
+    slot: u32,
+    key: AhKey,
+    len: u32,
+    qpn: u32,
+}
+
 /// A UD QP on an RDMA port, as a [`Transport`]. See the module docs.
 pub struct VerbsTransport {
     // Field order is drop order: the QP goes before the AHs and the ring it
@@ -153,12 +166,15 @@ pub struct VerbsTransport {
     sgid_index: u8,
     sgid: [u8; 16],
     free_send: Vec<u32>,
+    /// Filled send slots not posted yet (see `queue`).
+    pending: Vec<Pending>,
     /// Consumed receive slots waiting to be reposted: (wr_id, addr, len).
     repost: Vec<(u64, u64, u32)>,
     /// Receive completions taken by `wait` and not yet handed up.
     stash: Vec<sys::ibv_wc>,
     wcs: Vec<sys::ibv_wc>,
     armed: bool,
+    wake: wake::Wake,
     stats: VerbsStats,
 }
 
@@ -265,7 +281,11 @@ impl VerbsTransport {
     ///   configured slot count of 0.
     /// - [`Error::Io`] (EIO): any other verbs failure, with the OS error.
     pub fn open(config: VerbsConfig) -> Result<VerbsTransport> {
-        if config.recv_slots == 0 || config.send_slots == 0 || config.poll_batch == 0 {
+        if config.recv_slots == 0
+            || config.send_slots == 0
+            || config.poll_batch == 0
+            || config.send_batch == 0
+        {
             return Err(Error::InvalidArgument(
                 "verbs: slot counts and poll batch must be > 0",
             ));
@@ -378,6 +398,7 @@ impl VerbsTransport {
                 .rev()
                 .collect(),
             repost: Vec::with_capacity(config.recv_slots),
+            pending: Vec::with_capacity(config.send_batch),
             stash: Vec::new(),
             wcs: vec![Self::zero_wc(); config.poll_batch],
             qp,
@@ -393,6 +414,7 @@ impl VerbsTransport {
             sgid,
             config,
             armed: false,
+            wake: wake::Wake::new().map_err(step("socketpair"))?,
             stats: VerbsStats::default(),
         })
     }
@@ -555,7 +577,10 @@ impl VerbsTransport {
         Ok(())
     }
 
-    fn post(&mut self, slot: u32, t: &Transmit) -> io::Result<()> {
+    /// Queue a filled send slot; the queue is posted as one chain (one
+    /// doorbell, which on rxe is one system call) when it is full or the
+    /// engine has nothing more to send.
+    fn queue(&mut self, slot: u32, t: &Transmit) -> io::Result<()> {
         if t.qp == Qp::Smi {
             return Err(io::Error::new(
                 io::ErrorKind::Unsupported,
@@ -564,17 +589,51 @@ impl VerbsTransport {
         }
         let key = self.ah_key(&t.dest)?;
         self.cache_ah(key)?;
-        let send = UdSend {
-            wr_id: u64::from(slot),
-            addr: self.ring.send_addr(slot as usize),
+        self.pending.push(Pending {
+            slot,
+            key,
             len: u32::try_from(t.len.min(MAD_SIZE)).unwrap_or(0),
-            lkey: self.ring.lkey(),
-            ah: &self.ahs[&key],
-            remote_qpn: t.dest.qpn,
-            // As the kernel's QP1: every send carries the GSI Q_Key, whatever the caller put in `qkey`.
-            remote_qkey: self.config.qkey,
+            qpn: t.dest.qpn,
+        });
+        Ok(())
+    }
+
+    /// Post the queued sends. A chain the device refuses loses its MADs as
+    /// a datagram network would (the engine's timers and retries cover
+    /// requests); the error is returned and counted.
+    fn flush_sends(&mut self) -> io::Result<()> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let (ring, ahs, qkey) = (&self.ring, &self.ahs, self.config.qkey);
+        let sends: Vec<UdSend<'_>> = self
+            .pending
+            .iter()
+            .map(|p| UdSend {
+                wr_id: u64::from(p.slot),
+                addr: ring.send_addr(p.slot as usize),
+                len: p.len,
+                lkey: ring.lkey(),
+                ah: &ahs[&p.key],
+                remote_qpn: p.qpn,
+                // As the kernel's QP1: every send carries the GSI Q_Key,
+                // whatever the caller put in `qkey`.
+                remote_qkey: qkey,
+            })
+            .collect();
+        let result = self.qp.post_sends(&sends);
+        drop(sends);
+        let posted = match &result {
+            Ok(()) => self.pending.len(),
+            Err((n, _)) => *n,
         };
-        self.qp.post_send(&send)
+        self.stats.sent += posted as u64;
+        for p in self.pending.drain(posted..) {
+            self.stats.send_errors += 1;
+            self.free_send.push(p.slot);
+        }
+        self.pending.clear();
+        result.map_err(|(_, e)| e)
     }
 
     /// Take receive completions into the stash (used by `wait`); returns whether any.
@@ -587,42 +646,11 @@ impl VerbsTransport {
     }
 }
 
-#[repr(C)]
-struct PollFd {
-    fd: c_int,
-    events: c_short,
-    revents: c_short,
-}
-
-const POLLIN: c_short = 1;
-
-extern "C" {
-    fn poll(fds: *mut PollFd, nfds: u64, timeout: c_int) -> c_int;
-}
-
-/// Wait for `fd` to become readable; returns whether it did.
-fn wait_readable(fd: c_int, timeout: Option<Duration>) -> io::Result<bool> {
-    let ms = match timeout {
-        None => -1,
-        Some(t) => {
-            c_int::try_from(t.as_millis().max(u128::from(!t.is_zero()))).unwrap_or(c_int::MAX)
-        }
-    };
-    let mut p = PollFd {
-        fd,
-        events: POLLIN,
-        revents: 0,
-    };
-    // SAFETY: one valid pollfd; `poll` does not keep the pointer.
-    let rc = unsafe { poll(&mut p, 1, ms) };
-    if rc < 0 {
-        let e = io::Error::last_os_error();
-        if e.kind() == io::ErrorKind::Interrupted {
-            return Ok(false);
-        }
-        return Err(e);
+impl Drop for VerbsTransport {
+    fn drop(&mut self) {
+        // Sends the engine already handed over still leave (best effort).
+        let _ = self.flush_sends();
     }
-    Ok(rc > 0)
 }
 
 impl Transport for VerbsTransport {
@@ -642,6 +670,7 @@ impl Transport for VerbsTransport {
         max: usize,
         sink: &mut dyn FnMut(RecvMeta, &[u8]),
     ) -> io::Result<usize> {
+        self.flush_sends()?;
         let mut stash = std::mem::take(&mut self.stash);
         let room = max.saturating_sub(stash.len()).min(self.wcs.len());
         let n = if room > 0 {
@@ -695,34 +724,35 @@ impl Transport for VerbsTransport {
         }
         let Some(slot) = self.free_send.pop() else {
             // Every slot is in flight: the MAD stays in the engine for the next turn.
+            self.flush_sends()?;
             return Ok(false);
         };
         let Some(t) = fill(self.ring.send_slot(slot as usize)) else {
             self.free_send.push(slot);
+            self.flush_sends()?;
             return Ok(false);
         };
-        match self.post(slot, &t) {
-            Ok(()) => {
-                self.stats.sent += 1;
-                Ok(true)
-            }
-            Err(e) => {
-                self.free_send.push(slot);
-                Err(e)
-            }
+        if let Err(e) = self.queue(slot, &t) {
+            self.free_send.push(slot);
+            return Err(e);
         }
+        if self.pending.len() >= self.config.send_batch {
+            self.flush_sends()?;
+        }
+        Ok(true)
     }
 
     fn wait(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+        self.flush_sends()?;
         // Reposts held back for batching must not starve an idle port.
         self.flush_reposts(true)?;
-        if !self.stash.is_empty() {
+        if !self.stash.is_empty() || self.wake.take() {
             return Ok(());
         }
         let Some(channel) = self.channel.clone() else {
             let deadline = timeout.map(|t| Clock::now() + t);
             while !self.peek_recv()? {
-                if deadline.is_some_and(|d| Clock::now() >= d) {
+                if self.wake.take() || deadline.is_some_and(|d| Clock::now() >= d) {
                     break;
                 }
                 std::thread::yield_now();
@@ -737,73 +767,20 @@ impl Transport for VerbsTransport {
         if self.peek_recv()? {
             return Ok(());
         }
-        if wait_readable(channel.fd(), timeout)? && channel.take_event(&self.recv_cq) {
+        let [event, woken] = wake::readable([channel.fd(), self.wake.fd()], timeout)?;
+        if woken {
+            self.wake.take();
+        }
+        if event && channel.take_event(&self.recv_cq) {
             self.armed = false;
         }
         Ok(())
     }
+
+    fn waker(&self) -> Option<Waker> {
+        Some(self.wake.waker())
+    }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn gid_preference_is_roce_v2_ipv6_global_first() {
-        let v2 = sys::IBV_GID_TYPE_ROCE_V2;
-        let v1 = sys::IBV_GID_TYPE_ROCE_V1;
-        let link_local = [
-            0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0xc0, 0xff, 0xfe, 0, 2, 1, 0, 0,
-        ];
-        let v4 = grh::ipv4_mapped_gid([192, 0, 2, 1]);
-        let mut global = [0u8; 16];
-        global[..4].copy_from_slice(&[0x20, 0x01, 0x0d, 0xb8]);
-        global[15] = 1;
-        assert_eq!(gid_rank(&global, v2), Some(0));
-        assert_eq!(gid_rank(&v4, v2), Some(1));
-        assert_eq!(gid_rank(&link_local, v2), Some(2));
-        assert_eq!(gid_rank(&global, v1), Some(3));
-        assert_eq!(gid_rank(&[0; 16], v2), None);
-    }
-
-    #[test]
-    fn rates() {
-        assert_eq!(rate_gbps(2, 1), 10); // 4x SDR
-        assert_eq!(rate_gbps(2, 32), 100); // 4x EDR
-        assert_eq!(rate_gbps(1, 0), 0);
-    }
-
-    #[test]
-    fn controlled_qkey_refusal_names_the_fix() {
-        let e = qkey_error(&io::Error::from_raw_os_error(1), GSI_QKEY);
-        assert_eq!(e.errno(), crate::error::errno::EPERM);
-        let msg = e.to_string();
-        assert!(
-            msg.contains("CAP_NET_RAW") && msg.contains("privileged-qkey"),
-            "{msg}"
-        );
-        // A non-controlled Q_Key refused is a plain I/O error.
-        let e = qkey_error(&io::Error::from_raw_os_error(1), 0x1234);
-        assert_eq!(e.errno(), crate::error::errno::EIO);
-    }
-
-    /// On a machine without RDMA (this CI: no ib_uverbs), opening must fail
-    /// cleanly with ENODEV; where devices exist, opening a bogus name must.
-    #[test]
-    fn no_device_is_a_clean_enodev() {
-        let e = VerbsTransport::open(VerbsConfig {
-            device: Some("vmad-no-such-device".into()),
-            ..Default::default()
-        })
-        .unwrap_err();
-        assert!(matches!(e, Error::NoDevice), "{e}");
-        assert_eq!(e.errno(), crate::error::errno::ENODEV);
-        if std::env::var_os("RXE_VM").is_none()
-            && !std::path::Path::new("/sys/class/infiniband_verbs").exists()
-        {
-            let e = VerbsTransport::open(VerbsConfig::default()).unwrap_err();
-            assert!(matches!(e, Error::NoDevice), "{e}");
-            assert!(devices().unwrap().is_empty());
-        }
-    }
-}
+mod tests;

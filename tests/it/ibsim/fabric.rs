@@ -29,10 +29,15 @@ pub(crate) struct Fabric {
 }
 
 impl Fabric {
-    /// `scripts/ibsim-start <topology> -- <extra>`.
+    /// `scripts/ibsim-start tests/topo/<topology> -- <extra>`.
     pub(crate) fn start(topology: &str, extra: &[&str]) -> Fabric {
+        Fabric::start_file(&topo(topology), extra)
+    }
+
+    /// `scripts/ibsim-start <file> -- <extra>`.
+    pub(crate) fn start_file(file: &Path, extra: &[&str]) -> Fabric {
         let mut cmd = Command::new(script("ibsim-start"));
-        cmd.arg(topo(topology));
+        cmd.arg(file);
         if !extra.is_empty() {
             cmd.arg("--").args(extra);
         }

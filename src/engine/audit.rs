@@ -1,0 +1,189 @@
+//! Self-checks for tests, fuzzing and the soak: what the engine holds now
+//! ([`Footprint`]) and whether its tables agree with each other
+//! ([`Engine::check_invariants`]). Not part of the stable API.
+
+use std::collections::HashMap;
+
+use super::txn::TxnState;
+use super::{Engine, Event};
+
+/// How much one engine holds right now. Every field is bounded by the
+/// configuration (or by time), whatever the peers send.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Footprint {
+    /// Transactions (requests in flight, RMPP sends, backlog).
+    pub txns: usize,
+    /// RMPP receive sessions (reassembling or lingering).
+    pub recv_sessions: usize,
+    /// Bytes allocated by RMPP receive sessions (message buffers and held segments).
+    pub reassembly_bytes: usize,
+    /// Remembered requests (the duplicate filter).
+    pub dedup: usize,
+    /// Events queued for the application.
+    pub events: usize,
+    /// Bytes of MADs in queued events.
+    pub event_bytes: usize,
+    /// MADs waiting in the transmit queue.
+    pub tx_queue: usize,
+    /// Armed deadlines.
+    pub timers: usize,
+}
+
+impl Engine {
+    /// What the engine holds now.
+    #[doc(hidden)]
+    pub fn footprint(&self) -> Footprint {
+        let event_bytes = self
+            .events
+            .iter()
+            .map(|e| match e {
+                Event::Recv { mad, .. } => mad.capacity(),
+                _ => 0,
+            })
+            .sum();
+        Footprint {
+            txns: self.txns.len(),
+            recv_sessions: self.recv_sessions.len(),
+            reassembly_bytes: self.recv_sessions.values().map(|s| s.buffered()).sum(),
+            dedup: self.dedup.len(),
+            events: self.events.len(),
+            event_bytes,
+            tx_queue: self.tx_queue.len(),
+            timers: self.timers.len(),
+        }
+    }
+
+    /// Check that the engine's tables agree with each other and with its limits.
+    ///
+    /// # Errors
+    ///
+    /// A description of the first broken invariant.
+    #[doc(hidden)]
+    pub fn check_invariants(&self) -> Result<(), String> {
+        let fail = |what: String| Err(what);
+        // Requests: the index and the table agree, and the gauge counts them.
+        let mut wanting = 0u64;
+        let mut active: HashMap<u32, usize> = HashMap::new();
+        for (&id, txn) in &self.txns {
+            if txn.wants_response {
+                wanting += 1;
+                if self.txn_index.get(&txn.key()) != Some(&id) {
+                    return fail(format!("txn {id} missing from txn_index"));
+                }
+                if txn.state != TxnState::Backlog {
+                    *active.entry(txn.agent.0).or_default() += 1;
+                }
+            }
+            if txn.rmpp.is_some() && self.send_index.get(&(txn.agent.0, txn.tid)) != Some(&id) {
+                return fail(format!("RMPP txn {id} missing from send_index"));
+            }
+            if self.agents.get(txn.agent).is_none() {
+                return fail(format!("txn {id} of unregistered agent {}", txn.agent.0));
+            }
+            if txn.deadline.is_some() != self.timers.contains(super::timers::TimerKey::Txn(id)) {
+                return fail(format!("txn {id} deadline and timer disagree"));
+            }
+        }
+        if self.txn_index.len() as u64 != wanting || self.stats.outstanding != wanting {
+            return fail(format!(
+                "txn_index {} / outstanding {} / txns wanting a response {wanting}",
+                self.txn_index.len(),
+                self.stats.outstanding
+            ));
+        }
+        for (key, id) in &self.send_index {
+            if self.txns.get(id).is_none_or(|t| t.rmpp.is_none()) {
+                return fail(format!("send_index {key:?} points at no RMPP txn"));
+            }
+        }
+        for (slot, agent) in (0..super::agent::MAX_AGENTS).filter_map(|i| {
+            let id = super::AgentId(i as u32);
+            Some((i, self.agents.get(id)?))
+        }) {
+            let want = active.get(&(slot as u32)).copied().unwrap_or(0);
+            if agent.active != want {
+                return fail(format!(
+                    "agent {slot}: active {} but {want} txns in flight",
+                    agent.active
+                ));
+            }
+        }
+        let depth: usize = self.backlogs.iter().map(|b| b.len()).sum();
+        if depth as u64 != self.stats.backlog_depth {
+            return fail(format!(
+                "backlog depth {depth} != gauge {}",
+                self.stats.backlog_depth
+            ));
+        }
+        for id in self.backlogs.iter().flatten() {
+            if !self
+                .txns
+                .get(id)
+                .is_some_and(|t| t.state == TxnState::Backlog)
+            {
+                return fail(format!("backlog holds txn {id} not in Backlog state"));
+            }
+        }
+        // Receive sessions: index, table and per-peer counts agree; memory is bounded.
+        if self.recv_index.len() != self.recv_sessions.len() {
+            return fail("recv_index and recv_sessions differ in size".into());
+        }
+        let mut peers: HashMap<super::sessions::PeerKey, usize> = HashMap::new();
+        let limit =
+            self.config.rmpp.max_message + self.config.rmpp.window as usize * crate::wire::MAD_SIZE;
+        for (&sid, s) in &self.recv_sessions {
+            if self.recv_index.get(&s.key()) != Some(&sid) {
+                return fail(format!("recv session {sid} missing from recv_index"));
+            }
+            if s.is_counted() {
+                *peers.entry(s.peer()).or_default() += 1;
+            }
+            if s.buffered() > limit {
+                return fail(format!(
+                    "recv session {sid} holds {} bytes (limit {limit})",
+                    s.buffered()
+                ));
+            }
+        }
+        if peers != self.peer_active {
+            return fail(format!(
+                "peer_active {:?} != counted sessions {peers:?}",
+                self.peer_active
+            ));
+        }
+        if let Some((peer, n)) = peers
+            .iter()
+            .find(|(_, &n)| n > self.config.max_reassemblies_per_peer)
+        {
+            return fail(format!("peer {peer:?} has {n} reassemblies"));
+        }
+        // The duplicate filter: both maps agree.
+        if self.dedup.len() != self.dedup_entries.len() {
+            return fail("dedup and dedup_entries differ in size".into());
+        }
+        for (key, id) in &self.dedup {
+            if self.dedup_entries.get(id).map(|(k, _)| k) != Some(key) {
+                return fail(format!("dedup entry {id} disagrees"));
+            }
+        }
+        // The event queue: what peers send unasked never beyond its limit (timeout
+        // reports and answers to our own requests may be: the application bounds those).
+        let unasked = self
+            .events
+            .iter()
+            .filter(|e| match e {
+                Event::Recv { mad, .. } => mad.get(3).is_some_and(|m| m & 0x80 == 0),
+                Event::RmppAborted { .. } => true,
+                Event::SendTimedOut { .. } => false,
+            })
+            .count();
+        if unasked > self.config.max_events {
+            return fail(format!(
+                "{unasked} unsolicited events queued, limit {}",
+                self.config.max_events
+            ));
+        }
+        Ok(())
+    }
+}

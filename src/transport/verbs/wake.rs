@@ -1,0 +1,112 @@
+//! Waking a parked port thread: a flag for the busy-polling wait, and a
+//! socket pair whose read end is polled next to the completion channel.
+
+use std::io::{self, Read, Write};
+use std::os::fd::AsRawFd;
+use std::os::raw::{c_int, c_short};
+use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::transport::Waker;
+
+pub(super) struct Wake {
+    flag: Arc<AtomicBool>,
+    rx: UnixStream,
+    tx: Arc<UnixStream>,
+}
+
+impl Wake {
+    pub(super) fn new() -> io::Result<Wake> {
+        let (rx, tx) = UnixStream::pair()?;
+        rx.set_nonblocking(true)?;
+        tx.set_nonblocking(true)?;
+        Ok(Wake {
+            flag: Arc::new(AtomicBool::new(false)),
+            rx,
+            tx: Arc::new(tx),
+        })
+    }
+
+    pub(super) fn waker(&self) -> Waker {
+        let (flag, tx) = (self.flag.clone(), self.tx.clone());
+        Waker::new(move || {
+            if !flag.swap(true, Ordering::AcqRel) {
+                // A full socket buffer already means "wake up": ignore WouldBlock.
+                let _ = (&*tx).write(&[1]);
+            }
+        })
+    }
+
+    /// Whether a wake came since the last call (and consume it).
+    pub(super) fn take(&self) -> bool {
+        if !self.flag.swap(false, Ordering::AcqRel) {
+            return false;
+        }
+        let mut buf = [0u8; 64];
+        while matches!((&self.rx).read(&mut buf), Ok(n) if n > 0) {}
+        true
+    }
+
+    pub(super) fn fd(&self) -> c_int {
+        self.rx.as_raw_fd()
+    }
+}
+
+#[repr(C)]
+struct PollFd {
+    fd: c_int,
+    events: c_short,
+    revents: c_short,
+}
+
+const POLLIN: c_short = 1;
+
+extern "C" {
+    fn poll(fds: *mut PollFd, nfds: u64, timeout: c_int) -> c_int;
+}
+
+/// Wait until one of `fds` is readable or `timeout` passes; which ones are.
+pub(super) fn readable(fds: [c_int; 2], timeout: Option<Duration>) -> io::Result<[bool; 2]> {
+    let ms = match timeout {
+        None => -1,
+        // Round up: a sub-millisecond wait must not become a busy loop of zero waits.
+        Some(t) => c_int::try_from(t.as_micros().div_ceil(1000)).unwrap_or(c_int::MAX),
+    };
+    let mut p = fds.map(|fd| PollFd {
+        fd,
+        events: POLLIN,
+        revents: 0,
+    });
+    // SAFETY: two valid pollfds; `poll` does not keep the pointer.
+    let rc = unsafe { poll(p.as_mut_ptr(), 2, ms) };
+    if rc < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() == io::ErrorKind::Interrupted {
+            return Ok([false; 2]);
+        }
+        return Err(e);
+    }
+    Ok(p.map(|p| p.revents != 0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_wake_ends_the_wait_once() {
+        let w = Wake::new().unwrap();
+        assert!(!w.take());
+        let waker = w.waker();
+        waker.wake();
+        waker.wake();
+        let r = readable([w.fd(), w.fd()], Some(Duration::from_secs(5))).unwrap();
+        assert_eq!(r, [true, true]);
+        assert!(w.take());
+        assert!(!w.take());
+        let r = readable([w.fd(), w.fd()], Some(Duration::ZERO)).unwrap();
+        assert_eq!(r, [false, false]);
+    }
+}
