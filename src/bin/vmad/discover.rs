@@ -72,7 +72,7 @@ fn write_node(out: &mut String, topo: &Topology, n: &Node) {
         } else {
             let _ = writeln!(
                 out,
-                "[{num}](0x{:016x})\t\"{}\"[{rport}]\t\t# lid {} lmc 0 \"{}\" lid {rlid}",
+                "[{num}]({:x})\t\"{}\"[{rport}]\t\t# lid {} lmc 0 \"{}\" lid {rlid}",
                 n.port_guid(),
                 name(r),
                 p.lid,
