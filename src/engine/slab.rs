@@ -7,6 +7,8 @@
 /// no live id is 0; ids order by generation, then slot, which is deterministic.
 pub(crate) type SlabId = u64;
 
+const MAX_GENERATION: u32 = (1 << 30) - 1;
+
 #[derive(Debug)]
 struct Slot<T> {
     generation: u32,
@@ -51,8 +53,13 @@ impl<T> Slab<T> {
             }
         };
         let slot = &mut self.slots[index as usize];
-        // Skip generation 0 when it wraps, so that no id is ever 0.
-        slot.generation = slot.generation.checked_add(1).unwrap_or(1);
+        // 30-bit generations (ids fit the timer index's packed entries); wrapping
+        // skips 0, so that no id is ever 0.
+        slot.generation = if slot.generation >= MAX_GENERATION {
+            1
+        } else {
+            slot.generation + 1
+        };
         slot.value = Some(value);
         (u64::from(slot.generation) << 32) | u64::from(index)
     }
