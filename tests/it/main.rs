@@ -9,6 +9,8 @@ mod hostile;
 mod ibsim;
 mod pcap;
 mod rmpp_gettable;
+#[cfg(feature = "roce")]
+mod roce;
 #[cfg(feature = "verbs")]
 mod rxe;
 mod sim_fabric;
