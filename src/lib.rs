@@ -78,6 +78,7 @@
 
 pub mod engine;
 pub mod error;
+pub mod pcap;
 pub mod port;
 pub mod time;
 pub mod transport;

@@ -34,9 +34,10 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant as Clock};
+use std::time::{Duration, Instant as Clock, SystemTime};
 
 use crate::engine::{AgentId, AgentSpec, Engine, EngineConfig, EngineStats, Event, SendRequest};
+use crate::pcap::{Capture, Direction, PcapConfig};
 use crate::time::Instant;
 use crate::transport::{Caps, PortAttrs, Transport, Waker};
 use crate::types::Qp;
@@ -55,6 +56,9 @@ pub struct PortConfig {
     pub burst: usize,
     /// Longest park when the transport has no [`Waker`].
     pub park_slice: Duration,
+    /// Record every MAD sent and received (each RMPP segment and ACK) to a
+    /// pcap file; see [`crate::pcap`].
+    pub pcap: Option<PcapConfig>,
 }
 
 impl Default for PortConfig {
@@ -64,6 +68,7 @@ impl Default for PortConfig {
             spin: Duration::from_micros(200),
             burst: 32,
             park_slice: Duration::from_millis(1),
+            pcap: None,
         }
     }
 }
@@ -147,8 +152,12 @@ impl Port {
     /// Start driving `transport`.
     ///
     /// # Errors
-    /// EIO if the descriptor pair or the port thread cannot be created.
+    /// EIO if the descriptor pair, the port thread or the capture file cannot be created.
     pub fn open(transport: Box<dyn Transport>, config: PortConfig) -> Result<Port> {
+        let capture = match &config.pcap {
+            Some(c) => Some(Capture::open(c, transport.attrs())?),
+            None => None,
+        };
         let (fd_read, fd_write) = UnixStream::pair()?;
         fd_read.set_nonblocking(true)?;
         fd_write.set_nonblocking(true)?;
@@ -175,7 +184,7 @@ impl Port {
         let driver = shared.clone();
         let thread = std::thread::Builder::new()
             .name(name)
-            .spawn(move || drive(&driver, transport, &config))?;
+            .spawn(move || drive(&driver, transport, &config, capture))?;
         Ok(Port {
             shared,
             thread: Mutex::new(Some(thread)),
@@ -412,7 +421,12 @@ impl Drop for ClosedOnExit<'_> {
 }
 
 /// The port thread.
-fn drive(shared: &Shared, mut transport: Box<dyn Transport>, config: &PortConfig) {
+fn drive(
+    shared: &Shared,
+    mut transport: Box<dyn Transport>,
+    config: &PortConfig,
+    mut capture: Option<Capture>,
+) {
     let _closed_on_exit = ClosedOnExit(shared);
     let has_waker = shared.waker.is_some();
     let mut idle_since: Option<Clock> = None;
@@ -425,8 +439,18 @@ fn drive(shared: &Shared, mut transport: Box<dyn Transport>, config: &PortConfig
             let now = shared.now();
             let before = core.engine.pending_events();
             let engine = &mut core.engine;
+            let cap = &mut capture;
             let received = transport
                 .recv_burst(config.burst, &mut |meta, mad| {
+                    if let Some(c) = cap {
+                        c.record(
+                            SystemTime::now(),
+                            Direction::Received,
+                            meta.qp,
+                            &meta.src,
+                            mad,
+                        );
+                    }
                     engine.handle_datagram(now, meta, mad)
                 })
                 .unwrap_or(0);
@@ -434,7 +458,19 @@ fn drive(shared: &Shared, mut transport: Box<dyn Transport>, config: &PortConfig
                 engine.handle_timeout(now);
             }
             let mut sent = 0usize;
-            while let Ok(true) = transport.transmit(&mut |slot| engine.poll_transmit(now, slot)) {
+            while let Ok(true) = transport.transmit(&mut |slot| {
+                let tx = engine.poll_transmit(now, slot);
+                if let (Some(t), Some(c)) = (&tx, cap.as_mut()) {
+                    c.record(
+                        SystemTime::now(),
+                        Direction::Sent,
+                        t.qp,
+                        &t.dest,
+                        &slot[..t.len],
+                    );
+                }
+                tx
+            }) {
                 sent += 1;
             }
             let deadline = engine.poll_timeout();

@@ -5,14 +5,21 @@
 //! leave the symbols unversioned. So the entry points are ordinary (mangled,
 //! unexported) Rust functions, and each C name is a two-instruction trampoline
 //! defined in assembly: rustc does not know these names, so only
-//! `libibumad.map` places them, at IBUMAD_1.0 … IBUMAD_1.4.
+//! `libibumad.map` places them, at IBUMAD_1.0 … IBUMAD_1.4. `umad_recv` and
+//! `umad_poll` come from `src/wait.c`, over two hidden entry points defined here.
 
 macro_rules! export {
     ($($name:ident => $path:path,)*) => {
-        $(
+        $(export!(@one "", $name => $path);)*
+    };
+    (hidden: $($name:ident => $path:path,)*) => {
+        $(export!(@one concat!(".hidden ", stringify!($name)), $name => $path);)*
+    };
+    (@one $hidden:expr, $name:ident => $path:path) => {
             #[cfg(target_arch = "x86_64")]
             core::arch::global_asm!(
                 concat!(".globl ", stringify!($name)),
+                $hidden,
                 concat!(".type ", stringify!($name), ", @function"),
                 ".p2align 4",
                 concat!(stringify!($name), ":"),
@@ -25,6 +32,7 @@ macro_rules! export {
             #[cfg(target_arch = "aarch64")]
             core::arch::global_asm!(
                 concat!(".globl ", stringify!($name)),
+                $hidden,
                 concat!(".type ", stringify!($name), ", %function"),
                 ".p2align 2",
                 concat!(stringify!($name), ":"),
@@ -34,7 +42,6 @@ macro_rules! export {
                 concat!(".size ", stringify!($name), ", . - ", stringify!($name)),
                 sym $path,
             );
-        )*
     };
 }
 
@@ -64,8 +71,6 @@ export! {
     umad_register2 => ports::umad_register2,
     umad_unregister => ports::umad_unregister,
     umad_send => ports::umad_send,
-    umad_recv => ports::umad_recv,
-    umad_poll => ports::umad_poll,
     umad_get_cas_names => devices::umad_get_cas_names,
     umad_get_ca_portguids => devices::umad_get_ca_portguids,
     umad_get_ca => devices::umad_get_ca,
@@ -86,4 +91,11 @@ export! {
     umad_debug => dump::umad_debug,
     umad_addr_dump => dump::umad_addr_dump,
     umad_dump => dump::umad_dump,
+}
+
+// For src/wait.c, which defines umad_recv and umad_poll: linkable, never exported.
+export! {
+    hidden:
+    vmad_capi_recv_nb => ports::recv_nonblocking,
+    vmad_capi_get_fd => ports::umad_get_fd,
 }

@@ -264,14 +264,13 @@ pub extern "C" fn umad_send(
     })
 }
 
-/// `int umad_recv(int portid, void *umad, int *length, int timeout_ms)`: the agent id, or
-/// -EINVAL / -EWOULDBLOCK / -ETIMEDOUT / -ENOSPC (then `*length` = data length needed and
-/// the message stays queued) / -EIO, errno set.
-pub extern "C" fn umad_recv(
+/// `umad_recv` without waiting (`src/wait.c` waits, then calls this): the agent id, or
+/// -EINVAL / -EWOULDBLOCK / -ENOSPC (then `*length` = data length needed and the message
+/// stays queued) / -EIO, errno set.
+pub extern "C" fn recv_nonblocking(
     portid: c_int,
     umad_buf: *mut c_void,
     length: *mut c_int,
-    timeout_ms: c_int,
 ) -> c_int {
     if umad_buf.is_null() || length.is_null() {
         return fail(&Error::InvalidArgument("NULL buffer or length"));
@@ -288,7 +287,7 @@ pub extern "C" fn umad_recv(
         // SAFETY: the caller's buffer holds umad_size() + *length bytes (the man page's rule).
         let buf =
             unsafe { core::slice::from_raw_parts_mut(umad_buf.cast::<u8>(), HEADER_SIZE + cap) };
-        let r = umad::recv(port_id(portid), buf, &mut cap, timeout_ms);
+        let r = umad::recv(port_id(portid), buf, &mut cap, 0);
         let out = c_int::try_from(cap).unwrap_or(c_int::MAX);
         match r {
             Ok(AgentId(id)) => {
@@ -303,14 +302,5 @@ pub extern "C" fn umad_recv(
             }
             Err(e) => fail(&e),
         }
-    })
-}
-
-/// `int umad_poll(int portid, int timeout_ms)`: 0 when a message is queued, -ETIMEDOUT,
-/// -EINVAL for a port that is not open.
-pub extern "C" fn umad_poll(portid: c_int, timeout_ms: c_int) -> c_int {
-    guard(-EIO, || match umad::poll(port_id(portid), timeout_ms) {
-        Ok(()) => 0,
-        Err(e) => fail(&e),
     })
 }

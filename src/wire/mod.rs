@@ -53,6 +53,7 @@ pub mod grh;
 pub mod mad;
 pub mod names;
 pub mod rmpp;
+pub mod roce;
 pub mod sa;
 pub mod smp;
 pub mod umad;

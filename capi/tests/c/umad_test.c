@@ -403,6 +403,37 @@ static void test_poll_threads(struct world *w)
 	CHECK(umad_poll(w->b, 0) == -ETIMEDOUT, "queue empty after the race");
 }
 
+struct blocked { struct world *w; int poll; };
+
+static void *block_forever(void *arg)
+{
+	struct blocked *b = arg;
+	uint8_t buf[64 + MAD_LEN];
+	int len = MAD_LEN;
+	if (b->poll)
+		umad_poll(b->w->a, -1);
+	else
+		umad_recv(b->w->a, buf, &len, -1);
+	return NULL;
+}
+
+/* OpenSM stops its receiver thread with pthread_cancel + pthread_join while it blocks in
+ * umad_recv(..., -1): the blocking calls must be cancellation points. */
+static void test_cancel(struct world *w)
+{
+	for (int poll_mode = 0; poll_mode < 2; poll_mode++) {
+		struct blocked b = { w, poll_mode };
+		pthread_t t;
+		void *ret = NULL;
+		pthread_create(&t, NULL, block_forever, &b);
+		usleep(50 * 1000);
+		pthread_cancel(t);
+		pthread_join(t, &ret);
+		CHECK(ret == PTHREAD_CANCELED, "a thread blocked in %s(-1) is cancelled and joined",
+		      poll_mode ? "umad_poll" : "umad_recv");
+	}
+}
+
 static void test_status_timeout(struct world *w)
 {
 	/* status: "ETIMEDOUT means the packet came with a send-timeout indication. In this case,
@@ -583,6 +614,7 @@ static int run_main(void)
 	test_recv_blocks(&w);
 	test_poll(&w);
 	test_poll_threads(&w);
+	test_cancel(&w);
 	test_status_timeout(&w);
 	test_quirks(&w);
 	test_smp(&w);

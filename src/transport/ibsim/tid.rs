@@ -34,6 +34,15 @@ fn is_response(mad: &[u8]) -> bool {
     mad.get(3).is_some_and(|m| m & 0x80 != 0)
 }
 
+/// An RMPP-active MAD of an RMPP class (bytes 24 and 26: version, flags). An RMPP
+/// response arrives as many segments, all carrying the request's TID.
+fn is_rmpp_active(mad: &[u8]) -> bool {
+    mad.len() > 26
+        && crate::wire::mad::MgmtClass::from(mad[1]).is_rmpp_class()
+        && mad[24] != 0
+        && mad[26] & 0x01 != 0
+}
+
 /// The original high TID bits of outstanding requests, bounded: requests
 /// that never see an answer (a peer that stays silent) age out FIFO.
 #[derive(Debug)]
@@ -85,7 +94,13 @@ impl TidRestore {
         let (Some(key), Some(tid)) = (key_of(mad), tid_of(mad)) else {
             return false;
         };
-        match self.high.remove(&key) {
+        // An RMPP response comes in many segments: keep the entry (it ages out FIFO).
+        let found = if is_rmpp_active(mad) {
+            self.high.get(&key).copied()
+        } else {
+            self.high.remove(&key)
+        };
+        match found {
             Some((high, _)) => {
                 set_tid(mad, (tid & !SLOT_BITS) | high);
                 true
@@ -109,6 +124,25 @@ impl TidRestore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn rmpp(class: u8, method: u8, tid: u64, rmpp_type: u8) -> [u8; 256] {
+        let mut m = mad(class, method, tid);
+        m[24] = 1;
+        m[25] = rmpp_type;
+        m[26] = 0x01;
+        m
+    }
+
+    #[test]
+    fn rmpp_segments_all_get_the_high_bits_back() {
+        let mut t = TidRestore::new(16);
+        t.note_send(&mad(0x03, 0x12, 0x0000_0001_0000_0042));
+        for _ in 0..3 {
+            let mut seg = rmpp(0x03, 0x92, 0x0005_0001_0000_0042, 1);
+            assert!(t.restore_response(&mut seg));
+            assert_eq!(tid_of(&seg), Some(0x0000_0001_0000_0042));
+        }
+    }
 
     fn mad(class: u8, method: u8, tid: u64) -> [u8; 256] {
         let mut m = [0u8; 256];

@@ -1,0 +1,92 @@
+/*
+ * umad_recv and umad_poll, the two calls that block, written in C so that they block in
+ * poll(2): a cancellation point with only C frames on the stack. OpenSM stops its receiver
+ * thread with pthread_cancel + pthread_join while it sits in umad_recv(..., -1); the
+ * cancellation's forced unwind must not cross Rust frames (Rust cannot unwind foreign
+ * exceptions through its extern "C" functions), and a wait on a Rust condition variable
+ * is no cancellation point at all, so the join would never return.
+ *
+ * The Rust side (hidden symbols, not exported): vmad_capi_recv_nb is umad_recv with a
+ * zero timeout (every check, the ENOSPC protocol, errno), vmad_capi_get_fd is umad_get_fd.
+ * vmad's port descriptor polls readable exactly while a message is queued.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <poll.h>
+#include <time.h>
+
+int vmad_capi_recv_nb(int portid, void *umad, int *length);
+int vmad_capi_get_fd(int portid);
+
+static long long now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
+}
+
+/* poll(fd) for POLLIN until deadline_ms (negative: none): poll's result, EINTR retried. */
+static int wait_readable(int fd, long long deadline_ms)
+{
+	for (;;) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		int t = -1;
+
+		if (deadline_ms >= 0) {
+			long long left = deadline_ms - now_ms();
+
+			t = left <= 0 ? 0 : left > INT_MAX ? INT_MAX : (int)left;
+		}
+		int r = poll(&p, 1, t);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		return r;
+	}
+}
+
+int umad_recv(int portid, void *umad, int *length, int timeout_ms)
+{
+	long long deadline = timeout_ms > 0 ? now_ms() + timeout_ms : -1;
+
+	for (;;) {
+		int r = vmad_capi_recv_nb(portid, umad, length);
+
+		if (r != -EWOULDBLOCK || timeout_ms == 0)
+			return r;
+		int fd = vmad_capi_get_fd(portid);
+
+		if (fd < 0)
+			return fd;
+		/* Readable: try again (another thread may have taken the message first). */
+		int w = wait_readable(fd, deadline);
+
+		if (w == 0) {
+			errno = ETIMEDOUT;
+			return -ETIMEDOUT;
+		}
+		if (w < 0) {
+			errno = EIO;
+			return -EIO;
+		}
+	}
+}
+
+int umad_poll(int portid, int timeout_ms)
+{
+	int fd = vmad_capi_get_fd(portid);
+
+	if (fd < 0)
+		return fd;
+	int r = wait_readable(fd, timeout_ms < 0 ? -1 : now_ms() + timeout_ms);
+
+	if (r == 1)
+		return 0;
+	if (r == 0) {
+		errno = ETIMEDOUT;
+		return -ETIMEDOUT;
+	}
+	errno = EIO;
+	return -EIO;
+}

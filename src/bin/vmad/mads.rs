@@ -1,0 +1,206 @@
+//! Building request MADs and running one request/response exchange.
+
+use std::time::{Duration, Instant};
+
+use vmad::engine::{AgentId, AgentSpec, Event, SendRequest};
+use vmad::port::Port;
+use vmad::types::{MadAddr, Qp, GSI_QKEY};
+use vmad::wire::rmpp;
+
+use crate::Failure;
+
+pub(crate) const GET: u8 = 0x01;
+pub(crate) const GET_TABLE: u8 = 0x12;
+pub(crate) const CLASS_SA: u8 = 0x03;
+pub(crate) const CLASS_DR: u8 = 0x81;
+pub(crate) const CLASS_LID: u8 = 0x01;
+/// ibping's class: vendor range 2 + 2, OUI OpenIB.
+pub(crate) const CLASS_PING: u8 = 0x32;
+/// vmad's RMPP bench class (vendor range 2 + 3, OUI OpenIB).
+pub(crate) const CLASS_BULK: u8 = 0x33;
+pub(crate) const OPENIB_OUI: u32 = 0x00_14_05;
+
+pub(crate) const ATTR_NODE_DESC: u16 = 0x0010;
+pub(crate) const ATTR_NODE_INFO: u16 = 0x0011;
+pub(crate) const ATTR_PORT_INFO: u16 = 0x0015;
+pub(crate) const ATTR_NODE_RECORD: u16 = 0x0011;
+pub(crate) const ATTR_PATH_RECORD: u16 = 0x0035;
+
+/// Method mask with the given methods set.
+pub(crate) fn mask(methods: &[u8]) -> [u64; 2] {
+    let mut m = [0u64; 2];
+    for &x in methods {
+        m[usize::from(x / 64)] |= 1 << (x % 64);
+    }
+    m
+}
+
+/// A client-only agent.
+pub(crate) fn client(
+    port: &Port,
+    class: u8,
+    version: u8,
+    rmpp: bool,
+    oui: u32,
+) -> Result<AgentId, Failure> {
+    Ok(port.register(AgentSpec {
+        qp: Qp::for_class(class),
+        mgmt_class: class,
+        class_version: version,
+        rmpp_version: u8::from(rmpp),
+        method_mask: [0; 2],
+        oui,
+        user_rmpp: false,
+    })?)
+}
+
+/// A 256-byte request: common header, and the OUI for vendor range 2.
+pub(crate) fn request(
+    class: u8,
+    version: u8,
+    method: u8,
+    attr: u16,
+    attr_mod: u32,
+    tid: u32,
+) -> Vec<u8> {
+    let mut m = vec![0u8; 256];
+    m[..4].copy_from_slice(&[1, class, version, method]);
+    m[12..16].copy_from_slice(&tid.to_be_bytes());
+    m[16..18].copy_from_slice(&attr.to_be_bytes());
+    m[20..24].copy_from_slice(&attr_mod.to_be_bytes());
+    if (0x30..=0x4f).contains(&class) {
+        m[37..40].copy_from_slice(&oui_bytes(OPENIB_OUI));
+    }
+    m
+}
+
+pub(crate) fn oui_bytes(oui: u32) -> [u8; 3] {
+    let b = oui.to_be_bytes();
+    [b[1], b[2], b[3]]
+}
+
+/// Mark a MAD as an RMPP DATA transfer (the engine segments it).
+pub(crate) fn set_rmpp_active(m: &mut [u8]) {
+    m[24] = rmpp::VERSION;
+    m[25] = 1;
+    m[26] = (rmpp::RESP_TIME_NONE << 3) | rmpp::FLAG_ACTIVE;
+}
+
+/// A directed-route SMP Get along `path` (out ports, hop 1 first).
+pub(crate) fn dr_get(attr: u16, attr_mod: u32, path: &[u8], tid: u32) -> Vec<u8> {
+    let mut m = request(CLASS_DR, 1, GET, attr, attr_mod, tid);
+    m[7] = path.len() as u8;
+    m[32..36].copy_from_slice(&[0xff, 0xff, 0xff, 0xff]);
+    for (i, p) in path.iter().enumerate() {
+        m[128 + 1 + i] = *p;
+    }
+    m
+}
+
+/// The address of QP1 (GSI) at `lid`.
+pub(crate) fn gsi(lid: u16) -> MadAddr {
+    MadAddr {
+        qpn: 1,
+        qkey: GSI_QKEY,
+        lid,
+        ..MadAddr::default()
+    }
+}
+
+/// The permissive destination of a directed-route SMP.
+pub(crate) fn smi_dr() -> MadAddr {
+    MadAddr {
+        qpn: 0,
+        lid: 0xffff,
+        ..MadAddr::default()
+    }
+}
+
+/// The address of QP0 (SMI) at `lid`.
+pub(crate) fn smi(lid: u16) -> MadAddr {
+    MadAddr {
+        qpn: 0,
+        lid,
+        ..MadAddr::default()
+    }
+}
+
+/// Send one request and wait for its response (or its timeout report).
+/// Returns the response bytes (a whole reassembled RMPP message for RMPP agents).
+pub(crate) fn transact(
+    port: &Port,
+    agent: AgentId,
+    addr: MadAddr,
+    mad: &[u8],
+    timeout_ms: u32,
+    retries: u32,
+) -> Result<Vec<u8>, Failure> {
+    port.send(
+        agent,
+        SendRequest {
+            addr,
+            mad,
+            timeout_ms,
+            retries,
+        },
+    )?;
+    let tid = u32::from_be_bytes([mad[12], mad[13], mad[14], mad[15]]);
+    // The engine reports a timeout itself; this bound only catches a wedged port.
+    let limit = Duration::from_millis(u64::from(timeout_ms) * u64::from(retries + 1) + 5000);
+    let start = Instant::now();
+    loop {
+        let left = limit
+            .checked_sub(start.elapsed())
+            .ok_or_else(|| Failure("no answer and no timeout report".into()))?;
+        match port.recv(Some(left))? {
+            Event::Recv { agent: a, mad, .. } if a == agent && low_tid(&mad) == tid => {
+                return Ok(mad)
+            }
+            Event::SendTimedOut {
+                agent: a, header, ..
+            } if a == agent && low_tid(&header) == tid => {
+                return Err(Failure(format!(
+                    "timed out after {} attempt(s) of {timeout_ms} ms",
+                    retries + 1
+                )))
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The low 32 bits of a MAD's TID (the high word is the agent's).
+pub(crate) fn low_tid(m: &[u8]) -> u32 {
+    if m.len() < 16 {
+        return 0;
+    }
+    u32::from_be_bytes([m[12], m[13], m[14], m[15]])
+}
+
+/// MAD status, 16 bits (the D bit of DR SMPs masked off).
+pub(crate) fn status(m: &[u8]) -> u16 {
+    let s = u16::from_be_bytes([m[4], m[5]]);
+    if m[1] == CLASS_DR {
+        s & 0x7fff
+    } else {
+        s
+    }
+}
+
+pub(crate) fn be16(b: &[u8], at: usize) -> u16 {
+    u16::from_be_bytes([b[at], b[at + 1]])
+}
+pub(crate) fn be32(b: &[u8], at: usize) -> u32 {
+    u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+pub(crate) fn be64(b: &[u8], at: usize) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[at..at + 8]);
+    u64::from_be_bytes(a)
+}
+
+/// A NodeDescription as text (NUL-terminated, at most 64 bytes).
+pub(crate) fn desc_text(b: &[u8]) -> String {
+    let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
+    String::from_utf8_lossy(&b[..end]).into_owned()
+}

@@ -1,0 +1,389 @@
+//! `ping` (ibping) and `bench`.
+
+use std::fmt::Write as _;
+use std::time::{Duration, Instant};
+
+use clap::{Args, ValueEnum};
+use serde_json::{json, Value};
+
+use vmad::engine::{AgentId, Event, SendRequest};
+use vmad::port::Port;
+
+use crate::mads::{self, CLASS_BULK, CLASS_PING, GET, OPENIB_OUI};
+use crate::{demo, CmdResult, Failure, Output, Session};
+
+#[derive(Debug, Args)]
+pub(crate) struct PingArgs {
+    /// Destination LID (default: the demo fabric's responder, 3).
+    lid: Option<u16>,
+    /// Number of pings.
+    #[arg(short = 'c', long = "count", default_value_t = 10)]
+    count: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum Mode {
+    /// Latency, throughput and RMPP.
+    All,
+    /// One ping at a time.
+    Latency,
+    /// `--window` pings in flight.
+    Throughput,
+    /// Large RMPP transfers (class 0x33).
+    Rmpp,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct BenchArgs {
+    /// Destination LID (default: the demo fabric's responder, 3).
+    lid: Option<u16>,
+    /// Which runs.
+    #[arg(long, value_enum, default_value = "all")]
+    mode: Mode,
+    /// Pings per latency/throughput run.
+    #[arg(short = 'n', long, default_value_t = 1000)]
+    count: u32,
+    /// Requests in flight in the throughput run.
+    #[arg(long, default_value_t = 16)]
+    window: u32,
+    /// Bytes per RMPP transfer.
+    #[arg(long, default_value_t = 65536)]
+    size: u32,
+    /// RMPP transfers.
+    #[arg(long, default_value_t = 10)]
+    transfers: u32,
+}
+
+/// Histogram bucket bounds, microseconds (the last bucket is open).
+const BUCKETS: [u64; 12] = [8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384];
+
+fn histogram(samples: &[u64]) -> Vec<(Option<u64>, usize)> {
+    let mut h: Vec<(Option<u64>, usize)> = BUCKETS.iter().map(|&b| (Some(b), 0)).collect();
+    h.push((None, 0));
+    for &s in samples {
+        let i = BUCKETS.iter().position(|&b| s < b).unwrap_or(BUCKETS.len());
+        h[i].1 += 1;
+    }
+    h
+}
+
+fn percentile(sorted: &[u64], p: f64) -> u64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let i = ((sorted.len() - 1) as f64 * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+fn ping_agent(port: &Port) -> Result<AgentId, Failure> {
+    mads::client(port, CLASS_PING, 1, false, OPENIB_OUI)
+}
+
+pub(crate) fn ping(s: &Session, a: &PingArgs) -> CmdResult {
+    let lid = a.lid.unwrap_or(demo::SERVER_LID);
+    let agent = ping_agent(&s.port)?;
+    let mut text = String::new();
+    let mut samples = Vec::new();
+    let mut responder = String::new();
+    let start = Instant::now();
+    for i in 0..a.count {
+        let req = mads::request(CLASS_PING, 1, GET, 0, 0, 0x7000_0000 + i);
+        let t0 = Instant::now();
+        match mads::transact(
+            &s.port,
+            agent,
+            mads::gsi(lid),
+            &req,
+            s.timeout_ms,
+            s.retries,
+        ) {
+            Ok(resp) => {
+                let us = t0.elapsed().as_micros() as u64;
+                responder = mads::desc_text(&resp[40..]);
+                let _ = writeln!(
+                    text,
+                    "Pong from {responder} (Lid {lid}): time {}.{:03} ms",
+                    us / 1000,
+                    us % 1000
+                );
+                samples.push(us);
+            }
+            Err(Failure(e)) => {
+                let _ = writeln!(text, "ping {i} to Lid {lid}: {e}");
+            }
+        }
+    }
+    let total_ms = start.elapsed().as_millis();
+    let received = samples.len();
+    let loss = 100.0 * (1.0 - received as f64 / f64::from(a.count.max(1)));
+    let mut sorted = samples.clone();
+    sorted.sort_unstable();
+    let (min, max) = (
+        sorted.first().copied().unwrap_or(0),
+        sorted.last().copied().unwrap_or(0),
+    );
+    let avg = if received > 0 {
+        samples.iter().sum::<u64>() / received as u64
+    } else {
+        0
+    };
+    let _ = writeln!(text, "\n--- {responder} (Lid {lid}) ibping statistics ---");
+    let _ = writeln!(
+        text,
+        "{} packets transmitted, {received} received, {loss:.0}% packet loss, time {total_ms} ms",
+        a.count
+    );
+    let ms = |us: u64| format!("{}.{:03}", us / 1000, us % 1000);
+    let _ = writeln!(
+        text,
+        "rtt min/avg/max = {}/{}/{} ms",
+        ms(min),
+        ms(avg),
+        ms(max)
+    );
+    let _ = writeln!(text, "latency histogram:");
+    let hist = histogram(&samples);
+    let top = hist.iter().map(|h| h.1).max().unwrap_or(0).max(1);
+    for (bound, n) in &hist {
+        if *n == 0 {
+            continue;
+        }
+        let label = match bound {
+            Some(b) => format!("< {b:>5} us"),
+            None => format!(">= {:>4} us", BUCKETS[BUCKETS.len() - 1]),
+        };
+        let bar = "#".repeat((n * 40).div_ceil(top));
+        let _ = writeln!(text, "  {label} {n:>6} {bar}");
+    }
+    let json = json!({
+        "dest_lid": lid,
+        "responder": responder,
+        "transmitted": a.count,
+        "received": received,
+        "loss_pct": loss,
+        "time_ms": total_ms,
+        "rtt_us": { "min": min, "avg": avg, "max": max },
+        "histogram": hist.iter().map(|(b, n)| json!({ "lt_us": b, "count": n })).collect::<Vec<Value>>(),
+        "samples_us": samples,
+    });
+    Ok(Output { text, json })
+}
+
+/// One row of the bench table.
+struct Row {
+    name: &'static str,
+    ops: u64,
+    failed: u64,
+    elapsed: Duration,
+    /// Rate in its unit.
+    rate: f64,
+    unit: &'static str,
+    p50_us: u64,
+    p99_us: u64,
+}
+
+fn latency_run(s: &Session, agent: AgentId, lid: u16, n: u32) -> Row {
+    let mut samples = Vec::with_capacity(n as usize);
+    let mut failed = 0;
+    let start = Instant::now();
+    for i in 0..n {
+        let req = mads::request(CLASS_PING, 1, GET, 0, 0, 0x6100_0000 + i);
+        let t0 = Instant::now();
+        match mads::transact(
+            &s.port,
+            agent,
+            mads::gsi(lid),
+            &req,
+            s.timeout_ms,
+            s.retries,
+        ) {
+            Ok(_) => samples.push(t0.elapsed().as_micros() as u64),
+            Err(_) => failed += 1,
+        }
+    }
+    let elapsed = start.elapsed();
+    samples.sort_unstable();
+    Row {
+        name: "latency",
+        ops: samples.len() as u64,
+        failed,
+        elapsed,
+        rate: samples.len() as f64 / elapsed.as_secs_f64().max(1e-9),
+        unit: "ops/s",
+        p50_us: percentile(&samples, 0.5),
+        p99_us: percentile(&samples, 0.99),
+    }
+}
+
+fn throughput_run(
+    s: &Session,
+    agent: AgentId,
+    lid: u16,
+    n: u32,
+    window: u32,
+) -> Result<Row, Failure> {
+    let send = |i: u32| -> Result<(), Failure> {
+        let req = mads::request(CLASS_PING, 1, GET, 0, 0, 0x6200_0000 + i);
+        s.port.send(
+            agent,
+            SendRequest {
+                addr: mads::gsi(lid),
+                mad: &req,
+                timeout_ms: s.timeout_ms,
+                retries: s.retries,
+            },
+        )?;
+        Ok(())
+    };
+    let start = Instant::now();
+    let mut next = 0;
+    while next < n.min(window.max(1)) {
+        send(next)?;
+        next += 1;
+    }
+    let (mut done, mut failed) = (0u64, 0u64);
+    let limit = Duration::from_millis(u64::from(s.timeout_ms) * u64::from(s.retries + 1) + 5000);
+    while done + failed < u64::from(n) {
+        match s.port.recv(Some(limit))? {
+            Event::Recv { agent: a, .. } if a == agent => done += 1,
+            Event::SendTimedOut { agent: a, .. } if a == agent => failed += 1,
+            _ => continue,
+        }
+        if next < n {
+            send(next)?;
+            next += 1;
+        }
+    }
+    let elapsed = start.elapsed();
+    Ok(Row {
+        name: "throughput",
+        ops: done,
+        failed,
+        elapsed,
+        rate: done as f64 / elapsed.as_secs_f64().max(1e-9),
+        unit: "ops/s",
+        p50_us: 0,
+        p99_us: 0,
+    })
+}
+
+fn rmpp_run(s: &Session, lid: u16, size: u32, transfers: u32) -> Result<Row, Failure> {
+    let agent = mads::client(&s.port, CLASS_BULK, 1, true, OPENIB_OUI)?;
+    let mut samples = Vec::new();
+    let mut failed = 0;
+    let start = Instant::now();
+    for i in 0..transfers {
+        let req = mads::request(CLASS_BULK, 1, GET, 0, size, 0x6300_0000 + i);
+        let t0 = Instant::now();
+        match mads::transact(
+            &s.port,
+            agent,
+            mads::gsi(lid),
+            &req,
+            s.timeout_ms,
+            s.retries,
+        ) {
+            Ok(resp) => {
+                let data = &resp[40.min(resp.len())..];
+                let intact = data.len() == size as usize
+                    && data
+                        .iter()
+                        .enumerate()
+                        .all(|(i, &b)| b == demo::bulk_byte(i));
+                if !intact {
+                    return Err(Failure(format!(
+                        "RMPP transfer {i}: {} bytes back, {size} expected or pattern broken",
+                        data.len()
+                    )));
+                }
+                samples.push(t0.elapsed().as_micros() as u64);
+            }
+            Err(_) => failed += 1,
+        }
+    }
+    let elapsed = start.elapsed();
+    samples.sort_unstable();
+    let bytes = samples.len() as f64 * f64::from(size);
+    Ok(Row {
+        name: "rmpp",
+        ops: samples.len() as u64,
+        failed,
+        elapsed,
+        rate: bytes / elapsed.as_secs_f64().max(1e-9) / 1e6,
+        unit: "MB/s",
+        p50_us: percentile(&samples, 0.5),
+        p99_us: percentile(&samples, 0.99),
+    })
+}
+
+pub(crate) fn bench(s: &Session, a: &BenchArgs) -> CmdResult {
+    let lid = a.lid.unwrap_or(demo::SERVER_LID);
+    let agent = ping_agent(&s.port)?;
+    let mut rows = Vec::new();
+    if matches!(a.mode, Mode::All | Mode::Latency) {
+        rows.push(latency_run(s, agent, lid, a.count));
+    }
+    if matches!(a.mode, Mode::All | Mode::Throughput) {
+        rows.push(throughput_run(s, agent, lid, a.count, a.window)?);
+    }
+    if matches!(a.mode, Mode::All | Mode::Rmpp) {
+        rows.push(rmpp_run(s, lid, a.size, a.transfers)?);
+    }
+    let st = s.port.stats();
+    let aborts = s.port.rmpp_aborts();
+    let mut text = String::new();
+    let _ = writeln!(
+        text,
+        "{:<11} {:>8} {:>7} {:>10} {:>14} {:>8} {:>8}",
+        "run", "ok", "failed", "time_ms", "rate", "p50_us", "p99_us"
+    );
+    for r in &rows {
+        let _ = writeln!(
+            text,
+            "{:<11} {:>8} {:>7} {:>10.1} {:>8.1} {:<5} {:>8} {:>8}",
+            r.name,
+            r.ops,
+            r.failed,
+            r.elapsed.as_secs_f64() * 1e3,
+            r.rate,
+            r.unit,
+            r.p50_us,
+            r.p99_us
+        );
+    }
+    let _ = writeln!(text, "\nport counters");
+    let counters: [(&str, u64); 19] = [
+        ("sent", st.sent),
+        ("received", st.received),
+        ("delivered", st.delivered),
+        ("retries", st.retries),
+        ("timeouts", st.timeouts),
+        ("rmpp_aborts", aborts),
+        ("rmpp_reassembled", st.rmpp_reassembled),
+        ("auto_replies", st.auto_replies),
+        ("drop_unmatched_response", st.unmatched_responses),
+        ("drop_invalid", st.dropped_invalid),
+        ("drop_unclaimed", st.dropped_unclaimed),
+        ("drop_duplicate", st.dropped_duplicates),
+        ("drop_rmpp_unknown", st.dropped_rmpp_unknown),
+        ("drop_rmpp_limit", st.dropped_rmpp_limit),
+        ("drop_queue_full", st.queue_drops),
+        ("backlogged", st.backlogged),
+        ("queue_depth_outstanding", st.outstanding),
+        ("queue_depth_backlog", st.backlog_depth),
+        ("rmpp_engine_aborts", st.rmpp_aborts),
+    ];
+    for (k, v) in &counters {
+        let _ = writeln!(text, "  {k:<26} {v}");
+    }
+    let json = json!({
+        "dest_lid": lid,
+        "runs": rows.iter().map(|r| json!({
+            "run": r.name, "ok": r.ops, "failed": r.failed,
+            "time_ms": r.elapsed.as_secs_f64() * 1e3, "rate": r.rate, "unit": r.unit,
+            "p50_us": r.p50_us, "p99_us": r.p99_us,
+        })).collect::<Vec<Value>>(),
+        "counters": counters.iter().map(|(k, v)| ((*k).to_owned(), json!(v))).collect::<serde_json::Map<String, Value>>(),
+    });
+    Ok(Output { text, json })
+}

@@ -1,0 +1,408 @@
+//! `sa-query` (saquery) and `smp-query` (smpquery).
+
+use std::fmt::Write as _;
+use std::net::Ipv6Addr;
+
+use clap::Args;
+use serde_json::{json, Value};
+
+use vmad::wire::sa::{path_record, Records};
+
+use crate::mads::{self, be16, be32, be64};
+use crate::{CmdResult, Failure, Output, Session};
+
+#[derive(Debug, Args)]
+pub(crate) struct SaArgs {
+    /// Record type: NodeRecord (node, default) or PathRecord (path).
+    #[arg(default_value = "NodeRecord")]
+    record: String,
+    /// NodeRecord: only the node with this LID.
+    #[arg(long)]
+    lid: Option<u16>,
+    /// PathRecord: source LID.
+    #[arg(long)]
+    slid: Option<u16>,
+    /// PathRecord: destination LID.
+    #[arg(long)]
+    dlid: Option<u16>,
+    /// SA LID (default: the port's SM LID).
+    #[arg(long)]
+    sa_lid: Option<u16>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct SmpArgs {
+    /// Attribute: nodeinfo (ni), nodedesc (nd) or portinfo (pi).
+    attr: String,
+    /// Destination: a LID, or with -D a directed route like 0,1,2.
+    addr: String,
+    /// PortInfo: the port number (the attribute modifier).
+    port_num: Option<u8>,
+    /// The destination is a directed route.
+    #[arg(short = 'D', long = "direct")]
+    direct: bool,
+}
+
+fn node_type_name(t: u8) -> &'static str {
+    match t {
+        1 => "Channel Adapter",
+        2 => "Switch",
+        3 => "Router",
+        _ => "Unknown",
+    }
+}
+
+fn gid_text(g: &[u8]) -> String {
+    let mut a = [0u8; 16];
+    a.copy_from_slice(&g[..16]);
+    Ipv6Addr::from(a).to_string()
+}
+
+/// NodeInfo (40 bytes) as JSON.
+fn node_info_json(ni: &[u8]) -> Value {
+    json!({
+        "base_version": ni[0],
+        "class_version": ni[1],
+        "node_type": ni[2],
+        "node_type_name": node_type_name(ni[2]),
+        "num_ports": ni[3],
+        "sys_image_guid": format!("0x{:016x}", be64(ni, 4)),
+        "node_guid": format!("0x{:016x}", be64(ni, 12)),
+        "port_guid": format!("0x{:016x}", be64(ni, 20)),
+        "partition_cap": be16(ni, 28),
+        "device_id": be16(ni, 30),
+        "revision": be32(ni, 32),
+        "local_port_num": ni[36],
+        "vendor_id": be32(ni, 36) & 0xff_ffff,
+    })
+}
+
+fn kv(out: &mut String, indent: &str, key: &str, width: usize, value: impl std::fmt::Display) {
+    let dots = width.saturating_sub(key.len());
+    let _ = writeln!(out, "{indent}{key}{}{value}", ".".repeat(dots));
+}
+
+pub(crate) fn sa_query(s: &Session, a: &SaArgs) -> CmdResult {
+    let kind = a.record.to_ascii_lowercase();
+    let (attr, rec_len) = match kind.as_str() {
+        "noderecord" | "node" | "nr" => (mads::ATTR_NODE_RECORD, 112usize),
+        "pathrecord" | "path" | "pr" => (mads::ATTR_PATH_RECORD, path_record::LEN),
+        _ => return Err(Failure(format!("unsupported record type {:?}", a.record))),
+    };
+    let sa_lid = a.sa_lid.unwrap_or(s.port.attrs().sm_lid);
+    let agent = mads::client(&s.port, mads::CLASS_SA, 2, true, 0)?;
+    let mut req = mads::request(mads::CLASS_SA, 2, mads::GET_TABLE, attr, 0, 0x5a00_0001);
+    req[44..46].copy_from_slice(&((rec_len / 8) as u16).to_be_bytes());
+    let mut mask = 0u64;
+    if attr == mads::ATTR_NODE_RECORD {
+        if let Some(l) = a.lid {
+            mask |= 1;
+            req[56..58].copy_from_slice(&l.to_be_bytes());
+        }
+    } else {
+        let q = path_record::Repr {
+            slid: a.slid.unwrap_or(0),
+            dlid: a.dlid.unwrap_or(0),
+            ..path_record::Repr::default()
+        };
+        if a.slid.is_some() {
+            mask |= path_record::comp::SLID;
+        }
+        if a.dlid.is_some() {
+            mask |= path_record::comp::DLID;
+        }
+        q.emit(&mut path_record::Packet::new_unchecked(
+            &mut req[56..56 + path_record::LEN],
+        ));
+    }
+    req[48..56].copy_from_slice(&mask.to_be_bytes());
+    let resp = mads::transact(
+        &s.port,
+        agent,
+        mads::gsi(sa_lid),
+        &req,
+        s.timeout_ms,
+        s.retries,
+    )?;
+    let status = mads::status(&resp);
+    if status != 0 {
+        return Err(Failure(format!("SA answered status 0x{status:04x}")));
+    }
+    let off = be16(&resp, 44);
+    let records = Records::new(&resp[56..], off)?;
+    let mut text = String::new();
+    let mut list = Vec::new();
+    for r in records {
+        if attr == mads::ATTR_NODE_RECORD {
+            let ni = &r[4..44];
+            let desc = mads::desc_text(&r[44..108]);
+            let _ = writeln!(text, "NodeRecord dump:");
+            let w = 24;
+            let t = "\t\t";
+            kv(&mut text, t, "lid", w, format_args!("0x{:x}", be16(r, 0)));
+            kv(
+                &mut text,
+                t,
+                "base_version",
+                w,
+                format_args!("0x{:x}", ni[0]),
+            );
+            kv(
+                &mut text,
+                t,
+                "class_version",
+                w,
+                format_args!("0x{:x}", ni[1]),
+            );
+            kv(&mut text, t, "node_type", w, node_type_name(ni[2]));
+            kv(&mut text, t, "num_ports", w, ni[3]);
+            kv(
+                &mut text,
+                t,
+                "sys_guid",
+                w,
+                format_args!("0x{:016x}", be64(ni, 4)),
+            );
+            kv(
+                &mut text,
+                t,
+                "node_guid",
+                w,
+                format_args!("0x{:016x}", be64(ni, 12)),
+            );
+            kv(
+                &mut text,
+                t,
+                "port_guid",
+                w,
+                format_args!("0x{:016x}", be64(ni, 20)),
+            );
+            kv(&mut text, t, "port_num", w, ni[36]);
+            kv(&mut text, t, "NodeDescription", w, &desc);
+            let mut j = node_info_json(ni);
+            j["lid"] = json!(be16(r, 0));
+            j["node_desc"] = json!(desc);
+            list.push(j);
+        } else {
+            let p = path_record::Packet::new_unchecked(r);
+            let pr = path_record::Repr::parse(&p)?;
+            let _ = writeln!(text, "PathRecord dump:");
+            let (w, t) = (24, "\t\t");
+            kv(&mut text, t, "dgid", w, gid_text(&pr.dgid));
+            kv(&mut text, t, "sgid", w, gid_text(&pr.sgid));
+            kv(&mut text, t, "dlid", w, format_args!("0x{:x}", pr.dlid));
+            kv(&mut text, t, "slid", w, format_args!("0x{:x}", pr.slid));
+            kv(&mut text, t, "reversible", w, u8::from(pr.reversible));
+            kv(&mut text, t, "pkey", w, format_args!("0x{:04x}", pr.pkey));
+            kv(&mut text, t, "sl", w, pr.sl);
+            kv(&mut text, t, "mtu", w, pr.mtu);
+            kv(&mut text, t, "rate", w, pr.rate);
+            kv(&mut text, t, "pkt_life", w, pr.pkt_life);
+            list.push(json!({
+                "dgid": gid_text(&pr.dgid), "sgid": gid_text(&pr.sgid),
+                "dlid": pr.dlid, "slid": pr.slid, "reversible": pr.reversible,
+                "pkey": pr.pkey, "sl": pr.sl, "mtu": pr.mtu, "rate": pr.rate,
+                "pkt_life": pr.pkt_life,
+            }));
+        }
+    }
+    let name = if attr == mads::ATTR_NODE_RECORD {
+        "NodeRecord"
+    } else {
+        "PathRecord"
+    };
+    Ok(Output {
+        text,
+        json: json!({ "sa_lid": sa_lid, "attribute": name, "records": list }),
+    })
+}
+
+/// A directed route `0,1,3` (the leading 0 is the local port, as smpquery writes it).
+fn parse_path(s: &str) -> Result<Vec<u8>, Failure> {
+    let mut v = s
+        .split(',')
+        .map(|p| {
+            p.trim()
+                .parse::<u8>()
+                .map_err(|_| Failure(format!("bad route {s:?}")))
+        })
+        .collect::<Result<Vec<u8>, Failure>>()?;
+    if v.first() == Some(&0) {
+        v.remove(0);
+    }
+    Ok(v)
+}
+
+fn parse_lid(s: &str) -> Result<u16, Failure> {
+    let t = s.trim();
+    let r = match t.strip_prefix("0x") {
+        Some(h) => u16::from_str_radix(h, 16),
+        None => t.parse(),
+    };
+    r.map_err(|_| Failure(format!("bad LID {s:?}")))
+}
+
+pub(crate) fn smp_query(s: &Session, a: &SmpArgs) -> CmdResult {
+    let attr = match a.attr.to_ascii_lowercase().as_str() {
+        "nodeinfo" | "ni" => mads::ATTR_NODE_INFO,
+        "nodedesc" | "nd" => mads::ATTR_NODE_DESC,
+        "portinfo" | "pi" => mads::ATTR_PORT_INFO,
+        other => return Err(Failure(format!("unsupported attribute {other:?}"))),
+    };
+    let attr_mod = u32::from(a.port_num.unwrap_or(0));
+    let (resp, target) = if a.direct {
+        let path = parse_path(&a.addr)?;
+        let agent = mads::client(&s.port, mads::CLASS_DR, 1, false, 0)?;
+        let req = mads::dr_get(attr, attr_mod, &path, 0x5b00_0001);
+        let r = mads::transact(
+            &s.port,
+            agent,
+            mads::smi_dr(),
+            &req,
+            s.timeout_ms,
+            s.retries,
+        )?;
+        (r, format!("DR path {}", a.addr))
+    } else {
+        let lid = parse_lid(&a.addr)?;
+        let agent = mads::client(&s.port, mads::CLASS_LID, 1, false, 0)?;
+        let req = mads::request(mads::CLASS_LID, 1, mads::GET, attr, attr_mod, 0x5b00_0001);
+        let r = mads::transact(
+            &s.port,
+            agent,
+            mads::smi(lid),
+            &req,
+            s.timeout_ms,
+            s.retries,
+        )?;
+        (r, format!("Lid {lid}"))
+    };
+    let status = mads::status(&resp);
+    if status != 0 {
+        return Err(Failure(format!("SMP answered status 0x{status:04x}")));
+    }
+    let d = &resp[64..128];
+    let mut text = String::new();
+    let w = 33;
+    let json = match attr {
+        mads::ATTR_NODE_INFO => {
+            let _ = writeln!(text, "# Node info: {target}");
+            kv(&mut text, "", "BaseVers:", w, d[0]);
+            kv(&mut text, "", "ClassVers:", w, d[1]);
+            kv(&mut text, "", "NodeType:", w, node_type_name(d[2]));
+            kv(&mut text, "", "NumPorts:", w, d[3]);
+            kv(
+                &mut text,
+                "",
+                "SystemGuid:",
+                w,
+                format_args!("0x{:016x}", be64(d, 4)),
+            );
+            kv(
+                &mut text,
+                "",
+                "Guid:",
+                w,
+                format_args!("0x{:016x}", be64(d, 12)),
+            );
+            kv(
+                &mut text,
+                "",
+                "PortGuid:",
+                w,
+                format_args!("0x{:016x}", be64(d, 20)),
+            );
+            kv(&mut text, "", "PartCap:", w, be16(d, 28));
+            kv(
+                &mut text,
+                "",
+                "DevId:",
+                w,
+                format_args!("0x{:04x}", be16(d, 30)),
+            );
+            kv(
+                &mut text,
+                "",
+                "Revision:",
+                w,
+                format_args!("0x{:08x}", be32(d, 32)),
+            );
+            kv(&mut text, "", "LocalPort:", w, d[36]);
+            kv(
+                &mut text,
+                "",
+                "VendorId:",
+                w,
+                format_args!("0x{:06x}", be32(d, 36) & 0xff_ffff),
+            );
+            node_info_json(&d[..40])
+        }
+        mads::ATTR_NODE_DESC => {
+            let desc = mads::desc_text(d);
+            let _ = writeln!(text, "Node Description:.{}{desc}", ".".repeat(16));
+            json!({ "node_desc": desc })
+        }
+        _ => {
+            let _ = writeln!(text, "# Port info: {target} port {attr_mod}");
+            let state = d[32] & 0xf;
+            let phys = d[33] >> 4;
+            kv(
+                &mut text,
+                "",
+                "Mkey:",
+                w,
+                format_args!("0x{:016x}", be64(d, 0)),
+            );
+            kv(
+                &mut text,
+                "",
+                "GidPrefix:",
+                w,
+                format_args!("0x{:016x}", be64(d, 8)),
+            );
+            kv(&mut text, "", "Lid:", w, be16(d, 16));
+            kv(&mut text, "", "SMLid:", w, be16(d, 18));
+            kv(
+                &mut text,
+                "",
+                "CapMask:",
+                w,
+                format_args!("0x{:x}", be32(d, 20)),
+            );
+            kv(&mut text, "", "LocalPort:", w, d[31]);
+            kv(&mut text, "", "LinkState:", w, port_state_name(state));
+            kv(&mut text, "", "PhysLinkState:", w, phys_state_name(phys));
+            json!({
+                "m_key": format!("0x{:016x}", be64(d, 0)),
+                "gid_prefix": format!("0x{:016x}", be64(d, 8)),
+                "lid": be16(d, 16), "sm_lid": be16(d, 18), "capability_mask": be32(d, 20),
+                "local_port_num": d[31], "port_state": state, "port_state_name": port_state_name(state),
+                "phys_state": phys, "phys_state_name": phys_state_name(phys),
+            })
+        }
+    };
+    Ok(Output { text, json })
+}
+
+fn port_state_name(s: u8) -> &'static str {
+    match s {
+        1 => "Down",
+        2 => "Initialize",
+        3 => "Armed",
+        4 => "Active",
+        _ => "?",
+    }
+}
+
+fn phys_state_name(s: u8) -> &'static str {
+    match s {
+        1 => "Sleep",
+        2 => "Polling",
+        3 => "Disabled",
+        4 => "PortConfigurationTraining",
+        5 => "LinkUp",
+        6 => "LinkErrorRecovery",
+        7 => "PhyTest",
+        _ => "?",
+    }
+}

@@ -1,0 +1,422 @@
+//! End-to-end tests of the `vmad` command on its embedded demo fabric
+//! (`--transport sim`): vmadsim0 (LID 1) — vmadsw0 (LID 2) — vmadsim1 (LID 3,
+//! SA and ping responders).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+/// Run `vmad args...`, assert success, return stdout.
+pub(crate) fn vmad(args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_vmad"))
+        .args(args)
+        .output()
+        .expect("run vmad");
+    assert!(
+        out.status.success(),
+        "vmad {args:?} failed: {}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Run `vmad --json args...` and parse its output.
+pub(crate) fn vmad_json(args: &[&str]) -> Value {
+    let mut a = vec!["--json"];
+    a.extend_from_slice(args);
+    let text = vmad(&a);
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("vmad {args:?}: bad JSON ({e}): {text}"))
+}
+
+fn strs(v: &Value, key: &str) -> Vec<String> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r[key].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn ping_text_and_json() {
+    let t = vmad(&["ping", "-c", "4"]);
+    assert_eq!(
+        t.matches("Pong from vmadsim1 (Lid 3): time ").count(),
+        4,
+        "{t}"
+    );
+    assert!(
+        t.contains("4 packets transmitted, 4 received, 0% packet loss"),
+        "{t}"
+    );
+    assert!(t.contains("latency histogram:"), "{t}");
+    let j = vmad_json(&["ping", "-c", "3", "3"]);
+    assert_eq!(j["dest_lid"], 3);
+    assert_eq!(j["responder"], "vmadsim1");
+    assert_eq!(
+        (j["transmitted"].as_u64(), j["received"].as_u64()),
+        (Some(3), Some(3))
+    );
+    let hist: u64 = j["histogram"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["count"].as_u64().unwrap())
+        .sum();
+    assert_eq!(hist, 3);
+    assert_eq!(j["samples_us"].as_array().unwrap().len(), 3);
+    let rtt = &j["rtt_us"];
+    assert!(
+        rtt["min"].as_u64() <= rtt["avg"].as_u64() && rtt["avg"].as_u64() <= rtt["max"].as_u64()
+    );
+}
+
+#[test]
+fn ping_to_a_lid_without_responder_reports_loss() {
+    // LID 9 does not exist: every ping times out.
+    let j = vmad_json(&["-t", "50", "--retries", "0", "ping", "-c", "2", "9"]);
+    assert_eq!(
+        (j["transmitted"].as_u64(), j["received"].as_u64()),
+        (Some(2), Some(0))
+    );
+    assert_eq!(j["loss_pct"].as_f64(), Some(100.0));
+}
+
+#[test]
+fn sa_query_node_records() {
+    let t = vmad(&["sa-query"]);
+    assert_eq!(t.matches("NodeRecord dump:").count(), 3, "{t}");
+    assert!(t.contains("NodeDescription.........vmadsw0"), "{t}");
+    let j = vmad_json(&["sa-query", "NodeRecord"]);
+    assert_eq!(j["sa_lid"], 3);
+    let recs = &j["records"];
+    let mut descs = strs(recs, "node_desc");
+    descs.sort();
+    assert_eq!(descs, ["vmadsim0", "vmadsim1", "vmadsw0"]);
+    for r in recs.as_array().unwrap() {
+        let (lid, kind) = (r["lid"].as_u64().unwrap(), r["node_type"].as_u64().unwrap());
+        match r["node_desc"].as_str().unwrap() {
+            "vmadsim0" => assert_eq!((lid, kind), (1, 1)),
+            "vmadsw0" => assert_eq!((lid, kind, r["num_ports"].as_u64().unwrap()), (2, 2, 8)),
+            _ => assert_eq!((lid, kind), (3, 1)),
+        }
+    }
+    let one = vmad_json(&["sa-query", "node", "--lid", "2"]);
+    assert_eq!(strs(&one["records"], "node_desc"), ["vmadsw0"]);
+}
+
+#[test]
+fn sa_query_path_records() {
+    let j = vmad_json(&["sa-query", "PathRecord", "--slid", "1", "--dlid", "3"]);
+    let recs = j["records"].as_array().unwrap();
+    assert_eq!(recs.len(), 1, "{j}");
+    let r = &recs[0];
+    assert_eq!((r["slid"].as_u64(), r["dlid"].as_u64()), (Some(1), Some(3)));
+    assert_eq!(r["pkey"], 0xffff);
+    assert!(r["sgid"].as_str().unwrap().starts_with("fe80::"), "{r}");
+    // All pairs of the 3 end ports.
+    let all = vmad_json(&["sa-query", "path"]);
+    assert_eq!(all["records"].as_array().unwrap().len(), 9);
+    let t = vmad(&["sa-query", "path", "--slid", "3", "--dlid", "1"]);
+    assert!(
+        t.contains("dlid....................0x1") && t.contains("slid....................0x3"),
+        "{t}"
+    );
+}
+
+#[test]
+fn smp_query_by_lid_and_direct_route() {
+    let t = vmad(&["smp-query", "nodeinfo", "2"]);
+    assert!(t.starts_with("# Node info: Lid 2"), "{t}");
+    assert!(t.contains("NodeType:........................Switch"), "{t}");
+    assert!(t.contains("NumPorts:........................8"), "{t}");
+    let nd = vmad(&["smp-query", "-D", "nd", "0,1,2"]);
+    assert!(nd.contains("vmadsim1"), "{nd}");
+    let pi = vmad_json(&["smp-query", "portinfo", "1"]);
+    assert_eq!(
+        (pi["lid"].as_u64(), pi["sm_lid"].as_u64()),
+        (Some(1), Some(3))
+    );
+    assert_eq!(pi["port_state_name"], "Active");
+    assert_eq!(pi["phys_state_name"], "LinkUp");
+    let sw_port = vmad_json(&["smp-query", "-D", "pi", "0,1", "2"]);
+    assert_eq!(
+        (sw_port["local_port_num"].as_u64(), sw_port["lid"].as_u64()),
+        (Some(2), Some(2))
+    );
+    let ni = vmad_json(&["smp-query", "-D", "ni", "0"]);
+    assert_eq!(ni["node_type_name"], "Channel Adapter");
+}
+
+#[test]
+fn discover_finds_the_demo_fabric() {
+    let t = vmad(&["discover"]);
+    assert!(t.contains("Switch\t8 \"S-"), "{t}");
+    assert!(t.contains("# \"vmadsw0\" base port 0 lid 2 lmc 0"), "{t}");
+    assert!(t.contains("# 3 nodes (1 switches, 2 CAs)"), "{t}");
+    let j = vmad_json(&["discover"]);
+    assert_eq!(
+        (j["switches"].as_u64(), j["cas"].as_u64()),
+        (Some(1), Some(2))
+    );
+    let nodes = j["nodes"].as_array().unwrap();
+    assert_eq!(
+        nodes[0]["desc"], "vmadsim0",
+        "the sweep starts at the local port"
+    );
+    let sw = nodes.iter().find(|n| n["type"] == "switch").unwrap();
+    assert_eq!(sw["lid"], 2);
+    assert_eq!(sw["route"], serde_json::json!([1]));
+    let links: Vec<(u64, String)> = sw["links"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| {
+            let remote = l["remote"].as_str().unwrap();
+            let desc = nodes.iter().find(|n| n["name"] == remote).unwrap()["desc"]
+                .as_str()
+                .unwrap();
+            (l["port"].as_u64().unwrap(), desc.to_owned())
+        })
+        .collect();
+    assert_eq!(
+        links,
+        [(1, "vmadsim0".to_owned()), (2, "vmadsim1".to_owned())]
+    );
+}
+
+#[test]
+fn bench_table_and_counters() {
+    let j = vmad_json(&[
+        "-t",
+        "3000",
+        "bench",
+        "-n",
+        "40",
+        "--window",
+        "4",
+        "--size",
+        "4096",
+        "--transfers",
+        "3",
+    ]);
+    let runs = j["runs"].as_array().unwrap();
+    let names: Vec<&str> = runs.iter().map(|r| r["run"].as_str().unwrap()).collect();
+    assert_eq!(names, ["latency", "throughput", "rmpp"]);
+    for r in runs {
+        assert_eq!(r["failed"], 0, "{r}");
+    }
+    assert_eq!(runs[0]["ok"], 40);
+    assert_eq!(runs[1]["ok"], 40);
+    assert_eq!(runs[2]["ok"], 3);
+    let c = &j["counters"];
+    // 4096 bytes over 216-byte vendor segments: 19 per transfer, each ACKed at least once.
+    assert_eq!(c["rmpp_reassembled"], 3);
+    assert!(c["received"].as_u64().unwrap() >= 80 + 3 * 19, "{c}");
+    assert!(c["sent"].as_u64().unwrap() >= 80 + 3 * 2, "{c}");
+    assert_eq!(c["timeouts"], 0);
+    assert_eq!(c["rmpp_aborts"], 0);
+    assert_eq!(c["queue_depth_outstanding"], 0);
+    let t = vmad(&[
+        "bench",
+        "--mode",
+        "rmpp",
+        "--size",
+        "1000",
+        "--transfers",
+        "2",
+    ]);
+    assert!(
+        t.contains("rmpp") && t.contains("MB/s") && t.contains("port counters"),
+        "{t}"
+    );
+    assert!(t.contains("drop_rmpp_unknown"), "{t}");
+}
+
+pub(crate) fn capture(dir: &Path, name: &str, args: &[&str]) -> std::path::PathBuf {
+    let path = dir.join(name);
+    let mut a = vec!["--pcap", path.to_str().unwrap()];
+    a.extend_from_slice(args);
+    vmad(&a);
+    path
+}
+
+#[test]
+fn dump_decodes_an_sa_capture() {
+    let dir = crate::pcap::scratch("cli-dump");
+    let path = capture(&dir, "sa.pcap", &["sa-query"]);
+    let t = vmad(&["dump", path.to_str().unwrap()]);
+    let lines: Vec<&str> = t.lines().collect();
+    assert_eq!(lines.len(), 5, "{t}");
+    assert!(
+        lines[0].contains("10.0.0.1 > 10.0.0.3 qp 1>1 SubnAdm v2 GetTable NodeRecord(0x0011)"),
+        "{t}"
+    );
+    assert!(
+        lines[1].contains("GetTableResp NodeRecord(0x0011)")
+            && lines[1].contains("rmpp DATA seg 1 F"),
+        "{t}"
+    );
+    assert!(lines[2].contains("rmpp ACK seg 1"), "{t}");
+    assert!(lines[3].contains("rmpp DATA seg 2 L"), "{t}");
+    assert!(lines[4].contains("rmpp ACK seg 2"), "{t}");
+    assert!(!t.contains("bad ICRC"), "{t}");
+    let j = vmad_json(&["dump", path.to_str().unwrap()]);
+    let types: Vec<Value> = j["packets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["rmpp_type"].clone())
+        .collect();
+    // The request is a plain MAD (RMPP header all zero), then DATA/ACK pairs.
+    assert_eq!(types, [Value::Null, 1.into(), 2.into(), 1.into(), 2.into()]);
+    assert_eq!(j["link_type"], 1);
+}
+
+#[test]
+fn pcap_files_rotate_at_the_size_bound() {
+    let dir = crate::pcap::scratch("cli-rotate");
+    let path = dir.join("r.pcap");
+    vmad(&[
+        "--pcap",
+        path.to_str().unwrap(),
+        "--pcap-max-bytes",
+        "4k",
+        "bench",
+        "--mode",
+        "rmpp",
+        "--size",
+        "8000",
+        "--transfers",
+        "1",
+    ]);
+    for n in 0..3 {
+        let p = vmad::pcap::rotated_path(&path, n);
+        let len = std::fs::metadata(&p)
+            .unwrap_or_else(|_| panic!("{} exists", p.display()))
+            .len();
+        assert!(len <= 4096, "{} is {len} bytes", p.display());
+    }
+    let none = vmad::pcap::rotated_path(&path, vmad::pcap::DEFAULT_KEEP + 1);
+    assert!(
+        !none.exists(),
+        "only {} rotated files are kept",
+        vmad::pcap::DEFAULT_KEEP
+    );
+}
+
+#[test]
+fn errors_are_reported() {
+    let out = Command::new(env!("CARGO_BIN_EXE_vmad"))
+        .args(["--json", "smp-query", "bogus", "1"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let j: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(j["error"]
+        .as_str()
+        .unwrap()
+        .contains("unsupported attribute"));
+    let out = Command::new(env!("CARGO_BIN_EXE_vmad"))
+        .args(["dump", "/nonexistent.pcap"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+}
+
+/// The `vmad --transport ibsim` view of tests/topo/small.net against ibnetdiscover's.
+#[test]
+#[ignore = "needs ibsim: run by ./scripts/test"]
+fn cli_on_ibsim_discovers_what_ibnetdiscover_sees() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = Command::new(root.join("scripts/ibsim-start"))
+        .arg(root.join("tests/topo/small.net"))
+        .output()
+        .expect("run scripts/ibsim-start");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let env: Vec<(String, String)> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.strip_prefix("export "))
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| {
+            (
+                k.to_owned(),
+                v.trim_matches('\'').trim_matches('"').to_owned(),
+            )
+        })
+        .collect();
+    let run = env
+        .iter()
+        .find(|(k, _)| k == "VMAD_IBSIM_RUN")
+        .unwrap()
+        .1
+        .clone();
+    struct Stop(PathBuf, PathBuf);
+    impl Drop for Stop {
+        fn drop(&mut self) {
+            let _ = Command::new(self.0.join("scripts/ibsim-stop"))
+                .arg(&self.1)
+                .status();
+        }
+    }
+    let _stop = Stop(root.to_path_buf(), PathBuf::from(&run));
+    let vmad_ibsim = |args: &[&str]| -> String {
+        let out = Command::new(env!("CARGO_BIN_EXE_vmad"))
+            .args(["--transport", "ibsim"])
+            .args(args)
+            .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let j: Value = serde_json::from_str(&vmad_ibsim(&["--json", "discover"])).unwrap();
+    assert_eq!(
+        (j["switches"].as_u64(), j["cas"].as_u64()),
+        (Some(2), Some(4)),
+        "{j}"
+    );
+    let mut ours = strs(&j["nodes"], "name");
+    ours.sort();
+    let theirs = Command::new(root.join("scripts/ibsim-exec"))
+        .arg(&run)
+        .arg("ibnetdiscover")
+        .output()
+        .unwrap();
+    assert!(
+        theirs.status.success(),
+        "{}",
+        String::from_utf8_lossy(&theirs.stderr)
+    );
+    let text = String::from_utf8(theirs.stdout).unwrap();
+    let mut names: Vec<String> = text
+        .lines()
+        .filter(|l| l.starts_with("Switch\t") || l.starts_with("Ca\t"))
+        .map(|l| {
+            let s = l.find('"').unwrap() + 1;
+            l[s..s + l[s..].find('"').unwrap()].to_owned()
+        })
+        .collect();
+    names.sort();
+    assert_eq!(ours, names, "same node GUIDs as ibnetdiscover");
+    // Two parallel links between the switches, both found.
+    let s1 = j["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["desc"] == "S1")
+        .unwrap();
+    assert_eq!(s1["links"].as_array().unwrap().len(), 4, "{s1}");
+    let nd = vmad_ibsim(&["smp-query", "-D", "nd", "0,1"]);
+    assert!(nd.contains("S1"), "{nd}");
+}
