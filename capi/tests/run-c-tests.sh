@@ -63,6 +63,7 @@ unset VMAD_TRANSPORT VMAD_SIM_FAULTS
 asan=(ASAN_OPTIONS=detect_leaks=1:abort_on_error=0)
 run "umad_test (ASan)" "${asan[@]}" "$out/umad_test-asan" main
 run "umad_test faults (ASan)" "${asan[@]}" VMAD_SIM_FAULTS=loss=1,seed=3 "$out/umad_test-asan" faults
+run "umad_test lossy link (ASan)" "${asan[@]}" VMAD_SIM_FAULTS=loss=0.1,dup=0.05,reorder=0.1,seed=7 "$out/umad_test-asan" lossy
 run "umad_test bad VMAD_TRANSPORT (ASan)" "${asan[@]}" VMAD_TRANSPORT=bogus "$out/umad_test-asan" badenv
 run "umad_test VMAD_TRANSPORT=verbs (ASan)" "${asan[@]}" VMAD_TRANSPORT=verbs "$out/umad_test-asan" verbs
 step "umad_test built with vmad's header through pkg-config"

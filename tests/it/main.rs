@@ -1,12 +1,16 @@
 //! vmad's one integration-test binary: everything here goes through the public API.
 
 mod access;
+// The `vmad` binary exists only with the `cli` feature (on by default).
+#[cfg(feature = "cli")]
 mod cli;
 mod dr_walk;
 mod hostile;
 mod ibsim;
 mod pcap;
 mod rmpp_gettable;
+#[cfg(feature = "roce")]
+mod roce;
 #[cfg(feature = "verbs")]
 mod rxe;
 mod sim_fabric;

@@ -6,7 +6,7 @@
  * return values and errors has a check here (tagged "recv:", "poll:", "status:"), and so
  * do libibumad's return-value quirks (anchors §1.3, tagged "quirk:").
  *
- * Usage: umad_test [main|faults|badenv|verbs]; prints "N passed, N failed".
+ * Usage: umad_test [main|faults|lossy|badenv|verbs]; prints "N passed, N failed".
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -640,6 +640,64 @@ static int run_faults(void)
 	return 0;
 }
 
+/* VMAD_SIM_FAULTS="loss=0.1,dup=0.05,reorder=0.1,seed=7": requests with retries all get
+ * exactly one answer (lost attempts are retried, duplicates and stale answers dropped). */
+static volatile int serving = 1;
+
+static void *serve(void *arg)
+{
+	struct world *w = arg;
+	uint8_t *u = alloc_umad(MAD_LEN);
+	while (serving) {
+		int len = MAD_LEN;
+		if (umad_recv(w->b, u, &len, 20) != w->server)
+			continue;
+		((uint8_t *)umad_get_mad(u))[3] = 0x81;
+		umad_send(w->b, w->server, u, MAD_LEN, 0, 0);
+	}
+	free(u);
+	return NULL;
+}
+
+static int run_lossy(void)
+{
+	enum { N = 50 };
+	struct world w;
+	int answered[N] = { 0 }, timeouts = 0, stray = 0;
+	open_world(&w);
+	pthread_t t;
+	pthread_create(&t, NULL, serve, &w);
+	for (int i = 0; i < N; i++)
+		if (send_get(&w, 0xa000 + i, 50, 6, 2) != 0)
+			timeouts++;
+	uint8_t *u = alloc_umad(MAD_LEN);
+	for (int got = 0; got < N;) {
+		int len = MAD_LEN;
+		if (umad_recv(w.a, u, &len, 10000) != w.client)
+			break;
+		got++;
+		unsigned i = (unsigned)(mad_tid(umad_get_mad(u)) & 0xffffffff) - 0xa000;
+		if (i >= N)
+			stray++;
+		else if (umad_status(u) != 0)
+			timeouts++;
+		else
+			answered[i]++;
+	}
+	serving = 0;
+	pthread_join(t, NULL);
+	int once = 0;
+	for (int i = 0; i < N; i++)
+		once += answered[i] == 1;
+	CHECK(once == N && timeouts == 0 && stray == 0,
+	      "lossy link: %d of %d requests answered exactly once (timeouts %d, stray %d)", once, N,
+	      timeouts, stray);
+	int len = MAD_LEN;
+	CHECK(umad_recv(w.a, u, &len, 300) == -ETIMEDOUT, "lossy link: no duplicate answer delivered later");
+	free(u);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "main";
@@ -648,6 +706,8 @@ int main(int argc, char **argv)
 		run_main();
 	} else if (!strcmp(mode, "faults")) {
 		run_faults();
+	} else if (!strcmp(mode, "lossy")) {
+		run_lossy();
 	} else if (!strcmp(mode, "badenv")) {
 		errno = 0;
 		CHECK(umad_init() == -EINVAL && errno == EINVAL, "VMAD_TRANSPORT=bogus: umad_init = -EINVAL");

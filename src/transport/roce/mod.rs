@@ -74,6 +74,17 @@ impl RoceConfig {
     }
 }
 
+/// A non-blocking UDP socket on `addr:port` with the options this transport
+/// sets (IPv6: zero UDP checksums accepted; IPv4: DF, so IP ID 0): for tools
+/// and tests that exchange hand-built datagrams ([`codec`]) with RoCE ports.
+///
+/// # Errors
+///
+/// As [`RoceTransport::open`].
+pub fn udp_socket(addr: IpAddr, port: u16) -> Result<UdpSocket> {
+    sock::bind(addr, port)
+}
+
 /// Counters of a RoCE port, shared with whoever holds a [`RoceTransport::stats`] handle.
 #[derive(Debug, Default)]
 pub struct RoceStats {

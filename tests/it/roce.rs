@@ -1,0 +1,524 @@
+//! vmad's roce transport as QP1 of its own RoCE v2 address, against the
+//! Linux kernel's MAD layer on rdma_rxe.
+//!
+//! These run only inside the rxe VM in RoCE mode (`scripts/rxe-test`, via
+//! `run-in-rxe-vm --roce`), in network namespace ns1 where vmad owns UDP
+//! 4791 on 2001:db8::2 and the kernel's rxe0 is 2001:db8::1. Nothing is
+//! faked: the far side is the kernel's QP1, its MAD layer and its RMPP
+//! (`tests/rxe/umad_agent.c`, `tests/rxe/roce_client.c`, system libibumad).
+//!
+//! `cargo test --test it -- --ignored --test-threads=1 roce_`
+
+use std::io::{BufRead, BufReader};
+use std::net::{IpAddr, Ipv6Addr, SocketAddr, UdpSocket};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use vmad::engine::{AgentId, AgentSpec, Event, SendRequest};
+use vmad::port::{Port, PortConfig};
+use vmad::transport::roce::codec::{self, Flow, Header};
+use vmad::transport::roce::{self, RoceConfig, RoceStats, RoceTransport};
+use vmad::transport::Transport;
+use vmad::types::{GrhAddr, MadAddr, Qp, GSI_QKEY};
+
+const OUI: u32 = 0x00_14_05;
+const ECHO: u16 = 0xff10;
+const SILENT: u16 = 0xff20;
+const VENDOR_HDR: usize = 40;
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn env(name: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| {
+        panic!(
+            "{name} is not set: these tests run inside the rxe VM in RoCE mode (scripts/rxe-test)"
+        )
+    })
+}
+
+fn kernel_gid() -> [u8; 16] {
+    env("RXE0_GID").parse::<Ipv6Addr>().expect("a GID").octets()
+}
+
+fn pattern(i: usize) -> u8 {
+    (i as u32)
+        .wrapping_mul(7)
+        .wrapping_add((i as u32 >> 8).wrapping_mul(13))
+        .wrapping_add(3) as u8
+}
+
+fn fixture(name: &str) -> String {
+    format!("{}/target/rxe/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
+/// vmad's RoCE port on ROCE_ADDR, and its counters.
+fn vmad_port() -> (Port, std::sync::Arc<RoceStats>) {
+    let addr: IpAddr = env("ROCE_ADDR").parse().expect("ROCE_ADDR");
+    let t = RoceTransport::open(RoceConfig::new(addr)).expect("bind UDP 4791 in the netns");
+    assert!(!t.caps().smi && t.caps().gsi);
+    let stats = t.stats();
+    (
+        Port::open(Box::new(t), PortConfig::default()).expect("port"),
+        stats,
+    )
+}
+
+fn spec(class: u8, rmpp: bool, methods: &[u8]) -> AgentSpec {
+    let mut mask = [0u64; 2];
+    for &m in methods {
+        mask[usize::from(m / 64)] |= 1 << (m % 64);
+    }
+    AgentSpec {
+        qp: Qp::Gsi,
+        mgmt_class: class,
+        class_version: 1,
+        rmpp_version: u8::from(rmpp),
+        method_mask: mask,
+        oui: if class >= 0x30 { OUI } else { 0 },
+        user_rmpp: false,
+    }
+}
+
+fn mad(
+    class: u8,
+    method: u8,
+    tid: u64,
+    attr: u16,
+    attr_mod: u32,
+    rmpp: bool,
+    data: &[u8],
+) -> Vec<u8> {
+    let hdr = if class >= 0x30 { VENDOR_HDR } else { 24 };
+    let mut m = vec![0u8; (hdr + data.len()).max(256)];
+    m[0] = 1;
+    m[1] = class;
+    m[2] = 1;
+    m[3] = method;
+    m[8..16].copy_from_slice(&tid.to_be_bytes());
+    m[16..18].copy_from_slice(&attr.to_be_bytes());
+    m[20..24].copy_from_slice(&attr_mod.to_be_bytes());
+    if class >= 0x30 {
+        m[24] = 1;
+        m[25] = 1;
+        m[26] = u8::from(rmpp);
+        m[37..40].copy_from_slice(&OUI.to_be_bytes()[1..]);
+    }
+    m[hdr..hdr + data.len()].copy_from_slice(data);
+    if rmpp {
+        m.truncate(hdr + data.len());
+    }
+    m
+}
+
+fn tid_of(m: &[u8]) -> u64 {
+    u64::from_be_bytes(m[8..16].try_into().unwrap())
+}
+
+fn kernel_qp1() -> MadAddr {
+    MadAddr {
+        qpn: 1,
+        qkey: GSI_QKEY,
+        grh: Some(GrhAddr {
+            gid: kernel_gid(),
+            hop_limit: 64,
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+fn request(port: &Port, agent: AgentId, m: &[u8], timeout_ms: u32, retries: u32) {
+    port.send(
+        agent,
+        SendRequest {
+            addr: kernel_qp1(),
+            mad: m,
+            timeout_ms,
+            retries,
+        },
+    )
+    .expect("send");
+}
+
+fn recv_mad(port: &Port, within: Duration) -> Vec<u8> {
+    match port.recv(Some(within)).expect("a message in time") {
+        Event::Recv { mad, .. } => mad,
+        other => panic!("expected a MAD, got {other:?}"),
+    }
+}
+
+/// The kernel umad agent on rxe0, killed on drop.
+struct KernelAgent(Child);
+
+impl KernelAgent {
+    fn start() -> KernelAgent {
+        let mut child = Command::new(fixture("umad_agent"))
+            .args(["serve", &env("RXE0_DEV"), &env("RXE0_PORT"), "600"])
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("umad_agent (built by scripts/rxe-test)");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().expect("piped"))
+            .read_line(&mut line)
+            .expect("agent output");
+        assert_eq!(line.trim(), "READY");
+        KernelAgent(child)
+    }
+}
+
+impl Drop for KernelAgent {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+// ---------------------------------------------------------------- vmad -> kernel
+
+#[test]
+#[ignore = "needs the rxe VM in RoCE mode: run by scripts/rxe-test"]
+fn roce_vmad_requests_answered_by_kernel_qp1() {
+    let _g = serial();
+    let _agent = KernelAgent::start();
+    let (port, stats) = vmad_port();
+    let a = port.register(spec(0x09, false, &[])).unwrap();
+    for k in 0..20u64 {
+        let data: Vec<u8> = (0..232).map(|i| (i + k as usize) as u8).collect();
+        request(
+            &port,
+            a,
+            &mad(0x09, 0x01, 0x100 + k, ECHO, 0, false, &data),
+            2000,
+            2,
+        );
+        let resp = recv_mad(&port, Duration::from_secs(10));
+        assert_eq!(resp[3], 0x81);
+        assert_eq!(tid_of(&resp) & 0xffff_ffff, 0x100 + k);
+        assert_eq!(&resp[24..32], b"RESPONSE");
+        assert_eq!(&resp[32..256], &data[8..]);
+    }
+    assert_eq!(
+        RoceStats::get(&stats.bad_icrc),
+        0,
+        "the kernel's ICRCs verify"
+    );
+    assert!(RoceStats::get(&stats.received) >= 20);
+}
+
+#[test]
+#[ignore = "needs the rxe VM in RoCE mode: run by scripts/rxe-test"]
+fn roce_silent_kernel_agent_times_out_after_all_attempts() {
+    let _g = serial();
+    let _agent = KernelAgent::start();
+    let (port, stats) = vmad_port();
+    let a = port.register(spec(0x09, false, &[])).unwrap();
+    let sent0 = RoceStats::get(&stats.sent);
+    let t0 = Instant::now();
+    request(
+        &port,
+        a,
+        &mad(0x09, 0x01, 0x52, SILENT, 0, false, &[]),
+        300,
+        2,
+    );
+    match port.recv(Some(Duration::from_secs(20))).expect("an event") {
+        Event::SendTimedOut { agent, header, .. } => {
+            assert_eq!(agent, a);
+            assert_eq!(tid_of(&header) & 0xffff_ffff, 0x52);
+        }
+        other => panic!("expected ETIMEDOUT, got {other:?}"),
+    }
+    assert!(
+        t0.elapsed() >= Duration::from_millis(900),
+        "3 attempts of 300 ms"
+    );
+    assert_eq!(
+        RoceStats::get(&stats.sent) - sent0,
+        3,
+        "first attempt + 2 retries"
+    );
+}
+
+#[test]
+#[ignore = "needs the rxe VM in RoCE mode: run by scripts/rxe-test"]
+fn roce_kernel_rmpp_responses_reassembled_by_vmad() {
+    let _g = serial();
+    let _agent = KernelAgent::start();
+    let (port, _) = vmad_port();
+    let a = port.register(spec(0x30, true, &[])).unwrap();
+    for (k, size) in [4096usize, 64 << 10, 1 << 20].into_iter().enumerate() {
+        let t0 = Instant::now();
+        let tid = 0x3000 + k as u64;
+        request(
+            &port,
+            a,
+            &mad(0x30, 0x01, tid, ECHO, size as u32, false, &[]),
+            60_000,
+            2,
+        );
+        let resp = recv_mad(&port, Duration::from_secs(120));
+        assert_eq!(tid_of(&resp) & 0xffff_ffff, tid);
+        assert_eq!(resp.len(), VENDOR_HDR + size);
+        let bad = resp[VENDOR_HDR..]
+            .iter()
+            .enumerate()
+            .position(|(i, &b)| b != pattern(i));
+        assert_eq!(bad, None, "byte-exact reassembly of {size} bytes");
+        eprintln!(
+            "roce: kernel RMPP -> vmad: {size} bytes in {:?}",
+            t0.elapsed()
+        );
+    }
+    assert_eq!(port.rmpp_aborts(), 0);
+}
+
+#[test]
+#[ignore = "needs the rxe VM in RoCE mode: run by scripts/rxe-test"]
+fn roce_vmad_rmpp_requests_reassembled_by_the_kernel() {
+    let _g = serial();
+    let _agent = KernelAgent::start();
+    let (port, _) = vmad_port();
+    let a = port.register(spec(0x30, true, &[])).unwrap();
+    for (k, size) in [4096usize, 64 << 10, 1 << 20].into_iter().enumerate() {
+        let t0 = Instant::now();
+        let tid = 0x4000 + k as u64;
+        let data: Vec<u8> = (0..size).map(pattern).collect();
+        request(
+            &port,
+            a,
+            &mad(0x30, 0x02, tid, ECHO, size as u32, true, &data),
+            60_000,
+            0,
+        );
+        let resp = recv_mad(&port, Duration::from_secs(120));
+        assert_eq!(tid_of(&resp) & 0xffff_ffff, tid);
+        let got = u32::from_be_bytes(resp[VENDOR_HDR..VENDOR_HDR + 4].try_into().unwrap());
+        assert_eq!(
+            got as usize, size,
+            "the kernel reassembled all {size} bytes"
+        );
+        assert_eq!(
+            resp[VENDOR_HDR + 4],
+            1,
+            "the kernel agent found the pattern intact"
+        );
+        eprintln!(
+            "roce: vmad RMPP -> kernel: {size} bytes in {:?}",
+            t0.elapsed()
+        );
+    }
+    assert_eq!(port.rmpp_aborts(), 0);
+}
+
+// ---------------------------------------------------------------- kernel -> vmad
+
+/// Run `roce_client <test> <arg>` on rxe0 against vmad's GID while serving
+/// its requests on `port` (0x09 Get: echo; 0x30 Get: RMPP pattern); its stdout.
+fn client_against_vmad(port: &Port, agents: (AgentId, AgentId), test: &str, arg: &str) -> String {
+    let mut child = Command::new(fixture("roce_client"))
+        .args([
+            &env("RXE0_DEV"),
+            &env("RXE0_PORT"),
+            &env("ROCE_GID"),
+            &env("RXE0_GID_INDEX"),
+            test,
+            arg,
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("roce_client (built by scripts/rxe-test)");
+    let deadline = Instant::now() + Duration::from_secs(300);
+    let status = loop {
+        if let Some(st) = child.try_wait().expect("wait") {
+            break st;
+        }
+        assert!(Instant::now() < deadline, "roce_client {test} {arg} hangs");
+        let Ok(Event::Recv {
+            agent,
+            addr,
+            mad: req,
+        }) = port.recv(Some(Duration::from_millis(100)))
+        else {
+            continue;
+        };
+        let resp = if agent == agents.0 {
+            let mut r = req.clone();
+            r[3] = 0x81;
+            r[24..32].copy_from_slice(b"RESPONSE");
+            r
+        } else {
+            assert_eq!(agent, agents.1);
+            let n = u32::from_be_bytes(req[20..24].try_into().unwrap()) as usize;
+            let data: Vec<u8> = (0..n).map(pattern).collect();
+            let mut r = mad(0x30, 0x81, tid_of(&req), ECHO, n as u32, true, &data);
+            r[16..18].copy_from_slice(&req[16..18]);
+            r
+        };
+        match port.send(
+            agent,
+            SendRequest {
+                addr,
+                mad: &resp,
+                timeout_ms: 0,
+                retries: 0,
+            },
+        ) {
+            // A retry of a request whose (RMPP) answer is still going out.
+            Ok(()) | Err(vmad::Error::DuplicateRequest(_)) => {}
+            Err(e) => panic!("respond: {e}"),
+        }
+    };
+    let mut out = String::new();
+    std::io::Read::read_to_string(&mut child.stdout.take().unwrap(), &mut out).unwrap();
+    assert!(status.success(), "roce_client {test} {arg} failed: {out}");
+    eprintln!("roce: {}", out.trim());
+    out
+}
+
+#[test]
+#[ignore = "needs the rxe VM in RoCE mode: run by scripts/rxe-test"]
+fn roce_kernel_client_answered_by_vmad_agent() {
+    let _g = serial();
+    let (port, stats) = vmad_port();
+    let echo = port.register(spec(0x09, false, &[0x01])).unwrap();
+    let rmpp = port.register(spec(0x30, true, &[0x01])).unwrap();
+    let out = client_against_vmad(&port, (echo, rmpp), "echo", "20");
+    assert!(out.starts_with("OK echo n=20"), "{out}");
+    for size in ["4096", "65536", "1048576"] {
+        let out = client_against_vmad(&port, (echo, rmpp), "rmpp", size);
+        assert!(out.contains(&format!("bytes={size} byte-exact")), "{out}");
+    }
+    assert_eq!(port.rmpp_aborts(), 0);
+    assert_eq!(RoceStats::get(&stats.bad_icrc), 0);
+}
+
+#[test]
+#[ignore = "needs the rxe VM in RoCE mode: run by scripts/rxe-test"]
+fn roce_unsolicited_request_for_an_unclaimed_class_gets_unsupported_status() {
+    let _g = serial();
+    let (port, _) = vmad_port();
+    let out = client_against_vmad(
+        &port,
+        (AgentId(u32::MAX), AgentId(u32::MAX)),
+        "unclaimed",
+        "1",
+    );
+    assert!(out.contains("status=0x000c"), "{out}");
+    assert!(port.stats().auto_replies >= 1);
+}
+
+// ---------------------------------------------------------------- ICRC
+
+/// An rxe0 hardware counter (per port or per device), if the kernel exposes it.
+fn rxe0_counter(name: &str) -> Option<u64> {
+    let dev = env("RXE0_DEV");
+    let paths = [
+        format!("/sys/class/infiniband/{dev}/ports/1/hw_counters/{name}"),
+        format!("/sys/class/infiniband/{dev}/hw_counters/{name}"),
+    ];
+    let v = paths
+        .iter()
+        .find_map(|p| std::fs::read_to_string(p).ok())
+        .map(|t| t.trim().parse().unwrap());
+    if v.is_none() {
+        let ls = std::fs::read_dir(format!("/sys/class/infiniband/{dev}/ports/1")).map(|d| {
+            d.filter_map(|e| e.ok())
+                .map(|e| e.file_name())
+                .collect::<Vec<_>>()
+        });
+        eprintln!("roce: no {name} counter for {dev} (port dir: {ls:?})");
+    }
+    v
+}
+
+#[test]
+#[ignore = "needs the rxe VM in RoCE mode: run by scripts/rxe-test"]
+fn roce_corrupted_icrc_is_dropped_on_both_sides() {
+    let _g = serial();
+    let _agent = KernelAgent::start();
+    let me: IpAddr = env("ROCE_ADDR").parse().unwrap();
+    let kernel = SocketAddr::new(IpAddr::V6(Ipv6Addr::from(kernel_gid())), 4791);
+    let h = Header {
+        pkey: 0xffff,
+        dest_qp: 1,
+        psn: 0,
+        qkey: GSI_QKEY,
+        src_qp: 1,
+    };
+    // Kernel side: a forged Get from UDP 4791 of our address (where its answer goes).
+    {
+        // rxe sends IPv6 UDP checksum 0: a socket set up as the transport's.
+        let sock = roce::udp_socket(me, 4791).expect("bind 4791");
+        sock.set_nonblocking(false).unwrap();
+        sock.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+        let flow = Flow {
+            src: (me, 4791),
+            dst: (kernel.ip(), 4791),
+        };
+        let get = mad(0x09, 0x01, 0xbad, ECHO, 0, false, &[7; 232]);
+        let mut buf = [0u8; 400];
+        for corrupt in [true, false] {
+            let before = rxe0_counter("rcvd_pkts");
+            let n = codec::emit(&mut buf, &h, &get, &flow);
+            if corrupt {
+                buf[n - 1] ^= 0x01;
+            }
+            sock.send_to(&buf[..n], kernel).unwrap();
+            let mut rb = [0u8; 2048];
+            let got = sock.recv_from(&mut rb);
+            let counted = rxe0_counter("rcvd_pkts").zip(before).map(|(a, b)| a - b);
+            if corrupt {
+                assert!(got.is_err(), "rxe answered a datagram with a bad ICRC");
+                assert_ne!(
+                    counted,
+                    Some(1),
+                    "rxe counted a bad-ICRC datagram as received"
+                );
+            } else {
+                let (len, from) = got.expect("rxe answers the same Get with a good ICRC");
+                assert_eq!(from.ip(), kernel.ip());
+                let ud = codec::parse(
+                    &rb[..len],
+                    Some(&Flow {
+                        src: (from.ip(), from.port()),
+                        dst: (me, 4791),
+                    }),
+                )
+                .expect("the kernel's answer verifies");
+                assert_eq!(rb[ud.payload.start + 3], 0x81);
+                assert!(
+                    matches!(counted, None | Some(1..)),
+                    "rxe did not count a good datagram"
+                );
+            }
+        }
+    }
+    // vmad side: a forged Get to vmad's QP1 with a bad ICRC is dropped and counted.
+    let (port, stats) = vmad_port();
+    let sock = UdpSocket::bind(SocketAddr::new(me, 0)).unwrap();
+    let to = SocketAddr::new(me, 4791);
+    let flow = Flow {
+        src: (me, sock.local_addr().unwrap().port()),
+        dst: (me, 4791),
+    };
+    let get = mad(0x0b, 0x01, 0xbad, ECHO, 0, false, &[]);
+    let mut buf = [0u8; 400];
+    let n = codec::emit(&mut buf, &h, &get, &flow);
+    buf[100] ^= 0x04;
+    sock.send_to(&buf[..n], to).unwrap();
+    let t0 = Instant::now();
+    while RoceStats::get(&stats.bad_icrc) == 0 && t0.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(RoceStats::get(&stats.bad_icrc), 1);
+    assert_eq!(
+        port.stats().auto_replies,
+        0,
+        "a bad datagram never reaches the engine"
+    );
+}
