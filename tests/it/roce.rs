@@ -611,3 +611,32 @@ fn roce_capi_unmodified_libibumad_programs_are_qp1_of_vmadroce0() {
         std::panic::resume_unwind(p);
     }
 }
+
+#[test]
+#[ignore = "needs the rxe VM in RoCE mode: run by scripts/rxe-test"]
+fn roce_an_address_rxe_owns_is_refused_with_eaddrinuse() {
+    let _g = serial();
+    // In the root netns (PID 1's), rxe0 owns UDP 4791 on every address.
+    let out = with_vmad(Command::new("nsenter").args([
+        "--net=/proc/1/ns/net",
+        &fixture("roce_client"),
+        "vmadroce0",
+        "1",
+        &env("ROCE_GID"),
+        "0",
+        "echo",
+        "1",
+    ]))
+    .env("VMAD_ROCE_ADDR", env("RXE0_GID"))
+    .output()
+    .expect("nsenter");
+    let err = String::from_utf8_lossy(&out.stderr);
+    eprintln!("roce: open on rxe0's own address: {}", err.trim());
+    assert!(!out.status.success(), "vmad took rxe0's UDP 4791");
+    assert!(
+        err.contains("Address already in use"),
+        "umad_open_port must fail with EADDRINUSE: {err}"
+    );
+    // The explanation travels in vmad::Error (unit test a_taken_port_is_address_in_use);
+    // libibumad's API carries only the errno.
+}
