@@ -421,9 +421,22 @@ fn rxe0_counter(name: &str) -> Option<u64> {
         format!("/sys/class/infiniband/{dev}/ports/1/hw_counters/{name}"),
         format!("/sys/class/infiniband/{dev}/hw_counters/{name}"),
     ];
+    // This process's /sys is ns1's (ip netns exec remounts it): read the
+    // root namespace's through PID 1's mount namespace as well.
     let v = paths
         .iter()
-        .find_map(|p| std::fs::read_to_string(p).ok())
+        .find_map(|p| {
+            std::fs::read_to_string(p).ok().or_else(|| {
+                let out = Command::new("nsenter")
+                    .args(["--mount=/proc/1/ns/mnt", "cat", p])
+                    .stderr(Stdio::null())
+                    .output()
+                    .ok()?;
+                out.status
+                    .success()
+                    .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+            })
+        })
         .map(|t| t.trim().parse().unwrap());
     if v.is_none() {
         let ls = std::fs::read_dir(format!("/sys/class/infiniband/{dev}/ports/1")).map(|d| {
@@ -472,6 +485,7 @@ fn roce_corrupted_icrc_is_dropped_on_both_sides() {
             let mut rb = [0u8; 2048];
             let got = sock.recv_from(&mut rb);
             let counted = rxe0_counter("rcvd_pkts").zip(before).map(|(a, b)| a - b);
+            eprintln!("roce: rxe0 rcvd_pkts delta {counted:?} (corrupt ICRC: {corrupt})");
             if corrupt {
                 assert!(got.is_err(), "rxe answered a datagram with a bad ICRC");
                 assert_ne!(
