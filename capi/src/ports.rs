@@ -93,9 +93,17 @@ pub extern "C" fn umad_close_port(portid: c_int) -> c_int {
 /// message is queued (libibumad's port id is its device fd; vmad's is not, so callers that
 /// poll must ask for it, as the API says).
 pub extern "C" fn umad_get_fd(portid: c_int) -> c_int {
-    guard(-EIO, || match umad::get_fd(port_id(portid)) {
-        Ok(fd) => fd,
-        Err(e) => fail(&e),
+    guard(-EIO, || {
+        // Test hook of debug builds (capi/tests/c/robust.c): a panic here must come
+        // back as an error return, not unwind into C.
+        #[cfg(debug_assertions)]
+        if std::env::var_os("VMAD_TEST_PANIC").is_some_and(|v| v == "umad_get_fd") {
+            panic!("VMAD_TEST_PANIC=umad_get_fd");
+        }
+        match umad::get_fd(port_id(portid)) {
+            Ok(fd) => fd,
+            Err(e) => fail(&e),
+        }
     })
 }
 

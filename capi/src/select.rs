@@ -6,6 +6,7 @@
 //! | unset, `sim` | the embedded fabric: `vmadsim0` (LID 1) and `vmadsim1` (LID 2), port 1 linked to port 1; `VMAD_SIM_FAULTS="loss=0.1,dup=0.05,reorder=0.1,corrupt=0,delay_us=0,seed=7"` injects faults on both directions |
 //! | `ibsim` | `ibsim0`: the node ibsim attaches this process to (`IBSIM_SOCKNAME`, `IBSIM_SERVER_NAME`/`_PORT`, `SIM_HOST`); `SIM_SET_ISSM=1` attaches as the node's SM |
 //! | `verbs` | not built into this library: every call fails with EOPNOTSUPP and says so on stderr |
+//! | `roce` | `vmadroce0`, port 1: this process **is** QP1 of the RoCE v2 address `VMAD_ROCE_ADDR` (IPv6 or IPv4; one no kernel RoCE device owns), over UDP 4791 |
 //!
 //! The choice is made at `umad_init` or the first call that needs a CA, and
 //! kept for the life of the process.
@@ -35,6 +36,8 @@ enum Selected {
     Sim(#[allow(dead_code)] Option<Fabric>),
     /// ibsim through `ibsim0` (registered with the CA registry).
     Ibsim,
+    /// The RoCE v2 transport through `vmadroce0` (registered with the CA registry).
+    Roce,
 }
 
 /// Select the transport if not done yet.
@@ -75,11 +78,12 @@ fn select() -> Result<Selected> {
     match var("VMAD_TRANSPORT").as_deref() {
         None | Some("sim") => select_sim(),
         Some("ibsim") => select_ibsim(),
+        Some("roce") => select_roce(),
         Some("verbs") => Err(Error::Unsupported(
             "VMAD_TRANSPORT=verbs: this libibumad was built without the verbs transport",
         )),
         Some(_) => Err(Error::InvalidArgument(
-            "VMAD_TRANSPORT must be sim, ibsim or verbs",
+            "VMAD_TRANSPORT must be sim, ibsim, verbs or roce",
         )),
     }
 }
@@ -184,6 +188,19 @@ fn select_ibsim() -> Result<Selected> {
     umad::disable_default_fabric();
     registry::register_cas(&[IBSIM_CA.to_owned()], std::sync::Arc::new(ca))?;
     Ok(Selected::Ibsim)
+}
+
+/// `vmadroce0` on `VMAD_ROCE_ADDR`; the UDP port is bound when a program opens the port.
+fn select_roce() -> Result<Selected> {
+    use vmad::transport::roce::{register_ca, RoceConfig};
+    let addr = var("VMAD_ROCE_ADDR")
+        .and_then(|a| a.parse::<std::net::IpAddr>().ok())
+        .ok_or(Error::InvalidArgument(
+            "VMAD_TRANSPORT=roce needs VMAD_ROCE_ADDR=<a local IPv6 or IPv4 address>",
+        ))?;
+    umad::disable_default_fabric();
+    register_ca("vmadroce0", RoceConfig::new(addr))?;
+    Ok(Selected::Roce)
 }
 
 /// `int umad_get_issm_path(const char *ca, int portnum, char path[], int max)`: 0, -ENODEV

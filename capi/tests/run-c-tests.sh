@@ -44,6 +44,8 @@ link=(-L"$libdir" -libumad -lpthread -Wl,-rpath,"$(cd "$libdir" && pwd)")
 cc "${cflags[@]}" -fsanitize=address -fno-omit-frame-pointer -o "$out/umad_test-asan" \
   capi/tests/c/umad_test.c "${link[@]}"
 cc "${cflags[@]}" -o "$out/umad_test" capi/tests/c/umad_test.c "${link[@]}"
+cc "${cflags[@]}" -fsanitize=address -fno-omit-frame-pointer -o "$out/robust-asan" \
+  capi/tests/c/robust.c "${link[@]}"
 if ! ldd "$out/umad_test" | grep -q "libibumad.so.3 => $(cd "$libdir" && pwd)"; then
   echo "FAIL: umad_test does not resolve libibumad.so.3 to vmad's library:"
   ldd "$out/umad_test"
@@ -62,10 +64,12 @@ run() { # name, env..., -- cmd...
 unset VMAD_TRANSPORT VMAD_SIM_FAULTS
 asan=(ASAN_OPTIONS=detect_leaks=1:abort_on_error=0)
 run "umad_test (ASan)" "${asan[@]}" "$out/umad_test-asan" main
+run "robust: NULL/misaligned/short/closed/unregistered/double close/panic (ASan)" "${asan[@]}" "$out/robust-asan"
 run "umad_test faults (ASan)" "${asan[@]}" VMAD_SIM_FAULTS=loss=1,seed=3 "$out/umad_test-asan" faults
 run "umad_test lossy link (ASan)" "${asan[@]}" VMAD_SIM_FAULTS=loss=0.1,dup=0.05,reorder=0.1,seed=7 "$out/umad_test-asan" lossy
 run "umad_test bad VMAD_TRANSPORT (ASan)" "${asan[@]}" VMAD_TRANSPORT=bogus "$out/umad_test-asan" badenv
 run "umad_test VMAD_TRANSPORT=verbs (ASan)" "${asan[@]}" VMAD_TRANSPORT=verbs "$out/umad_test-asan" verbs
+run "umad_test VMAD_TRANSPORT=roce without VMAD_ROCE_ADDR (ASan)" "${asan[@]}" VMAD_TRANSPORT=roce "$out/umad_test-asan" badenv
 step "umad_test built with vmad's header through pkg-config"
 # shellcheck disable=SC2046
 cc "${cflags[@]}" -DUSE_VMAD_HEADER $(PKG_CONFIG_PATH=capi pkg-config --define-variable=libdir="$libdir" --cflags ibumad) \

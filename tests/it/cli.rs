@@ -420,3 +420,106 @@ fn cli_on_ibsim_discovers_what_ibnetdiscover_sees() {
     let nd = vmad_ibsim(&["smp-query", "-D", "nd", "0,1"]);
     assert!(nd.contains("S1"), "{nd}");
 }
+
+/// Two `vmad` processes over RoCE v2 on ::1: `serve` answers, `ping` and
+/// `bench` ask; the client's capture is IPv6 RoCE that tshark dissects.
+#[test]
+fn roce_serve_ping_and_bench_over_loopback() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    let base = 48200 + (std::process::id() % 400) as u16 * 2;
+    let (srv, cli) = (base.to_string(), (base + 1).to_string());
+    let roce = |me: &str, peer: &str| -> Vec<String> {
+        [
+            "--transport",
+            "roce",
+            "--roce-addr",
+            "::1",
+            "--roce-udp-port",
+            me,
+            "--roce-peer-port",
+            peer,
+        ]
+        .map(str::to_owned)
+        .to_vec()
+    };
+    let mut child = Command::new(env!("CARGO_BIN_EXE_vmad"))
+        .args(roce(&srv, &cli))
+        .args(["serve", "--for", "60"])
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    struct Kill(std::process::Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut line = String::new();
+    BufReader::new(child.stderr.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let _server = Kill(child);
+    assert!(line.starts_with("serving ping"), "{line}");
+    let dir = crate::pcap::scratch("cli-roce");
+    let pcap = dir.join("roce.pcap");
+    let mut args = roce(&cli, &srv);
+    args.extend(
+        [
+            "--pcap",
+            pcap.to_str().unwrap(),
+            "--json",
+            "ping",
+            "--gid",
+            "::1",
+            "-c",
+            "3",
+        ]
+        .map(str::to_owned),
+    );
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let j: Value = serde_json::from_str(&vmad(&args)).unwrap();
+    assert_eq!(
+        (j["received"].as_u64(), j["responder"].as_str()),
+        (Some(3), Some("vmadroce0"))
+    );
+    assert_eq!(j["dest"], "Gid ::1");
+    let rows = crate::pcap::tshark_fields(&pcap);
+    if let Some(rows) = rows {
+        assert_eq!(rows.len(), 6, "{rows:?}");
+        for (i, r) in rows.iter().enumerate() {
+            assert_eq!(r[6], "", "malformed: {r:?}");
+            assert_eq!(
+                (r[0].as_str(), r[1].as_str()),
+                ("0x32", if i % 2 == 0 { "0x01" } else { "0x81" })
+            );
+        }
+    }
+    let mut args = roce(&cli, &srv);
+    args.extend(
+        [
+            "--json",
+            "bench",
+            "--gid",
+            "::1",
+            "-n",
+            "20",
+            "--size",
+            "5000",
+            "--transfers",
+            "2",
+        ]
+        .map(str::to_owned),
+    );
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let b: Value = serde_json::from_str(&vmad(&args)).unwrap();
+    let ok: Vec<u64> = b["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["ok"].as_u64().unwrap())
+        .collect();
+    assert_eq!(ok, [20, 20, 2]);
+}

@@ -1,6 +1,8 @@
 //! vmad's one integration-test binary: everything here goes through the public API.
 
 mod access;
+// The `vmad` binary exists only with the `cli` feature (on by default).
+#[cfg(feature = "cli")]
 mod cli;
 mod dr_walk;
 mod hostile;

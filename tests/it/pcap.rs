@@ -364,6 +364,7 @@ fn the_tshark_check_catches_a_malformed_packet() {
 }
 
 /// What vmad's own reader finds in a capture, as tshark should see it.
+#[cfg(feature = "cli")]
 fn expectations(path: &Path) -> Vec<Expect> {
     let mut r = Reader::new(std::fs::File::open(path).unwrap()).unwrap();
     let mut v = Vec::new();
@@ -381,6 +382,7 @@ fn expectations(path: &Path) -> Vec<Expect> {
     v
 }
 
+#[cfg(feature = "cli")]
 #[test]
 fn tshark_dissects_captures_from_real_ports() {
     let dir = scratch("real-ports");

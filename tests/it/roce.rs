@@ -421,9 +421,22 @@ fn rxe0_counter(name: &str) -> Option<u64> {
         format!("/sys/class/infiniband/{dev}/ports/1/hw_counters/{name}"),
         format!("/sys/class/infiniband/{dev}/hw_counters/{name}"),
     ];
+    // This process's /sys is ns1's (ip netns exec remounts it): read the
+    // root namespace's through PID 1's mount namespace as well.
     let v = paths
         .iter()
-        .find_map(|p| std::fs::read_to_string(p).ok())
+        .find_map(|p| {
+            std::fs::read_to_string(p).ok().or_else(|| {
+                let out = Command::new("nsenter")
+                    .args(["--mount=/proc/1/ns/mnt", "cat", p])
+                    .stderr(Stdio::null())
+                    .output()
+                    .ok()?;
+                out.status
+                    .success()
+                    .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+            })
+        })
         .map(|t| t.trim().parse().unwrap());
     if v.is_none() {
         let ls = std::fs::read_dir(format!("/sys/class/infiniband/{dev}/ports/1")).map(|d| {
@@ -472,6 +485,7 @@ fn roce_corrupted_icrc_is_dropped_on_both_sides() {
             let mut rb = [0u8; 2048];
             let got = sock.recv_from(&mut rb);
             let counted = rxe0_counter("rcvd_pkts").zip(before).map(|(a, b)| a - b);
+            eprintln!("roce: rxe0 rcvd_pkts delta {counted:?} (corrupt ICRC: {corrupt})");
             if corrupt {
                 assert!(got.is_err(), "rxe answered a datagram with a bad ICRC");
                 assert_ne!(
@@ -521,4 +535,122 @@ fn roce_corrupted_icrc_is_dropped_on_both_sides() {
         0,
         "a bad datagram never reaches the engine"
     );
+}
+
+// ---------------------------------------------------------------- C ABI
+
+/// The directory holding vmad's libibumad.so.3 (made by scripts/rxe-roce-test).
+fn vmad_lib_dir() -> String {
+    let dir = fixture("vmad-lib");
+    assert!(
+        std::path::Path::new(&format!("{dir}/libibumad.so.3")).exists(),
+        "{dir}/libibumad.so.3 missing (scripts/rxe-roce-test builds it)"
+    );
+    dir
+}
+
+/// `cmd` with vmad's libibumad.so.3 selecting the roce transport on ROCE_ADDR.
+fn with_vmad(cmd: &mut Command) -> &mut Command {
+    cmd.env("LD_LIBRARY_PATH", vmad_lib_dir())
+        .env("VMAD_TRANSPORT", "roce")
+        .env("VMAD_ROCE_ADDR", env("ROCE_ADDR"))
+}
+
+fn run_ok(cmd: &mut Command, what: &str) -> String {
+    let out = cmd.stderr(Stdio::inherit()).output().expect(what);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{what} failed: {text}");
+    eprintln!("roce: {what}: {}", text.trim());
+    text
+}
+
+#[test]
+#[ignore = "needs the rxe VM in RoCE mode: run by scripts/rxe-test"]
+fn roce_capi_unmodified_libibumad_programs_are_qp1_of_vmadroce0() {
+    let _g = serial();
+    // As a client: roce_client linked to libibumad.so.3, loaded from vmad,
+    // asks the kernel's QP1 (umad_agent on rxe0, system libibumad).
+    {
+        let _agent = KernelAgent::start();
+        let kernel = env("RXE0_GID");
+        for (test, arg) in [("echo", "10"), ("rmpp", "65536")] {
+            let out = run_ok(
+                with_vmad(Command::new(fixture("roce_client")).args([
+                    "vmadroce0",
+                    "1",
+                    &kernel,
+                    "0",
+                    test,
+                    arg,
+                ])),
+                &format!("vmad C ABI client {test} {arg}"),
+            );
+            assert!(out.starts_with("OK"), "{out}");
+        }
+    }
+    // As an agent: umad_agent on vmadroce0 answers roce_client on rxe0.
+    let mut agent =
+        with_vmad(Command::new(fixture("umad_agent")).args(["serve", "vmadroce0", "1", "120"]))
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("umad_agent");
+    let mut line = String::new();
+    BufReader::new(agent.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(
+        line.trim(),
+        "READY",
+        "umad_agent on vmadroce0 did not come up"
+    );
+    let result = std::panic::catch_unwind(|| {
+        for (test, arg) in [("echo", "10"), ("rmpp", "65536"), ("unclaimed", "1")] {
+            let out = run_ok(
+                Command::new(fixture("roce_client")).args([
+                    &env("RXE0_DEV"),
+                    &env("RXE0_PORT"),
+                    &env("ROCE_GID"),
+                    &env("RXE0_GID_INDEX"),
+                    test,
+                    arg,
+                ]),
+                &format!("kernel client {test} {arg} -> vmad C ABI agent"),
+            );
+            assert!(out.starts_with("OK"), "{out}");
+        }
+    });
+    let _ = agent.kill();
+    let _ = agent.wait();
+    if let Err(p) = result {
+        std::panic::resume_unwind(p);
+    }
+}
+
+#[test]
+#[ignore = "needs the rxe VM in RoCE mode: run by scripts/rxe-test"]
+fn roce_an_address_rxe_owns_is_refused_with_eaddrinuse() {
+    let _g = serial();
+    // In the root netns (PID 1's), rxe0 owns UDP 4791 on every address.
+    let out = with_vmad(Command::new("nsenter").args([
+        "--net=/proc/1/ns/net",
+        &fixture("roce_client"),
+        "vmadroce0",
+        "1",
+        &env("ROCE_GID"),
+        "0",
+        "echo",
+        "1",
+    ]))
+    .env("VMAD_ROCE_ADDR", env("RXE0_GID"))
+    .output()
+    .expect("nsenter");
+    let err = String::from_utf8_lossy(&out.stderr);
+    eprintln!("roce: open on rxe0's own address: {}", err.trim());
+    assert!(!out.status.success(), "vmad took rxe0's UDP 4791");
+    assert!(
+        err.contains("Address already in use"),
+        "umad_open_port must fail with EADDRINUSE: {err}"
+    );
+    // The explanation travels in vmad::Error (unit test a_taken_port_is_address_in_use);
+    // libibumad's API carries only the errno.
 }

@@ -50,8 +50,9 @@ pub(crate) struct Demo {
     thread: Option<JoinHandle<()>>,
 }
 
-struct Agents {
-    sa: AgentId,
+pub(crate) struct Agents {
+    /// The SA, where there is a topology to serve.
+    sa: Option<AgentId>,
     ping: AgentId,
     bulk: AgentId,
 }
@@ -90,11 +91,8 @@ impl Demo {
         let smi = mads::client(&port, mads::CLASS_DR, 1, false, 0)?;
         let topo = sweep::sweep(&port, smi, 500, 2, &mut |_, _| {})?;
         port.unregister(smi)?;
-        let agents = Agents {
-            sa: serve(&port, CLASS_SA, 2, true, &[GET, GET_TABLE], 0)?,
-            ping: serve(&port, CLASS_PING, 1, false, &[GET], OPENIB_OUI)?,
-            bulk: serve(&port, CLASS_BULK, 1, true, &[GET], OPENIB_OUI)?,
-        };
+        let mut agents = responders(&port)?;
+        agents.sa = Some(serve(&port, CLASS_SA, 2, true, &[GET, GET_TABLE], 0)?);
         let stop = Arc::new(AtomicBool::new(false));
         let (p, s) = (port.clone(), stop.clone());
         let thread = std::thread::Builder::new()
@@ -120,14 +118,24 @@ impl Drop for Demo {
     }
 }
 
-fn respond_loop(port: &Port, stop: &AtomicBool, agents: &Agents, topo: &Topology) {
+/// The ping and bulk responders (no SA) on `port`.
+pub(crate) fn responders(port: &Port) -> Result<Agents, Failure> {
+    Ok(Agents {
+        sa: None,
+        ping: serve(port, CLASS_PING, 1, false, &[GET], OPENIB_OUI)?,
+        bulk: serve(port, CLASS_BULK, 1, true, &[GET], OPENIB_OUI)?,
+    })
+}
+
+/// Answer requests until `stop` is set or the port closes.
+pub(crate) fn respond_loop(port: &Port, stop: &AtomicBool, agents: &Agents, topo: &Topology) {
     while !stop.load(Ordering::Relaxed) {
         match port.recv(Some(Duration::from_millis(20))) {
             Ok(Event::Recv { agent, addr, mad }) => {
-                let reply = if agent == agents.sa {
+                let reply = if Some(agent) == agents.sa {
                     sa_reply(&mad, topo)
                 } else if agent == agents.ping {
-                    Some(ping_reply(&mad))
+                    Some(ping_reply(&mad, &port.attrs().ca_name))
                 } else if agent == agents.bulk {
                     Some(bulk_reply(&mad))
                 } else {
@@ -166,9 +174,10 @@ fn response_header(req: &[u8], hdr: usize, status: u16) -> Vec<u8> {
     r
 }
 
-fn ping_reply(req: &[u8]) -> Vec<u8> {
+/// ibping's answer: the responder's name in the data.
+fn ping_reply(req: &[u8], name: &str) -> Vec<u8> {
     let mut r = response_header(req, 256, 0);
-    let text = SERVER_CA.as_bytes();
+    let text = &name.as_bytes()[..name.len().min(64)];
     r[40..40 + text.len()].copy_from_slice(text);
     r
 }

@@ -40,6 +40,8 @@ enum TransportKind {
     Ibsim,
     /// An RDMA device through libibverbs (needs the `verbs` feature).
     Verbs,
+    /// RoCE v2 over UDP: vmad is QP1 of `--roce-addr` (no SMPs; address peers with `--gid`).
+    Roce,
 }
 
 #[derive(Debug, Parser)]
@@ -76,6 +78,15 @@ struct Cli {
     /// Machine-readable JSON output.
     #[arg(long, global = true)]
     json: bool,
+    /// RoCE: the local address that is this port's GID (no kernel RoCE device may own it).
+    #[arg(long = "roce-addr", global = true)]
+    roce_addr: Option<std::net::IpAddr>,
+    /// RoCE: the UDP port to bind (default 4791).
+    #[arg(long = "roce-udp-port", default_value_t = 4791, global = true)]
+    roce_udp_port: u16,
+    /// RoCE: the UDP port peers listen on (default 4791).
+    #[arg(long = "roce-peer-port", default_value_t = 4791, global = true)]
+    roce_peer_port: u16,
     #[command(subcommand)]
     cmd: Cmd,
 }
@@ -94,6 +105,8 @@ enum Cmd {
     Bench(ping::BenchArgs),
     /// Decode a pcap file (vmad's own captures, or any RoCE v2 / link type 247 capture of MADs).
     Dump(dump::DumpArgs),
+    /// Answer ping (class 0x32) and bulk RMPP (class 0x33) requests on this port.
+    Serve(ping::ServeArgs),
 }
 
 /// Everything a command needs: the open port and the settings.
@@ -162,6 +175,7 @@ fn open_session(cli: &Cli) -> Result<Session, Failure> {
             (Arc::new(Port::open(Box::new(t), config)?), None)
         }
         TransportKind::Verbs => (open_verbs(cli, config)?, None),
+        TransportKind::Roce => (open_roce(cli, config)?, None),
     };
     Ok(Session {
         port,
@@ -179,6 +193,27 @@ fn open_verbs(cli: &Cli, config: PortConfig) -> Result<Arc<Port>, Failure> {
         ..Default::default()
     })?;
     Ok(Arc::new(Port::open(Box::new(t), config)?))
+}
+
+#[cfg(feature = "roce")]
+fn open_roce(cli: &Cli, config: PortConfig) -> Result<Arc<Port>, Failure> {
+    use vmad::transport::roce::{RoceConfig, RoceTransport};
+    let addr = cli
+        .roce_addr
+        .ok_or_else(|| Failure("--transport roce needs --roce-addr".into()))?;
+    let t = RoceTransport::open(RoceConfig {
+        udp_port: cli.roce_udp_port,
+        peer_port: cli.roce_peer_port,
+        ..RoceConfig::new(addr)
+    })?;
+    Ok(Arc::new(Port::open(Box::new(t), config)?))
+}
+
+#[cfg(not(feature = "roce"))]
+fn open_roce(_cli: &Cli, _config: PortConfig) -> Result<Arc<Port>, Failure> {
+    Err(Failure(
+        "this vmad was built without the `roce` feature".into(),
+    ))
 }
 
 #[cfg(not(feature = "verbs"))]
@@ -199,6 +234,7 @@ fn run(cli: &Cli) -> CmdResult {
         Cmd::SmpQuery(a) => query::smp_query(&s, a),
         Cmd::Discover(a) => discover::run(&s, a),
         Cmd::Bench(a) => ping::bench(&s, a),
+        Cmd::Serve(a) => ping::serve(&s, a),
         Cmd::Dump(_) => unreachable!("handled above"),
     };
     // Close before the demo fabric's responders stop, so the capture holds everything.

@@ -6,16 +6,23 @@ use std::time::{Duration, Instant};
 use clap::{Args, ValueEnum};
 use serde_json::{json, Value};
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use vmad::engine::{AgentId, Event, SendRequest};
 use vmad::port::Port;
+use vmad::types::{GrhAddr, MadAddr};
 
 use crate::mads::{self, CLASS_BULK, CLASS_PING, GET, OPENIB_OUI};
+use crate::sweep::Topology;
 use crate::{demo, CmdResult, Failure, Output, Session};
 
 #[derive(Debug, Args)]
 pub(crate) struct PingArgs {
     /// Destination LID (default: the demo fabric's responder, 3).
     lid: Option<u16>,
+    /// Destination GID instead of a LID (an IPv6 or IPv4 address on RoCE).
+    #[arg(long)]
+    gid: Option<std::net::IpAddr>,
     /// Number of pings.
     #[arg(short = 'c', long = "count", default_value_t = 10)]
     count: u32,
@@ -37,6 +44,9 @@ pub(crate) enum Mode {
 pub(crate) struct BenchArgs {
     /// Destination LID (default: the demo fabric's responder, 3).
     lid: Option<u16>,
+    /// Destination GID instead of a LID (an IPv6 or IPv4 address on RoCE).
+    #[arg(long)]
+    gid: Option<std::net::IpAddr>,
     /// Which runs.
     #[arg(long, value_enum, default_value = "all")]
     mode: Mode,
@@ -52,6 +62,63 @@ pub(crate) struct BenchArgs {
     /// RMPP transfers.
     #[arg(long, default_value_t = 10)]
     transfers: u32,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ServeArgs {
+    /// Stop after this many seconds (default: run until killed).
+    #[arg(long = "for")]
+    seconds: Option<u64>,
+}
+
+/// QP1 of the destination: by GID (with a GRH) when given, else by LID.
+fn dest(lid: Option<u16>, gid: Option<std::net::IpAddr>) -> (MadAddr, String) {
+    match gid {
+        Some(ip) => {
+            let g = match ip {
+                std::net::IpAddr::V6(a) => a.octets(),
+                std::net::IpAddr::V4(a) => a.to_ipv6_mapped().octets(),
+            };
+            let addr = MadAddr {
+                grh: Some(GrhAddr {
+                    gid: g,
+                    hop_limit: 64,
+                    ..GrhAddr::default()
+                }),
+                ..mads::gsi(0)
+            };
+            (addr, format!("Gid {ip}"))
+        }
+        None => {
+            let l = lid.unwrap_or(demo::SERVER_LID);
+            (mads::gsi(l), format!("Lid {l}"))
+        }
+    }
+}
+
+pub(crate) fn serve(s: &Session, a: &ServeArgs) -> CmdResult {
+    let agents = demo::responders(&s.port)?;
+    let stop = AtomicBool::new(false);
+    let attrs = s.port.attrs();
+    eprintln!(
+        "serving ping (class 0x32) and bulk RMPP (class 0x33) on {} port {}",
+        attrs.ca_name, attrs.port_num
+    );
+    std::thread::scope(|scope| {
+        if let Some(secs) = a.seconds {
+            let stop = &stop;
+            scope.spawn(move || {
+                std::thread::sleep(Duration::from_secs(secs));
+                stop.store(true, Ordering::Relaxed);
+            });
+        }
+        demo::respond_loop(&s.port, &stop, &agents, &Topology::default());
+    });
+    let st = s.port.stats();
+    Ok(Output {
+        text: format!("served: {} received, {} sent\n", st.received, st.sent),
+        json: json!({ "received": st.received, "sent": st.sent }),
+    })
 }
 
 /// Histogram bucket bounds, microseconds (the last bucket is open).
@@ -80,7 +147,7 @@ fn ping_agent(port: &Port) -> Result<AgentId, Failure> {
 }
 
 pub(crate) fn ping(s: &Session, a: &PingArgs) -> CmdResult {
-    let lid = a.lid.unwrap_or(demo::SERVER_LID);
+    let (to, name) = dest(a.lid, a.gid);
     let agent = ping_agent(&s.port)?;
     let mut text = String::new();
     let mut samples = Vec::new();
@@ -89,27 +156,20 @@ pub(crate) fn ping(s: &Session, a: &PingArgs) -> CmdResult {
     for i in 0..a.count {
         let req = mads::request(CLASS_PING, 1, GET, 0, 0, 0x7000_0000 + i);
         let t0 = Instant::now();
-        match mads::transact(
-            &s.port,
-            agent,
-            mads::gsi(lid),
-            &req,
-            s.timeout_ms,
-            s.retries,
-        ) {
+        match mads::transact(&s.port, agent, to, &req, s.timeout_ms, s.retries) {
             Ok(resp) => {
                 let us = t0.elapsed().as_micros() as u64;
                 responder = mads::desc_text(&resp[40..]);
                 let _ = writeln!(
                     text,
-                    "Pong from {responder} (Lid {lid}): time {}.{:03} ms",
+                    "Pong from {responder} ({name}): time {}.{:03} ms",
                     us / 1000,
                     us % 1000
                 );
                 samples.push(us);
             }
             Err(Failure(e)) => {
-                let _ = writeln!(text, "ping {i} to Lid {lid}: {e}");
+                let _ = writeln!(text, "ping {i} to {name}: {e}");
             }
         }
     }
@@ -127,7 +187,7 @@ pub(crate) fn ping(s: &Session, a: &PingArgs) -> CmdResult {
     } else {
         0
     };
-    let _ = writeln!(text, "\n--- {responder} (Lid {lid}) ibping statistics ---");
+    let _ = writeln!(text, "\n--- {responder} ({name}) ibping statistics ---");
     let _ = writeln!(
         text,
         "{} packets transmitted, {received} received, {loss:.0}% packet loss, time {total_ms} ms",
@@ -156,7 +216,8 @@ pub(crate) fn ping(s: &Session, a: &PingArgs) -> CmdResult {
         let _ = writeln!(text, "  {label} {n:>6} {bar}");
     }
     let json = json!({
-        "dest_lid": lid,
+        "dest_lid": to.lid,
+        "dest": name,
         "responder": responder,
         "transmitted": a.count,
         "received": received,
@@ -182,21 +243,14 @@ struct Row {
     p99_us: u64,
 }
 
-fn latency_run(s: &Session, agent: AgentId, lid: u16, n: u32) -> Row {
+fn latency_run(s: &Session, agent: AgentId, to: MadAddr, n: u32) -> Row {
     let mut samples = Vec::with_capacity(n as usize);
     let mut failed = 0;
     let start = Instant::now();
     for i in 0..n {
         let req = mads::request(CLASS_PING, 1, GET, 0, 0, 0x6100_0000 + i);
         let t0 = Instant::now();
-        match mads::transact(
-            &s.port,
-            agent,
-            mads::gsi(lid),
-            &req,
-            s.timeout_ms,
-            s.retries,
-        ) {
+        match mads::transact(&s.port, agent, to, &req, s.timeout_ms, s.retries) {
             Ok(_) => samples.push(t0.elapsed().as_micros() as u64),
             Err(_) => failed += 1,
         }
@@ -218,7 +272,7 @@ fn latency_run(s: &Session, agent: AgentId, lid: u16, n: u32) -> Row {
 fn throughput_run(
     s: &Session,
     agent: AgentId,
-    lid: u16,
+    to: MadAddr,
     n: u32,
     window: u32,
 ) -> Result<Row, Failure> {
@@ -227,7 +281,7 @@ fn throughput_run(
         s.port.send(
             agent,
             SendRequest {
-                addr: mads::gsi(lid),
+                addr: to,
                 mad: &req,
                 timeout_ms: s.timeout_ms,
                 retries: s.retries,
@@ -267,7 +321,7 @@ fn throughput_run(
     })
 }
 
-fn rmpp_run(s: &Session, lid: u16, size: u32, transfers: u32) -> Result<Row, Failure> {
+fn rmpp_run(s: &Session, to: MadAddr, size: u32, transfers: u32) -> Result<Row, Failure> {
     let agent = mads::client(&s.port, CLASS_BULK, 1, true, OPENIB_OUI)?;
     let mut samples = Vec::new();
     let mut failed = 0;
@@ -275,14 +329,7 @@ fn rmpp_run(s: &Session, lid: u16, size: u32, transfers: u32) -> Result<Row, Fai
     for i in 0..transfers {
         let req = mads::request(CLASS_BULK, 1, GET, 0, size, 0x6300_0000 + i);
         let t0 = Instant::now();
-        match mads::transact(
-            &s.port,
-            agent,
-            mads::gsi(lid),
-            &req,
-            s.timeout_ms,
-            s.retries,
-        ) {
+        match mads::transact(&s.port, agent, to, &req, s.timeout_ms, s.retries) {
             Ok(resp) => {
                 let data = &resp[40.min(resp.len())..];
                 let intact = data.len() == size as usize
@@ -317,17 +364,17 @@ fn rmpp_run(s: &Session, lid: u16, size: u32, transfers: u32) -> Result<Row, Fai
 }
 
 pub(crate) fn bench(s: &Session, a: &BenchArgs) -> CmdResult {
-    let lid = a.lid.unwrap_or(demo::SERVER_LID);
+    let (to, name) = dest(a.lid, a.gid);
     let agent = ping_agent(&s.port)?;
     let mut rows = Vec::new();
     if matches!(a.mode, Mode::All | Mode::Latency) {
-        rows.push(latency_run(s, agent, lid, a.count));
+        rows.push(latency_run(s, agent, to, a.count));
     }
     if matches!(a.mode, Mode::All | Mode::Throughput) {
-        rows.push(throughput_run(s, agent, lid, a.count, a.window)?);
+        rows.push(throughput_run(s, agent, to, a.count, a.window)?);
     }
     if matches!(a.mode, Mode::All | Mode::Rmpp) {
-        rows.push(rmpp_run(s, lid, a.size, a.transfers)?);
+        rows.push(rmpp_run(s, to, a.size, a.transfers)?);
     }
     let st = s.port.stats();
     let aborts = s.port.rmpp_aborts();
@@ -377,7 +424,8 @@ pub(crate) fn bench(s: &Session, a: &BenchArgs) -> CmdResult {
         let _ = writeln!(text, "  {k:<26} {v}");
     }
     let json = json!({
-        "dest_lid": lid,
+        "dest_lid": to.lid,
+        "dest": name,
         "runs": rows.iter().map(|r| json!({
             "run": r.name, "ok": r.ops, "failed": r.failed,
             "time_ms": r.elapsed.as_secs_f64() * 1e3, "rate": r.rate, "unit": r.unit,

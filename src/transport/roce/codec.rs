@@ -1,7 +1,5 @@
-//! The RoCE v2 UD datagram as the UDP socket sees it: BTH + DETH + MAD + ICRC.
-//!
-//! Public for tests that must forge datagrams (a corrupted ICRC towards the
-//! kernel). It goes once `wire::roce`, the shared codec, lands on main.
+//! The RoCE v2 UD datagram as the UDP socket sees it: BTH + DETH + MAD + ICRC,
+//! built and checked with [`crate::wire::roce`].
 //!
 //! ```text
 //!  BTH (12)   opcode 0x64 (UD SEND Only), SE/M/PadCnt/TVer, P_Key, resv8a, DestQP, AckReq+PSN
@@ -10,25 +8,15 @@
 //!  ICRC (4)   IEEE CRC-32, little-endian (rxe_icrc.c)
 //! ```
 //!
-//! The ICRC covers headers a UDP socket never sees (IP and UDP); they are
-//! rebuilt from the addresses, ports and length, with the variant fields
-//! masked to ones, exactly as rxe masks them.
+//! What this adds to the wire codec: the ICRC covers IP and UDP headers a
+//! UDP socket never sees, so they are rebuilt here from the addresses,
+//! ports and length (IPv4: ID 0 and DF, as Linux sends with PMTU discovery
+//! "do"); `wire::roce::icrc` masks their variant fields. Public for tests
+//! and tools that forge datagrams (a corrupted ICRC towards the kernel).
 
 use std::net::IpAddr;
 
-/// BTH length.
-pub const BTH_LEN: usize = 12;
-/// DETH length.
-pub const DETH_LEN: usize = 8;
-/// ICRC length.
-pub const ICRC_LEN: usize = 4;
-/// BTH + DETH + ICRC: what a UD datagram adds to its payload.
-pub const UD_OVERHEAD: usize = BTH_LEN + DETH_LEN + ICRC_LEN;
-/// Opcode of UD SEND Only.
-pub const OP_UD_SEND_ONLY: u8 = 0x64;
-
-const UDP_HEADER_LEN: usize = 8;
-const IP_PROTO_UDP: u8 = 17;
+use crate::wire::roce::{self as wire, bth, deth, ICRC_LEN, IPV6_HEADER_LEN, UDP_HEADER_LEN};
 
 /// The IP and UDP facts of one datagram the ICRC covers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,41 +55,7 @@ pub struct Ud {
     pub payload: core::ops::Range<usize>,
 }
 
-fn be24(b: &[u8]) -> u32 {
-    u32::from_be_bytes([0, b[0], b[1], b[2]])
-}
-
-/// Parse a datagram; `flow` is `None` when the ICRC cannot be checked
-/// (IPv4: the IP ID it covers is invisible to a UDP socket).
-pub fn parse(d: &[u8], flow: Option<&Flow>) -> Result<Ud, Reject> {
-    if d.len() < UD_OVERHEAD + 24 {
-        return Err(Reject::Runt);
-    }
-    if d[0] != OP_UD_SEND_ONLY || d[1] & 0x0f != 0 {
-        return Err(Reject::Opcode);
-    }
-    let pad = usize::from((d[1] >> 4) & 3);
-    let end = d.len() - ICRC_LEN;
-    if end - BTH_LEN - DETH_LEN < pad + 24 {
-        return Err(Reject::Runt);
-    }
-    if let Some(flow) = flow {
-        let got = u32::from_le_bytes([d[end], d[end + 1], d[end + 2], d[end + 3]]);
-        if icrc(flow, &d[..end]) != got {
-            return Err(Reject::Icrc);
-        }
-    }
-    Ok(Ud {
-        pkey: u16::from_be_bytes([d[2], d[3]]),
-        dest_qp: be24(&d[5..8]),
-        psn: be24(&d[9..12]),
-        qkey: u32::from_be_bytes([d[12], d[13], d[14], d[15]]),
-        src_qp: be24(&d[17..20]),
-        payload: BTH_LEN + DETH_LEN..end - pad,
-    })
-}
-
-/// What [`emit`] writes around a payload.
+/// What [`emit`] writes around a payload (a UD SEND Only with AckReq, as rxe sends).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Header {
     /// P_Key.
@@ -116,21 +70,65 @@ pub struct Header {
     pub src_qp: u32,
 }
 
+const HDRS: usize = bth::LEN + deth::LEN;
+
+/// Parse a datagram; `flow` is `None` when the ICRC cannot be checked
+/// (IPv4: the IP ID it covers is invisible to a UDP socket).
+///
+/// # Errors
+///
+/// The [`Reject`] reason.
+pub fn parse(d: &[u8], flow: Option<&Flow>) -> Result<Ud, Reject> {
+    if d.len() < HDRS + 24 + ICRC_LEN {
+        return Err(Reject::Runt);
+    }
+    let bth = bth::Repr::parse(&bth::Packet::new_unchecked(&d[..bth::LEN]))
+        .map_err(|_| Reject::Opcode)?;
+    if bth.opcode != bth::Opcode::UdSendOnly {
+        return Err(Reject::Opcode);
+    }
+    let end = d.len() - ICRC_LEN;
+    let pad = usize::from(bth.pad_count);
+    if end - HDRS < pad + 24 {
+        return Err(Reject::Runt);
+    }
+    if let Some(flow) = flow {
+        let got = u32::from_le_bytes([d[end], d[end + 1], d[end + 2], d[end + 3]]);
+        if icrc(flow, &d[..end]) != got {
+            return Err(Reject::Icrc);
+        }
+    }
+    let deth = deth::Repr::parse(&deth::Packet::new_unchecked(&d[bth::LEN..HDRS]))
+        .map_err(|_| Reject::Runt)?;
+    Ok(Ud {
+        pkey: bth.pkey,
+        dest_qp: bth.dest_qp,
+        psn: bth.psn,
+        qkey: deth.qkey,
+        src_qp: deth.src_qp,
+        payload: HDRS..end - pad,
+    })
+}
+
 /// Write BTH + DETH + `payload` + pad + ICRC into `buf`; returns the length.
-/// `buf` must hold `payload.len() + 3 + UD_OVERHEAD` bytes.
+/// `buf` must hold `payload.len() + 3 + wire::roce::UD_OVERHEAD` bytes.
 pub fn emit(buf: &mut [u8], h: &Header, payload: &[u8], flow: &Flow) -> usize {
-    let pad = (4 - payload.len() % 4) % 4;
-    let end = BTH_LEN + DETH_LEN + payload.len() + pad;
+    let pad = wire::Repr::pad_for(payload.len());
+    let end = HDRS + payload.len() + pad;
     let b = &mut buf[..end + ICRC_LEN];
-    b[0] = OP_UD_SEND_ONLY;
-    b[1] = (pad as u8) << 4; // SE 0, MigReq 0, TVer 0
-    b[2..4].copy_from_slice(&h.pkey.to_be_bytes());
-    b[4..8].copy_from_slice(&(h.dest_qp & 0xff_ffff).to_be_bytes()); // resv8a = 0
-    b[8..12].copy_from_slice(&((1 << 31) | (h.psn & 0xff_ffff)).to_be_bytes()); // AckReq
-    b[12..16].copy_from_slice(&h.qkey.to_be_bytes());
-    b[16..20].copy_from_slice(&(h.src_qp & 0xff_ffff).to_be_bytes());
-    b[20..20 + payload.len()].copy_from_slice(payload);
-    b[20 + payload.len()..end].fill(0);
+    let bth = bth::Repr {
+        pad_count: pad as u8,
+        ack_req: true,
+        ..bth::Repr::ud_send(h.pkey, h.dest_qp, h.psn)
+    };
+    let deth = deth::Repr {
+        qkey: h.qkey,
+        src_qp: h.src_qp & 0xff_ffff,
+    };
+    bth.emit(&mut bth::Packet::new_unchecked(&mut b[..bth::LEN]));
+    deth.emit(&mut deth::Packet::new_unchecked(&mut b[bth::LEN..HDRS]));
+    b[HDRS..HDRS + payload.len()].copy_from_slice(payload);
+    b[HDRS + payload.len()..end].fill(0);
     let crc = icrc(flow, &b[..end]);
     b[end..].copy_from_slice(&crc.to_le_bytes());
     end + ICRC_LEN
@@ -139,42 +137,32 @@ pub fn emit(buf: &mut [u8], h: &Header, payload: &[u8], flow: &Flow) -> usize {
 /// The ICRC of `ib` (BTH up to, not including, the ICRC) sent along `flow`.
 pub fn icrc(flow: &Flow, ib: &[u8]) -> u32 {
     let udp_len = (UDP_HEADER_LEN + ib.len() + ICRC_LEN) as u16;
-    let mut h = [0xffu8; 8 + 40 + UDP_HEADER_LEN];
-    // The first 8 bytes stay ones: the LRH RoCE v2 does not have.
+    let mut h = [0u8; IPV6_HEADER_LEN + UDP_HEADER_LEN];
+    // Only what the ICRC does not mask is filled in (wire::roce::icrc masks the rest).
     let ip_len = match (flow.src.0, flow.dst.0) {
         (IpAddr::V4(s), IpAddr::V4(d)) => {
-            let ip = &mut h[8..28];
-            ip[0] = 0x45;
-            // TOS (1), TTL (8) and the checksum (10..12) stay ones.
-            ip[2..4].copy_from_slice(&(20 + udp_len).to_be_bytes());
-            // Linux sends ID 0 with DF set on an unconnected socket with PMTU discovery "do".
-            ip[4..8].copy_from_slice(&[0, 0, 0x40, 0]);
-            ip[9] = IP_PROTO_UDP;
-            ip[12..16].copy_from_slice(&s.octets());
-            ip[16..20].copy_from_slice(&d.octets());
+            h[0] = 0x45;
+            h[2..4].copy_from_slice(&(20 + udp_len).to_be_bytes());
+            h[6] = 0x40; // DF; ID 0
+            h[9] = wire::IP_PROTO_UDP;
+            h[12..16].copy_from_slice(&s.octets());
+            h[16..20].copy_from_slice(&d.octets());
             20
         }
         (s, d) => {
-            let ip = &mut h[8..48];
-            ip[0] = 0x6f; // version 6; TClass and FlowLabel stay ones
-            ip[4..6].copy_from_slice(&udp_len.to_be_bytes());
-            ip[6] = IP_PROTO_UDP; // hop limit (7) stays ones
-            ip[8..24].copy_from_slice(&gid_of(s));
-            ip[24..40].copy_from_slice(&gid_of(d));
+            h[0] = 0x60;
+            h[4..6].copy_from_slice(&udp_len.to_be_bytes());
+            h[6] = wire::IP_PROTO_UDP;
+            h[8..24].copy_from_slice(&gid_of(s));
+            h[24..40].copy_from_slice(&gid_of(d));
             40
         }
     };
-    let u = 8 + ip_len;
-    h[u..u + 2].copy_from_slice(&flow.src.1.to_be_bytes());
-    h[u + 2..u + 4].copy_from_slice(&flow.dst.1.to_be_bytes());
-    h[u + 4..u + 6].copy_from_slice(&udp_len.to_be_bytes());
-    // The UDP checksum (u + 6..u + 8) stays ones.
-    let mut bth = [0u8; BTH_LEN];
-    bth.copy_from_slice(&ib[..BTH_LEN]);
-    bth[4] = 0xff;
-    let crc = crc32_update(!0, &h[..u + UDP_HEADER_LEN]);
-    let crc = crc32_update(crc, &bth);
-    !crc32_update(crc, &ib[BTH_LEN..])
+    h[ip_len..ip_len + 2].copy_from_slice(&flow.src.1.to_be_bytes());
+    h[ip_len + 2..ip_len + 4].copy_from_slice(&flow.dst.1.to_be_bytes());
+    h[ip_len + 4..ip_len + 6].copy_from_slice(&udp_len.to_be_bytes());
+    // Cannot fail: the headers are complete and `ib` holds at least a BTH.
+    wire::icrc(&h[..ip_len + UDP_HEADER_LEN], ib).unwrap_or(0)
 }
 
 /// The GID of an address: IPv6 as is, IPv4 as `::ffff:a.b.c.d`.
@@ -185,44 +173,10 @@ pub fn gid_of(a: IpAddr) -> [u8; 16] {
     }
 }
 
-const CRC_TABLE: [u32; 256] = {
-    let mut t = [0u32; 256];
-    let mut i = 0;
-    while i < 256 {
-        let mut c = i as u32;
-        let mut k = 0;
-        while k < 8 {
-            c = if c & 1 != 0 {
-                0xedb8_8320 ^ (c >> 1)
-            } else {
-                c >> 1
-            };
-            k += 1;
-        }
-        t[i] = c;
-        i += 1;
-    }
-    t
-};
-
-/// IEEE CRC-32 (zlib's) without the initial and final inversion.
-fn crc32_update(mut crc: u32, bytes: &[u8]) -> u32 {
-    for &b in bytes {
-        crc = CRC_TABLE[((crc ^ u32::from(b)) & 0xff) as usize] ^ (crc >> 8);
-    }
-    crc
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::net::Ipv6Addr;
-
-    #[test]
-    fn crc32_is_zlibs() {
-        // zlib.crc32(b"123456789") == 0xcbf43926
-        assert_eq!(!crc32_update(!0, b"123456789"), 0xcbf4_3926);
-    }
 
     fn flow6(src: u16) -> Flow {
         Flow {
@@ -285,12 +239,52 @@ mod tests {
         assert!(parse(&bad[..n], None).is_ok());
     }
 
+    /// A whole frame from `wire::roce::Repr::emit` carries, after its IP and
+    /// UDP headers, exactly what the socket sends: same ICRC from rebuilt headers.
+    #[test]
+    fn same_bytes_as_a_whole_wire_frame() {
+        let mad = [0x5au8; 256];
+        let h = Header {
+            pkey: 0xffff,
+            dest_qp: 1,
+            psn: 9,
+            qkey: 0x8001_0000,
+            src_qp: 1,
+        };
+        let mut ours = [0u8; 300];
+        let n = emit(&mut ours, &h, &mad, &flow6(55410));
+        let frame = wire::Repr {
+            ip: wire::IpRepr {
+                addrs: wire::IpAddrs::V6 {
+                    src: gid_of(flow6(0).src.0),
+                    dst: gid_of(flow6(0).dst.0),
+                },
+                tclass: 3,
+                flow_label: 0x12345,
+                hop_limit: 17,
+                ip_id: 0,
+                src_port: 55410,
+            },
+            bth: bth::Repr {
+                ack_req: true,
+                ..bth::Repr::ud_send(0xffff, 1, 9)
+            },
+            deth: deth::Repr {
+                qkey: 0x8001_0000,
+                src_qp: 1,
+            },
+        };
+        let mut whole = [0u8; 400];
+        let m = frame.emit(&mut whole, &mad).unwrap();
+        assert_eq!(&whole[48..m], &ours[..n]);
+    }
+
     #[test]
     fn rejects_runts_and_other_opcodes() {
         let mut buf = [0u8; 280];
         assert_eq!(parse(&buf[..40], None), Err(Reject::Runt));
         assert_eq!(parse(&buf, None), Err(Reject::Opcode));
-        buf[0] = OP_UD_SEND_ONLY;
+        buf[0] = 0x64; // UD SEND Only
         buf[1] = 1; // TVer 1
         assert_eq!(parse(&buf, None), Err(Reject::Opcode));
         buf[1] = 0;

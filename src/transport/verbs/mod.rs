@@ -16,10 +16,18 @@
 //!   copies between the NIC and the engine.
 //! - One receive WR per slot; consumed slots are reposted as one chained
 //!   `post_recv` per batch.
+//! - Sends are queued and posted as one chained `post_send` (one doorbell,
+//!   a system call on rxe) when the engine has nothing more to send or
+//!   [`VerbsConfig::send_batch`] are queued.
 //! - Separate send and receive CQs, polled in batches (busy polling);
 //!   optionally a completion channel on the receive CQ so that
-//!   [`Transport::wait`] sleeps in the kernel on idle ports.
-//! - Address handles are cached per destination.
+//!   [`Transport::wait`] sleeps in the kernel on idle ports
+//!   ([`VerbsConfig::completion_channel`]; on a CPU-starved host, e.g. the
+//!   TCG-emulated test VM, it is also the faster mode). Either way
+//!   [`Transport::waker`] ends a wait at once.
+//! - Address handles are cached per destination; a send's GRH always uses
+//!   this port's source GID index, and its remote Q_Key is always the QP's
+//!   (as the kernel's QP1 does, whatever the caller's `qkey`).
 //!
 //! # RoCE
 //!
