@@ -205,6 +205,8 @@ pub struct Engine {
     peer_active: HashMap<sessions::PeerKey, usize>,
     stats: EngineStats,
     /// MAD buffers of finished sends, reused so that the send path does not allocate.
+    /// Boxes on purpose: they move in and out of requests and the transmit queue.
+    #[allow(clippy::vec_box)]
     mad_pool: Vec<Box<[u8; MAD_SIZE]>>,
 }
 
