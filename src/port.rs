@@ -478,7 +478,12 @@ impl Drop for ClosedOnExit<'_> {
         self.0.lock().closed = true;
         self.0.ready.notify_all();
         // Close the port for the fabric (a caller mid-turn finishes first).
-        let io = self.0.io.lock().unwrap_or_else(PoisonError::into_inner).take();
+        let io = self
+            .0
+            .io
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
         drop(io);
     }
 }
