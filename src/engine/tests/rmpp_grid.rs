@@ -8,7 +8,7 @@
 //! no transaction, no RMPP session and no timer.
 //!
 //! Seeds: 20 for sizes up to 65 segments, fewer for 1000 segments and
-//! ~1 MiB (see [`seeds_for`]) to keep a debug `cargo test` short.
+//! ~1 MiB (see [`seeds_for`]).
 
 use core::time::Duration;
 
@@ -38,7 +38,7 @@ fn seeds_for(data_len: usize) -> u64 {
     match data_len / PER_SEG {
         0..=65 => 20,
         66..=1000 => 20,
-        _ => 5,
+        _ => 20,
     }
 }
 
