@@ -16,10 +16,21 @@
 //! When a turn found nothing to do, the thread keeps polling for
 //! [`PortConfig::spin`], yielding the CPU between polls (so a reply that
 //! arrives just after a request is picked up in microseconds), then parks in [`Transport::wait`] until the
-//! engine's next deadline. Application threads never touch the transport:
-//! [`Port::send`] hands the MAD to the engine under the port's lock and
-//! wakes the port thread through the transport's [`Waker`] (a transport
-//! without one is parked in slices of [`PortConfig::park_slice`]).
+//! engine's next deadline (a transport without a [`Waker`] is parked in
+//! slices of [`PortConfig::park_slice`]).
+//!
+//! **Caller-driven progress.** The transport sits behind its own lock (the
+//! *I/O lock*, always taken before the engine's). Every handoff between
+//! threads costs a wake-up, and a subnet manager keeps only a few MADs on the
+//! wire, so latency is its speed. Hence a thread that calls [`Port::send`]
+//! runs the turn above itself when the I/O lock is free (the request goes
+//! straight to the transport), and wakes the port thread only when it is
+//! not; a thread waiting in [`Port::recv_with`] / [`Port::poll`] runs turns
+//! for up to [`PortConfig::caller_spin`] before it blocks, so a reply is
+//! usually handled by the thread that wants it. The port thread still runs
+//! the timers and makes progress when nobody calls. It holds the I/O lock
+//! while parked, and reads the engine's deadline under it: a send that cannot
+//! take the lock then wakes it, so no deadline is missed.
 //!
 //! The engine's time is this module's monotonic clock: microseconds since
 //! the port was opened, as a [`crate::time::Instant`].
@@ -54,6 +65,9 @@ pub struct PortConfig {
     pub spin: Duration,
     /// Most MADs taken from the transport per turn.
     pub burst: usize,
+    /// How long a thread waiting in [`Port::recv_with`] / [`Port::poll`] drives the
+    /// transport itself (yielding between turns) before it blocks. Zero: never.
+    pub caller_spin: Duration,
     /// Longest park when the transport has no [`Waker`].
     pub park_slice: Duration,
     /// Record every MAD sent and received (each RMPP segment and ACK) to a
@@ -67,6 +81,7 @@ impl Default for PortConfig {
             engine: EngineConfig::default(),
             spin: Duration::from_micros(200),
             burst: 32,
+            caller_spin: Duration::from_micros(100),
             park_slice: Duration::from_millis(1),
             pcap: None,
         }
@@ -105,8 +120,18 @@ impl Core {
     }
 }
 
+/// The transport side, under the I/O lock (taken before the core's lock).
+struct Io {
+    transport: Box<dyn Transport>,
+    capture: Option<Capture>,
+}
+
 struct Shared {
+    /// `None` once the port thread has ended (the transport is dropped).
+    io: Mutex<Option<Io>>,
     core: Mutex<Core>,
+    burst: usize,
+    caller_spin: Duration,
     /// Signalled when events are queued or the port closes.
     ready: Condvar,
     waker: Option<Waker>,
@@ -130,6 +155,18 @@ impl Shared {
         if let Some(w) = &self.waker {
             w.wake();
         }
+    }
+
+    /// Run one turn on the calling thread if the I/O lock is free. `None`: it was not
+    /// (or the transport is gone); else whether the turn did any work.
+    fn try_turn(&self) -> Option<bool> {
+        let mut io = match self.io.try_lock() {
+            Ok(io) => io,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return None,
+        };
+        let io = io.as_mut()?;
+        Some(turn(self, io).0)
     }
 }
 
@@ -161,7 +198,13 @@ impl Port {
         let (fd_read, fd_write) = UnixStream::pair()?;
         fd_read.set_nonblocking(true)?;
         fd_write.set_nonblocking(true)?;
+        let waker = transport.waker();
+        let attrs = transport.attrs().clone();
+        let caps = transport.caps();
         let shared = Arc::new(Shared {
+            io: Mutex::new(Some(Io { transport, capture })),
+            burst: config.burst,
+            caller_spin: config.caller_spin,
             core: Mutex::new(Core {
                 engine: Engine::new(config.engine.clone()),
                 closed: false,
@@ -172,10 +215,10 @@ impl Port {
                 fd_ready: false,
             }),
             ready: Condvar::new(),
-            waker: transport.waker(),
+            waker,
             epoch: Clock::now(),
-            attrs: transport.attrs().clone(),
-            caps: transport.caps(),
+            attrs,
+            caps,
         });
         let name = format!(
             "vmad-port {}:{}",
@@ -184,7 +227,7 @@ impl Port {
         let driver = shared.clone();
         let thread = std::thread::Builder::new()
             .name(name)
-            .spawn(move || drive(&driver, transport, &config, capture))?;
+            .spawn(move || drive(&driver, &config))?;
         Ok(Port {
             shared,
             thread: Mutex::new(Some(thread)),
@@ -231,7 +274,8 @@ impl Port {
         self.shared.lock().engine.hi_tid(agent)
     }
 
-    /// Queue a MAD; the port thread sends it.
+    /// Queue a MAD and send it from this thread if the transport is free (else the
+    /// port thread sends it).
     ///
     /// # Errors
     /// EINVAL on a closed port; otherwise as [`Engine::send`] (EINVAL, EMSGSIZE).
@@ -241,7 +285,9 @@ impl Port {
             let now = self.shared.now();
             core.engine.send(now, agent, req)?;
         }
-        self.shared.wake();
+        if self.shared.try_turn().is_none() {
+            self.shared.wake();
+        }
         Ok(())
     }
 
@@ -260,6 +306,7 @@ impl Port {
         mut take: impl FnMut(&Event) -> Result<R>,
     ) -> Result<R> {
         let deadline = timeout.map(|t| Clock::now() + t);
+        let mut spin = Spin::new(&self.shared, timeout);
         let mut core = self.live()?;
         loop {
             core.settle();
@@ -268,6 +315,12 @@ impl Port {
                 core.engine.poll_event();
                 core.settle();
                 return Ok(taken);
+            }
+            if spin.active() {
+                drop(core);
+                spin.turn(&self.shared);
+                core = self.live()?;
+                continue;
             }
             core = self.wait_ready(core, timeout, deadline)?;
         }
@@ -288,11 +341,18 @@ impl Port {
     /// port is (or gets) closed.
     pub fn poll(&self, timeout: Option<Duration>) -> Result<()> {
         let deadline = timeout.map(|t| Clock::now() + t);
+        let mut spin = Spin::new(&self.shared, timeout);
         let mut core = self.live()?;
         loop {
             core.settle();
             if core.engine.peek_event().is_some() {
                 return Ok(());
+            }
+            if spin.active() {
+                drop(core);
+                spin.turn(&self.shared);
+                core = self.live()?;
+                continue;
             }
             core = match self.wait_ready(core, timeout, deadline) {
                 Err(Error::WouldBlock) => return Err(Error::TimedOut),
@@ -417,69 +477,116 @@ impl Drop for ClosedOnExit<'_> {
     fn drop(&mut self) {
         self.0.lock().closed = true;
         self.0.ready.notify_all();
+        // Close the port for the fabric (a caller mid-turn finishes first).
+        let io = self
+            .0
+            .io
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        drop(io);
     }
 }
 
+/// A waiting caller's bounded spell of driving the port itself.
+struct Spin {
+    /// When the spell ends (`None`: no spell beyond the first turn).
+    until: Option<Clock>,
+    /// The first turn is always taken, even with a zero timeout (a non-blocking
+    /// receive still makes progress).
+    once: bool,
+}
+
+impl Spin {
+    fn new(shared: &Shared, timeout: Option<Duration>) -> Spin {
+        let spin = match timeout {
+            Some(t) => t.min(shared.caller_spin),
+            None => shared.caller_spin,
+        };
+        Spin {
+            until: (!spin.is_zero()).then(|| Clock::now() + spin),
+            once: true,
+        }
+    }
+
+    fn active(&self) -> bool {
+        self.once || self.until.is_some_and(|u| Clock::now() < u)
+    }
+
+    fn turn(&mut self, shared: &Shared) {
+        self.once = false;
+        if shared.try_turn() != Some(true) {
+            // Nothing came in: let the thread that will send it run.
+            std::thread::yield_now();
+        }
+    }
+}
+
+/// One turn (see the module docs) with the I/O lock held: returns whether it did any
+/// work, and the engine's next deadline.
+fn turn(shared: &Shared, io: &mut Io) -> (bool, Option<Instant>) {
+    let mut core = shared.lock();
+    if core.closed {
+        return (false, None);
+    }
+    let now = shared.now();
+    let before = core.engine.pending_events();
+    let engine = &mut core.engine;
+    let cap = &mut io.capture;
+    let transport = &mut io.transport;
+    let received = transport
+        .recv_burst(shared.burst, &mut |meta, mad| {
+            if let Some(c) = cap {
+                c.record(
+                    SystemTime::now(),
+                    Direction::Received,
+                    meta.qp,
+                    &meta.src,
+                    mad,
+                );
+            }
+            engine.handle_datagram(now, meta, mad)
+        })
+        .unwrap_or(0);
+    if engine.poll_timeout().is_some_and(|t| t <= now) {
+        engine.handle_timeout(now);
+    }
+    let mut sent = 0usize;
+    while let Ok(true) = transport.transmit(&mut |slot| {
+        let tx = engine.poll_transmit(now, slot);
+        if let (Some(t), Some(c)) = (&tx, cap.as_mut()) {
+            c.record(
+                SystemTime::now(),
+                Direction::Sent,
+                t.qp,
+                &t.dest,
+                &slot[..t.len],
+            );
+        }
+        tx
+    }) {
+        sent += 1;
+    }
+    let deadline = engine.poll_timeout();
+    if core.engine.pending_events() != before {
+        core.settle();
+        shared.ready.notify_all();
+    }
+    (received + sent > 0, deadline)
+}
+
 /// The port thread.
-fn drive(
-    shared: &Shared,
-    mut transport: Box<dyn Transport>,
-    config: &PortConfig,
-    mut capture: Option<Capture>,
-) {
+fn drive(shared: &Shared, config: &PortConfig) {
     let _closed_on_exit = ClosedOnExit(shared);
     let has_waker = shared.waker.is_some();
     let mut idle_since: Option<Clock> = None;
     loop {
-        let (worked, deadline) = {
-            let mut core = shared.lock();
-            if core.closed {
-                break;
-            }
-            let now = shared.now();
-            let before = core.engine.pending_events();
-            let engine = &mut core.engine;
-            let cap = &mut capture;
-            let received = transport
-                .recv_burst(config.burst, &mut |meta, mad| {
-                    if let Some(c) = cap {
-                        c.record(
-                            SystemTime::now(),
-                            Direction::Received,
-                            meta.qp,
-                            &meta.src,
-                            mad,
-                        );
-                    }
-                    engine.handle_datagram(now, meta, mad)
-                })
-                .unwrap_or(0);
-            if engine.poll_timeout().is_some_and(|t| t <= now) {
-                engine.handle_timeout(now);
-            }
-            let mut sent = 0usize;
-            while let Ok(true) = transport.transmit(&mut |slot| {
-                let tx = engine.poll_transmit(now, slot);
-                if let (Some(t), Some(c)) = (&tx, cap.as_mut()) {
-                    c.record(
-                        SystemTime::now(),
-                        Direction::Sent,
-                        t.qp,
-                        &t.dest,
-                        &slot[..t.len],
-                    );
-                }
-                tx
-            }) {
-                sent += 1;
-            }
-            let deadline = engine.poll_timeout();
-            if core.engine.pending_events() != before {
-                core.settle();
-                shared.ready.notify_all();
-            }
-            (received + sent > 0, deadline)
-        };
+        let mut guard = shared.io.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(io) = guard.as_mut() else { break };
+        if shared.lock().closed {
+            break;
+        }
+        let (worked, deadline) = turn(shared, io);
         if worked {
             idle_since = None;
             continue;
@@ -487,12 +594,14 @@ fn drive(
         let now = Clock::now();
         let since = *idle_since.get_or_insert(now);
         if now.duration_since(since) < config.spin {
-            // Yield rather than burn: on a busy machine the thread that will send
-            // us the next frame may need this core.
+            // Yield rather than burn (and without the I/O lock, so callers can drive):
+            // on a busy machine the thread that will send us the next frame may need this core.
+            drop(guard);
             std::thread::yield_now();
             continue;
         }
-        // Park until the engine's next deadline (or a wake / arrival).
+        // Park until the engine's next deadline (or a wake / arrival). The deadline was read
+        // under the I/O lock, still held: a later send cannot take it, so it wakes us.
         let until = deadline.map(|d| {
             let micros = d.as_micros().saturating_sub(shared.now().as_micros());
             Duration::from_micros(micros)
@@ -505,7 +614,7 @@ fn drive(
         if limit.is_some_and(|l| l.is_zero()) {
             continue;
         }
-        if transport.wait(limit).is_err() {
+        if io.transport.wait(limit).is_err() {
             std::thread::sleep(config.park_slice);
         }
         idle_since = None;

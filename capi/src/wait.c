@@ -13,10 +13,22 @@
 #include <errno.h>
 #include <limits.h>
 #include <poll.h>
+#include <sched.h>
 #include <time.h>
 
 int vmad_capi_recv_nb(int portid, void *umad, int *length);
 int vmad_capi_get_fd(int portid);
+
+/* How long umad_recv drives the port itself before it sleeps in poll(2). */
+#define SPIN_US 100
+
+static long long now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000000LL + ts.tv_nsec / 1000;
+}
 
 static long long now_ms(void)
 {
@@ -50,11 +62,24 @@ int umad_recv(int portid, void *umad, int *length, int timeout_ms)
 {
 	long long deadline = timeout_ms > 0 ? now_ms() + timeout_ms : -1;
 
+	/*
+	 * Each vmad_capi_recv_nb runs one turn of the port on this thread (caller-driven
+	 * progress, see vmad's port docs): keep trying for a short bounded spell before
+	 * sleeping in poll(), so a reply that is on its way is picked up by the thread that
+	 * wants it, with no wake-up in between. Bounded, so cancellation is only delayed.
+	 */
+	long long spin_until = timeout_ms == 0 ? 0 : now_us() + SPIN_US;
+
 	for (;;) {
 		int r = vmad_capi_recv_nb(portid, umad, length);
 
 		if (r != -EWOULDBLOCK || timeout_ms == 0)
 			return r;
+		if (spin_until && now_us() < spin_until) {
+			sched_yield();
+			continue;
+		}
+		spin_until = 0;
 		int fd = vmad_capi_get_fd(portid);
 
 		if (fd < 0)

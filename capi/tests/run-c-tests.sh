@@ -69,6 +69,7 @@ run "umad_test faults (ASan)" "${asan[@]}" VMAD_SIM_FAULTS=loss=1,seed=3 "$out/u
 run "umad_test lossy link (ASan)" "${asan[@]}" VMAD_SIM_FAULTS=loss=0.1,dup=0.05,reorder=0.1,seed=7 "$out/umad_test-asan" lossy
 run "umad_test bad VMAD_TRANSPORT (ASan)" "${asan[@]}" VMAD_TRANSPORT=bogus "$out/umad_test-asan" badenv
 run "umad_test VMAD_TRANSPORT=verbs (ASan)" "${asan[@]}" VMAD_TRANSPORT=verbs "$out/umad_test-asan" verbs
+run "umad_test VMAD_TRANSPORT=roce without VMAD_ROCE_ADDR (ASan)" "${asan[@]}" VMAD_TRANSPORT=roce "$out/umad_test-asan" badenv
 step "umad_test built with vmad's header through pkg-config"
 # shellcheck disable=SC2046
 cc "${cflags[@]}" -DUSE_VMAD_HEADER $(PKG_CONFIG_PATH=capi pkg-config --define-variable=libdir="$libdir" --cflags ibumad) \

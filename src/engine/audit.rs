@@ -65,7 +65,7 @@ impl Engine {
         // Requests: the index and the table agree, and the gauge counts them.
         let mut wanting = 0u64;
         let mut active: HashMap<u32, usize> = HashMap::new();
-        for (&id, txn) in &self.txns {
+        for (id, txn) in self.txns.iter() {
             if txn.wants_response {
                 wanting += 1;
                 if self.txn_index.get(&txn.key()) != Some(&id) {
@@ -93,7 +93,7 @@ impl Engine {
             ));
         }
         for (key, id) in &self.send_index {
-            if self.txns.get(id).is_none_or(|t| t.rmpp.is_none()) {
+            if self.txns.get(*id).is_none_or(|t| t.rmpp.is_none()) {
                 return fail(format!("send_index {key:?} points at no RMPP txn"));
             }
         }
@@ -119,7 +119,7 @@ impl Engine {
         for id in self.backlogs.iter().flatten() {
             if !self
                 .txns
-                .get(id)
+                .get(*id)
                 .is_some_and(|t| t.state == TxnState::Backlog)
             {
                 return fail(format!("backlog holds txn {id} not in Backlog state"));

@@ -2,7 +2,7 @@
 //! engine's own answer to unclaimed Get/Set, and the duplicate-request filter.
 
 use super::timers::TimerKey;
-use super::txn::TxnState;
+use super::txn::{TxnKey, TxnState};
 use super::{agent, smi, AgentId, Engine, Event, RecvMeta};
 use crate::time::Instant;
 use crate::types::{MadAddr, Qp, GSI_QKEY};
@@ -146,11 +146,12 @@ impl Engine {
             return;
         }
         self.stats.auto_replies += 1;
+        let mad = self.mad_buf(&buf);
         self.tx_queue.push_back(super::txn::Out::Raw {
             agent: None,
             qp: meta.qp,
             dest: reply_addr(meta.qp, &meta.src),
-            mad: Box::new(buf),
+            mad,
         });
     }
 
@@ -158,7 +159,9 @@ impl Engine {
         let pkt = mad::Packet::new_unchecked(&buf[..]);
         let (tid, class) = (pkt.tid(), u8::from(pkt.mgmt_class()));
         if let Some(txn_id) = self.match_response(agent, tid, class, &meta.src) {
-            self.finish_txn(now, txn_id);
+            if let Some(txn) = self.finish_txn(now, txn_id) {
+                self.recycle(txn.mad);
+            }
             self.deliver_answer(agent, meta.src, buf.to_vec());
             return;
         }
@@ -181,8 +184,8 @@ impl Engine {
         class: u8,
         src: &MadAddr,
     ) -> Option<u64> {
-        let &txn_id = self.txn_index.get(&(agent.0, tid, class))?;
-        let txn = self.txns.get(&txn_id)?;
+        let &txn_id = self.txn_index.get(&TxnKey::new(agent, tid, class))?;
+        let txn = self.txns.get(txn_id)?;
         if txn.state == TxnState::Backlog {
             return None;
         }

@@ -61,6 +61,7 @@ mod config;
 mod dispatch;
 mod hash;
 mod sessions;
+mod slab;
 mod smi;
 mod stats;
 mod timers;
@@ -181,10 +182,10 @@ pub enum Event {
 pub struct Engine {
     config: EngineConfig,
     agents: agent::AgentTable,
-    /// Outstanding requests by id; ids are never reused.
-    txns: hash::IdMap<u64, txn::Txn>,
+    /// Outstanding requests by slab id (a stale id finds nothing).
+    txns: slab::Slab<txn::Txn>,
     /// (agent, TID, class) -> txn id, for response matching and duplicate sends.
-    txn_index: hash::IdMap<txn::TxnKey, u64>,
+    txn_index: hash::PassMap<txn::TxnKey, u64>,
     /// Per agent slot: requests waiting for the outstanding limit, in send order.
     backlogs: Vec<VecDeque<u64>>,
     next_id: u64,
@@ -203,7 +204,14 @@ pub struct Engine {
     /// Reassemblies in progress per peer.
     peer_active: HashMap<sessions::PeerKey, usize>,
     stats: EngineStats,
+    /// MAD buffers of finished sends, reused so that the send path does not allocate.
+    /// Boxes on purpose: they move in and out of requests and the transmit queue.
+    #[allow(clippy::vec_box)]
+    mad_pool: Vec<Box<[u8; MAD_SIZE]>>,
 }
+
+/// Spare MAD buffers kept (64 KiB): enough for any burst a port thread moves per turn.
+const MAD_POOL: usize = 256;
 
 impl Engine {
     /// A new engine.
@@ -212,8 +220,8 @@ impl Engine {
         Engine {
             agents: agent::AgentTable::new(&mut rng),
             config,
-            txns: hash::IdMap::default(),
-            txn_index: hash::IdMap::default(),
+            txns: slab::Slab::default(),
+            txn_index: hash::PassMap::default(),
             backlogs: vec![VecDeque::new(); agent::MAX_AGENTS],
             next_id: 1,
             timers: timers::Timers::default(),
@@ -227,6 +235,7 @@ impl Engine {
             recv_index: HashMap::new(),
             peer_active: HashMap::new(),
             stats: EngineStats::default(),
+            mad_pool: Vec::new(),
         }
     }
 
@@ -338,6 +347,24 @@ impl Engine {
             self.stats.delivered += 1;
         }
         self.events.push_back(event);
+    }
+
+    /// A MAD buffer holding `bytes`, zero-padded: a spare one when there is one.
+    fn mad_buf(&mut self, bytes: &[u8]) -> Box<[u8; MAD_SIZE]> {
+        let n = bytes.len().min(MAD_SIZE);
+        let mut buf = self
+            .mad_pool
+            .pop()
+            .unwrap_or_else(|| Box::new([0u8; MAD_SIZE]));
+        buf[..n].copy_from_slice(&bytes[..n]);
+        buf[n..].fill(0);
+        buf
+    }
+
+    fn recycle(&mut self, buf: Box<[u8; MAD_SIZE]>) {
+        if self.mad_pool.len() < MAD_POOL {
+            self.mad_pool.push(buf);
+        }
     }
 
     fn alloc_id(&mut self) -> u64 {

@@ -16,7 +16,7 @@ use super::rmpp::recv::Receiver;
 use super::rmpp::send::Sender;
 use super::rmpp::{format_ds_ack, Progress};
 use super::timers::TimerKey;
-use super::txn::{Out, RmppTx, Txn, TxnState};
+use super::txn::{Out, RmppTx, Txn, TxnKey, TxnState};
 use super::{AgentId, Engine, Event, RecvMeta, SendRequest, Transmit};
 use crate::time::Instant;
 use crate::types::{MadAddr, Qp};
@@ -126,7 +126,7 @@ impl Engine {
         let (class, method) = (u8::from(class), message[3]);
         let wants_response = req.timeout_ms != 0;
         if self.send_index.contains_key(&(id.0, tid))
-            || (wants_response && self.txn_index.contains_key(&(id.0, tid, class)))
+            || (wants_response && self.txn_index.contains_key(&TxnKey::new(id, tid, class)))
         {
             return Err(Error::DuplicateRequest(tid));
         }
@@ -186,27 +186,23 @@ impl Engine {
         if response {
             self.forget_request(id, &req.addr, tid, class);
         }
-        let txn_id = self.alloc_id();
-        self.txns.insert(
-            txn_id,
-            Txn {
-                agent: id,
-                tid,
-                class,
-                qp,
-                dest: req.addr,
-                mad: first,
-                timeout: user,
-                retries_left: req.retries,
-                state: TxnState::Backlog,
-                deadline: None,
-                wants_response,
-                rmpp: Some(rmpp),
-            },
-        );
+        let txn_id = self.txns.insert(Txn {
+            agent: id,
+            tid,
+            class,
+            qp,
+            dest: req.addr,
+            mad: first,
+            timeout: user,
+            retries_left: req.retries,
+            state: TxnState::Backlog,
+            deadline: None,
+            wants_response,
+            rmpp: Some(rmpp),
+        });
         self.send_index.insert((id.0, tid), txn_id);
         if wants_response {
-            self.txn_index.insert((id.0, tid, class), txn_id);
+            self.txn_index.insert(TxnKey::new(id, tid, class), txn_id);
             self.stats.outstanding += 1;
             self.admit(now, id, txn_id);
         } else {
@@ -219,7 +215,7 @@ impl Engine {
     /// backlog) and offer it to `poll_transmit`.
     pub(super) fn start_rmpp_send(&mut self, now: Instant, txn_id: u64) {
         let cfg = self.config.rmpp;
-        let Some(txn) = self.txns.get_mut(&txn_id) else {
+        let Some(txn) = self.txns.get_mut(txn_id) else {
             return;
         };
         if let Some(RmppTx::Pending {
@@ -254,7 +250,7 @@ impl Engine {
 
     /// Point the transaction's timer at its sender's deadline.
     fn sync_txn_timer(&mut self, txn_id: u64) {
-        let Some(txn) = self.txns.get_mut(&txn_id) else {
+        let Some(txn) = self.txns.get_mut(txn_id) else {
             return;
         };
         let new = match &txn.rmpp {
@@ -272,7 +268,7 @@ impl Engine {
         out: &mut [u8; MAD_SIZE],
     ) -> Option<Transmit> {
         while let Some(&txn_id) = self.rmpp_ready.front() {
-            let sent = match self.txns.get_mut(&txn_id) {
+            let sent = match self.txns.get_mut(txn_id) {
                 Some(Txn {
                     rmpp: Some(RmppTx::Running(sender)),
                     qp,
@@ -301,7 +297,7 @@ impl Engine {
 
     /// The sender's ACK timer expired.
     pub(super) fn rmpp_send_timeout(&mut self, now: Instant, txn_id: u64) {
-        let progress = match self.txns.get_mut(&txn_id) {
+        let progress = match self.txns.get_mut(txn_id) {
             Some(Txn {
                 rmpp: Some(RmppTx::Running(sender)),
                 ..
@@ -325,7 +321,7 @@ impl Engine {
                 self.rmpp_ready.push_back(txn_id);
             }
             Progress::Complete => {
-                let Some(txn) = self.txns.get_mut(&txn_id) else {
+                let Some(txn) = self.txns.get_mut(txn_id) else {
                     return;
                 };
                 let hdr_len = MgmtClass::from(txn.class).data_offset();
@@ -348,7 +344,7 @@ impl Engine {
                 }
             }
             Progress::Failed { status, .. } => {
-                let Some(txn) = self.txns.get_mut(&txn_id) else {
+                let Some(txn) = self.txns.get_mut(txn_id) else {
                     return;
                 };
                 let (agent, tid, qp, dest) = (txn.agent, txn.tid, txn.qp, txn.dest);
@@ -425,7 +421,7 @@ impl Engine {
     fn rmpp_control(&mut self, now: Instant, agent: AgentId, meta: RecvMeta, buf: &[u8; MAD_SIZE]) {
         let tid = mad::Packet::new_unchecked(&buf[..]).tid();
         if let Some(&txn_id) = self.send_index.get(&(agent.0, tid)) {
-            let progress = match self.txns.get_mut(&txn_id) {
+            let progress = match self.txns.get_mut(txn_id) {
                 Some(Txn {
                     rmpp: Some(RmppTx::Running(sender)),
                     class,

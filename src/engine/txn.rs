@@ -13,7 +13,34 @@ use crate::wire::{rmpp, MAD_SIZE};
 use crate::{Error, Result};
 
 /// What identifies an outstanding request: agent, full TID, class.
-pub(crate) type TxnKey = (u32, u64, u8);
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct TxnKey {
+    agent: u32,
+    tid: u64,
+    class: u8,
+}
+
+impl TxnKey {
+    pub(crate) fn new(agent: AgentId, tid: u64, class: u8) -> TxnKey {
+        TxnKey {
+            agent: agent.0,
+            tid,
+            class,
+        }
+    }
+}
+
+impl core::hash::Hash for TxnKey {
+    /// Applications number their requests with a counter, and a request is found
+    /// again (answered, timed out) about as many requests later as are outstanding.
+    /// So runs of 64 consecutive TIDs get neighbouring buckets (the low bits stay,
+    /// the rest is mixed): completions then walk the table's memory in order instead
+    /// of missing the cache once each.
+    fn hash<H: core::hash::Hasher>(&self, state: &mut H) {
+        let mixed = super::hash::mix3(self.agent, self.tid >> 6, self.class);
+        state.write_u64((mixed & !63) | (self.tid & 63));
+    }
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum TxnState {
@@ -65,7 +92,7 @@ pub(crate) enum RmppTx {
 
 impl Txn {
     pub(crate) fn key(&self) -> TxnKey {
-        (self.agent.0, self.tid, self.class)
+        TxnKey::new(self.agent, self.tid, self.class)
     }
 }
 
@@ -107,8 +134,7 @@ impl Engine {
                 limit: MAD_SIZE,
             });
         }
-        let mut buf = Box::new([0u8; MAD_SIZE]);
-        buf[..bytes.len()].copy_from_slice(bytes);
+        let mut buf = self.mad_buf(bytes);
         let mut pkt = mad::Packet::new_unchecked(&mut buf[..]);
         let class = u8::from(pkt.mgmt_class());
         let response = pkt.is_response();
@@ -135,29 +161,25 @@ impl Engine {
             });
             return Ok(());
         }
-        let key = (id.0, tid, class);
+        let key = TxnKey::new(id, tid, class);
         if self.txn_index.contains_key(&key) {
             return Err(Error::DuplicateRequest(tid));
         }
-        let txn_id = self.alloc_id();
+        let txn_id = self.txns.insert(Txn {
+            agent: id,
+            tid,
+            class,
+            qp,
+            dest: req.addr,
+            mad: buf,
+            timeout: Duration::from_millis(u64::from(req.timeout_ms)),
+            retries_left: req.retries,
+            state: TxnState::Backlog,
+            deadline: None,
+            wants_response: true,
+            rmpp: None,
+        });
         self.txn_index.insert(key, txn_id);
-        self.txns.insert(
-            txn_id,
-            Txn {
-                agent: id,
-                tid,
-                class,
-                qp,
-                dest: req.addr,
-                mad: buf,
-                timeout: Duration::from_millis(u64::from(req.timeout_ms)),
-                retries_left: req.retries,
-                state: TxnState::Backlog,
-                deadline: None,
-                wants_response: true,
-                rmpp: None,
-            },
-        );
         self.stats.outstanding += 1;
         self.admit(now, id, txn_id);
         Ok(())
@@ -176,7 +198,7 @@ impl Engine {
             return;
         }
         agent.active += 1;
-        let Some(txn) = self.txns.get_mut(&txn_id) else {
+        let Some(txn) = self.txns.get_mut(txn_id) else {
             return;
         };
         if txn.rmpp.is_some() {
@@ -189,7 +211,7 @@ impl Engine {
 
     /// Remove a finished request (answered, timed out) and let the backlog move.
     pub(super) fn finish_txn(&mut self, now: Instant, txn_id: u64) -> Option<Txn> {
-        let txn = self.txns.remove(&txn_id)?;
+        let txn = self.txns.remove(txn_id)?;
         self.timers.set(TimerKey::Txn(txn_id), txn.deadline, None);
         if txn.rmpp.is_some() {
             self.send_index.remove(&(txn.agent.0, txn.tid));
@@ -219,7 +241,7 @@ impl Engine {
         while let Some(item) = self.tx_queue.pop_front() {
             match item {
                 Out::Txn(txn_id) => {
-                    let Some(txn) = self.txns.get_mut(&txn_id) else {
+                    let Some(txn) = self.txns.get_mut(txn_id) else {
                         continue;
                     };
                     if txn.state != TxnState::Queued {
@@ -250,6 +272,7 @@ impl Engine {
                         }
                     }
                     out.copy_from_slice(&mad[..]);
+                    self.recycle(mad);
                     self.stats.sent += 1;
                     return Some(Transmit {
                         qp,
@@ -271,7 +294,7 @@ impl Engine {
     }
 
     fn txn_expired(&mut self, now: Instant, txn_id: u64) {
-        let Some(txn) = self.txns.get_mut(&txn_id) else {
+        let Some(txn) = self.txns.get_mut(txn_id) else {
             return;
         };
         txn.deadline = None;
@@ -300,6 +323,7 @@ impl Engine {
             self.stats.timeouts += 1;
             let mut header = [0u8; mad::HEADER_LEN];
             header.copy_from_slice(&txn.mad[..mad::HEADER_LEN]);
+            self.recycle(txn.mad);
             self.push_event(Event::SendTimedOut {
                 agent: txn.agent,
                 addr: txn.dest,
@@ -314,12 +338,12 @@ impl Engine {
             .txns
             .iter()
             .filter(|(_, t)| t.agent == id)
-            .map(|(&k, _)| k)
+            .map(|(k, _)| k)
             .collect();
         doomed.sort_unstable();
-        for txn_id in &doomed {
+        for txn_id in doomed {
             if let Some(txn) = self.txns.remove(txn_id) {
-                self.timers.set(TimerKey::Txn(*txn_id), txn.deadline, None);
+                self.timers.set(TimerKey::Txn(txn_id), txn.deadline, None);
                 self.send_index.remove(&(txn.agent.0, txn.tid));
                 if txn.wants_response {
                     self.txn_index.remove(&txn.key());

@@ -421,9 +421,22 @@ fn rxe0_counter(name: &str) -> Option<u64> {
         format!("/sys/class/infiniband/{dev}/ports/1/hw_counters/{name}"),
         format!("/sys/class/infiniband/{dev}/hw_counters/{name}"),
     ];
+    // This process's /sys is ns1's (ip netns exec remounts it): read the
+    // root namespace's through PID 1's mount namespace as well.
     let v = paths
         .iter()
-        .find_map(|p| std::fs::read_to_string(p).ok())
+        .find_map(|p| {
+            std::fs::read_to_string(p).ok().or_else(|| {
+                let out = Command::new("nsenter")
+                    .args(["--mount=/proc/1/ns/mnt", "cat", p])
+                    .stderr(Stdio::null())
+                    .output()
+                    .ok()?;
+                out.status
+                    .success()
+                    .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+            })
+        })
         .map(|t| t.trim().parse().unwrap());
     if v.is_none() {
         let ls = std::fs::read_dir(format!("/sys/class/infiniband/{dev}/ports/1")).map(|d| {
@@ -472,6 +485,7 @@ fn roce_corrupted_icrc_is_dropped_on_both_sides() {
             let mut rb = [0u8; 2048];
             let got = sock.recv_from(&mut rb);
             let counted = rxe0_counter("rcvd_pkts").zip(before).map(|(a, b)| a - b);
+            eprintln!("roce: rxe0 rcvd_pkts delta {counted:?} (corrupt ICRC: {corrupt})");
             if corrupt {
                 assert!(got.is_err(), "rxe answered a datagram with a bad ICRC");
                 assert_ne!(
@@ -610,4 +624,33 @@ fn roce_capi_unmodified_libibumad_programs_are_qp1_of_vmadroce0() {
     if let Err(p) = result {
         std::panic::resume_unwind(p);
     }
+}
+
+#[test]
+#[ignore = "needs the rxe VM in RoCE mode: run by scripts/rxe-test"]
+fn roce_an_address_rxe_owns_is_refused_with_eaddrinuse() {
+    let _g = serial();
+    // In the root netns (PID 1's), rxe0 owns UDP 4791 on every address.
+    let out = with_vmad(Command::new("nsenter").args([
+        "--net=/proc/1/ns/net",
+        &fixture("roce_client"),
+        "vmadroce0",
+        "1",
+        &env("ROCE_GID"),
+        "0",
+        "echo",
+        "1",
+    ]))
+    .env("VMAD_ROCE_ADDR", env("RXE0_GID"))
+    .output()
+    .expect("nsenter");
+    let err = String::from_utf8_lossy(&out.stderr);
+    eprintln!("roce: open on rxe0's own address: {}", err.trim());
+    assert!(!out.status.success(), "vmad took rxe0's UDP 4791");
+    assert!(
+        err.contains("Address already in use"),
+        "umad_open_port must fail with EADDRINUSE: {err}"
+    );
+    // The explanation travels in vmad::Error (unit test a_taken_port_is_address_in_use);
+    // libibumad's API carries only the errno.
 }
