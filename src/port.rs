@@ -548,6 +548,7 @@ fn turn(shared: &Shared, io: &mut Io) -> (bool, Option<Instant>) {
             engine.handle_datagram(now, meta, mad)
         })
         .unwrap_or(0);
+    transport.take_undelivered(&mut |header| engine.handle_undelivered(now, header));
     if engine.poll_timeout().is_some_and(|t| t <= now) {
         engine.handle_timeout(now);
     }

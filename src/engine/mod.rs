@@ -305,6 +305,21 @@ impl Engine {
         }
     }
 
+    /// The transport reports that a MAD it was handed never reached its
+    /// destination (ibsim's status-110 echo: no route, link down, injected
+    /// loss). `header` is that MAD's first 24 bytes, TID as the engine sent it.
+    ///
+    /// If it is an outstanding request's current attempt, that attempt ends
+    /// now, as if its timer had fired: the next retry is queued, or, with no
+    /// retries left, the send completes with [`Event::SendTimedOut`]. Reports
+    /// of responses, of unknown or finished requests, or of malformed headers
+    /// are ignored (counted in [`EngineStats::undelivered_ignored`]).
+    pub fn handle_undelivered(&mut self, now: Instant, header: &[u8]) {
+        if !self.undelivered(now, header) {
+            self.stats.undelivered_ignored += 1;
+        }
+    }
+
     /// Write the next MAD to send into `out`.
     pub fn poll_transmit(&mut self, now: Instant, out: &mut [u8; MAD_SIZE]) -> Option<Transmit> {
         self.transmit(now, out)

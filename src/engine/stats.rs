@@ -45,4 +45,9 @@ pub struct EngineStats {
     pub outstanding: u64,
     /// Events dropped because the event queue was full.
     pub queue_drops: u64,
+    /// Request attempts the transport reported undelivered, ended early
+    /// ([`super::Engine::handle_undelivered`]).
+    pub undelivered: u64,
+    /// Undelivered reports that matched no waiting request attempt.
+    pub undelivered_ignored: u64,
 }

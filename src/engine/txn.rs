@@ -317,6 +317,34 @@ impl Engine {
         self.time_out_txn(now, txn_id);
     }
 
+    /// See [`Engine::handle_undelivered`]; false when the report matches no waiting attempt.
+    pub(super) fn undelivered(&mut self, now: Instant, header: &[u8]) -> bool {
+        let Ok(pkt) = mad::Packet::new_checked(header) else {
+            return false;
+        };
+        if pkt.is_response() {
+            return false;
+        }
+        let tid = pkt.tid();
+        let class = u8::from(pkt.mgmt_class());
+        let Some(agent) = self.agents.by_hi_tid((tid >> 32) as u32) else {
+            return false;
+        };
+        let Some(&txn_id) = self.txn_index.get(&TxnKey::new(agent, tid, class)) else {
+            return false;
+        };
+        let Some(txn) = self.txns.get(txn_id) else {
+            return false;
+        };
+        if txn.state != TxnState::Waiting {
+            return false;
+        }
+        self.timers.set(TimerKey::Txn(txn_id), txn.deadline, None);
+        self.stats.undelivered += 1;
+        self.txn_expired(now, txn_id);
+        true
+    }
+
     /// Every attempt failed: report ETIMEDOUT with the header as sent.
     pub(super) fn time_out_txn(&mut self, now: Instant, txn_id: u64) {
         if let Some(txn) = self.finish_txn(now, txn_id) {

@@ -112,6 +112,12 @@ pub trait Transport: Send {
     fn waker(&self) -> Option<Waker> {
         None
     }
+
+    /// Hand `sink` the first 24 bytes of each MAD this transport has learned
+    /// never reached its destination since the last call (ibsim's status-110
+    /// echoes, under `DropPolicy::Timeout`). The port feeds them to
+    /// [`crate::engine::Engine::handle_undelivered`]. Default: none.
+    fn take_undelivered(&mut self, _sink: &mut dyn FnMut(&[u8])) {}
 }
 
 /// Ends a [`Transport::wait`] early, from any thread (see [`Transport::waker`]).

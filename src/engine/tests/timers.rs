@@ -156,3 +156,39 @@ fn timers_index_holds_one_entry_per_waiting_request() {
     assert_eq!(e.stats().delivered, 1000);
     let _ = Duration::ZERO;
 }
+
+#[test]
+fn timeouts_undelivered_attempts_end_at_once() {
+    let (mut e, a) = client();
+    // 10 minutes per attempt: only the transport's reports can end these attempts now.
+    send(&mut e, Instant::ZERO, a, 7, 600_000, 1);
+    let now = Instant::from_millis(1);
+    let mut first = [0u8; MAD_SIZE];
+    e.poll_transmit(now, &mut first).unwrap();
+
+    // The first attempt is reported lost: the retry goes out at once, same TID.
+    e.handle_undelivered(now, &first[..24]);
+    let mut retry = [0u8; MAD_SIZE];
+    e.poll_transmit(now, &mut retry).unwrap();
+    assert_eq!(retry, first);
+    assert_eq!(e.poll_event(), None);
+
+    // The last attempt lost too: ETIMEDOUT now, with the original header.
+    e.handle_undelivered(now, &retry[..24]);
+    match e.poll_event() {
+        Some(Event::SendTimedOut { header, .. }) => assert_eq!(header[..], first[..24]),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(e.poll_timeout(), None, "no timer left behind");
+    let s = e.stats();
+    assert_eq!((s.undelivered, s.retries, s.timeouts), (2, 1, 1));
+
+    // Reports that match nothing waiting are ignored and counted.
+    e.handle_undelivered(now, &first[..24]);
+    let mut response = first;
+    response[3] |= 0x80;
+    e.handle_undelivered(now, &response[..24]);
+    e.handle_undelivered(now, &first[..10]);
+    assert_eq!(e.stats().undelivered_ignored, 3);
+    assert_eq!(e.poll_event(), None);
+}

@@ -18,7 +18,8 @@
 //! with status 110. [`DropPolicy`] says what the transport does with these
 //! echoes: by default it counts and discards them, so vmad's own timers and
 //! retries run; with [`DropPolicy::Report`] it also queues their headers on a
-//! [`DropMonitor`] the port can poll to fail the request at once.
+//! [`DropMonitor`]; with [`DropPolicy::Timeout`] the port hands them to the
+//! engine, which ends the dropped attempt at once (retry now, or ETIMEDOUT).
 //!
 //! **TIDs.** ibsim overwrites bits 63..48 of every request's TID with the
 //! client's slot and routes responses by them. The transport remembers what
@@ -62,9 +63,14 @@ pub enum DropPolicy {
     /// and is retried as configured, as on a real fabric.
     #[default]
     Ignore,
-    /// Count them and queue their headers on the [`DropMonitor`], so the port
-    /// can complete the request with ETIMEDOUT at once (what umad2sim does).
+    /// Count them and queue their headers on the [`DropMonitor`] for the
+    /// application to read; vmad's timers still decide when a request fails.
     Report,
+    /// Count them and end the dropped request's attempt at once in the
+    /// engine ([`crate::engine::Engine::handle_undelivered`]): the next retry
+    /// goes out immediately, and the last one completes with ETIMEDOUT
+    /// without waiting for the timeout (what umad2sim users are used to).
+    Timeout,
 }
 
 /// How to reach ibsim and where to attach.
@@ -107,7 +113,8 @@ impl IbsimConfig {
     /// `IBSIM_SERVER_NAME` (+ `IBSIM_SERVER_PORT`, default 7070) selects remote
     /// mode, else `IBSIM_SOCKNAME` (default `sim`); `SIM_HOST` names the node;
     /// `SIM_SET_ISSM` (any value) attaches as SM. vmad's own
-    /// `VMAD_IBSIM_DROPS=report` selects [`DropPolicy::Report`].
+    /// `VMAD_IBSIM_DROPS=report` selects [`DropPolicy::Report`], `=timeout`
+    /// [`DropPolicy::Timeout`].
     pub fn from_env() -> IbsimConfig {
         let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
         let endpoint = match var("IBSIM_SERVER_NAME") {
@@ -127,6 +134,7 @@ impl IbsimConfig {
             issm: std::env::var_os("SIM_SET_ISSM").is_some(),
             drops: match var("VMAD_IBSIM_DROPS").as_deref() {
                 Some("report") => DropPolicy::Report,
+                Some("timeout") => DropPolicy::Timeout,
                 _ => DropPolicy::Ignore,
             },
             ..IbsimConfig::default()
@@ -214,7 +222,7 @@ impl IbsimTransport {
         data.set_write_timeout(Some(Duration::from_secs(2)))?;
         let shared = Arc::new(Shared::default());
         let tids = TidRestore::new(4096);
-        let monitor = DropMonitor::new(config.drops == DropPolicy::Report);
+        let monitor = DropMonitor::new(config.drops != DropPolicy::Ignore);
         let (in_tx, in_rx) = crossbeam_channel::unbounded();
         let recv_sock = data.try_clone()?;
         recv_sock.set_read_timeout(Some(Duration::from_millis(200)))?;
@@ -449,6 +457,14 @@ impl Transport for IbsimTransport {
             self.pending = self.next_packet(timeout)?;
         }
         Ok(())
+    }
+
+    fn take_undelivered(&mut self, sink: &mut dyn FnMut(&[u8])) {
+        if self.config.drops == DropPolicy::Timeout && self.monitor.pending() {
+            for dropped in self.monitor.take() {
+                sink(&dropped.header);
+            }
+        }
     }
 
     fn waker(&self) -> Option<Waker> {

@@ -289,6 +289,41 @@ fn ibsim_injected_loss_is_survived_by_retries() {
     assert_eq!(vmad.links, diags.links);
 }
 
+/// Under `DropPolicy::Timeout`, ibsim's undelivered-packet echoes end each attempt at
+/// once: a request to a LID nobody has fails with ETIMEDOUT after all its attempts,
+/// although each attempt would otherwise wait ten minutes.
+#[test]
+#[ignore = "needs ibsim/opensm: run by ./scripts/test"]
+fn ibsim_drops_as_timeouts_end_attempts_at_once() {
+    let f = Fabric::start("small.net", &[]);
+    let config = IbsimConfig {
+        drops: vmad::transport::ibsim::DropPolicy::Timeout,
+        ..f.config(None)
+    };
+    let t = IbsimTransport::connect(config).unwrap();
+    let drops = t.drop_monitor();
+    let c = Port::open(Box::new(t), PortConfig::default()).unwrap();
+    let perf = agent(&c, Qp::Gsi, 0x04, 1, [0, 0]);
+    let mad = header(0x04, 1, 0x5151, 0x0012, 0);
+    c.send(
+        perf,
+        SendRequest {
+            addr: gsi_addr(0x0999),
+            mad: &mad,
+            timeout_ms: 600_000,
+            retries: 2,
+        },
+    )
+    .unwrap();
+    match c.recv(Some(Duration::from_secs(60))).expect("a completion") {
+        Event::SendTimedOut { header, .. } => assert_eq!(header[12..16], mad[12..16]),
+        other => panic!("{other:?}"),
+    }
+    let s = c.stats();
+    assert_eq!((s.undelivered, s.retries, s.timeouts), (3, 2, 1));
+    assert_eq!(drops.count(), 3, "ibsim echoed every attempt");
+}
+
 /// A link flap on ibsim's console sends Trap 128 to the SM: here vmad, attached
 /// as the SM's port (issm) after `opensm -o` made that port the master SM.
 #[test]
