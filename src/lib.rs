@@ -82,7 +82,7 @@
 //! - `verbs`: the ibverbs UD transport (needs libibverbs).
 //! - `tracing`: [`tracing`](https://docs.rs/tracing) events at the engine, port
 //!   and transport boundaries (targets `vmad::engine`, `vmad::port`,
-//!   `vmad::transport`): sends, receives (one-line MAD at TRACE), drops with
+//!   `vmad::transport`, `vmad::transport::{roce,ibsim}`): sends, receives (one-line MAD at TRACE), drops with
 //!   their reason, retries, timeouts, RMPP session start/complete/abort and
 //!   transport errors (DEBUG). Off by default; when off, the hooks expand to
 //!   nothing. The counters behind the drop reasons are always there:
