@@ -1,0 +1,107 @@
+//! Port counters under injected loss: retries and timeouts are counted exactly.
+
+use std::time::Duration;
+
+use vmad::engine::{AgentSpec, Event, SendRequest};
+use vmad::port::{Port, PortConfig};
+use vmad::transport::sim::{Fabric, FaultConfig};
+use vmad::types::{MadAddr, Qp, GSI_QKEY};
+
+fn get(tid: u32) -> [u8; 256] {
+    let mut m = [0u8; 256];
+    m[..4].copy_from_slice(&[1, 0x04, 1, 0x01]); // PerfMgt Get
+    m[12..16].copy_from_slice(&tid.to_be_bytes());
+    m[16..18].copy_from_slice(&0x0012u16.to_be_bytes()); // PortCounters
+    m
+}
+
+/// Sends `n` Gets from a client on `ca0` to LID 2 over a link with `loss`; returns the
+/// port, how many were answered and how many timed out.
+fn run(name: &str, loss: f64, n: u32, retries: u32) -> (Port, u32, u32) {
+    let (ca0, ca1) = (format!("{name}0"), format!("{name}1"));
+    let f = Fabric::builder()
+        .ca(&ca0)
+        .ca(&ca1)
+        .link(&ca0, 1, &ca1, 1)
+        .faults(
+            &ca0,
+            1,
+            FaultConfig {
+                loss,
+                seed: 11,
+                ..FaultConfig::default()
+            },
+        )
+        .build_private()
+        .unwrap();
+    let port = Port::open(Box::new(f.open(&ca0, 1).unwrap()), PortConfig::default()).unwrap();
+    // Nobody opens ca1's port: its MAD layer answers every Get (status 0x000c), as the
+    // kernel's answers unclaimed requests, so only the injected loss decides the outcome.
+    let agent = port
+        .register(AgentSpec {
+            qp: Qp::Gsi,
+            mgmt_class: 0x04,
+            class_version: 1,
+            rmpp_version: 0,
+            method_mask: [0, 0],
+            oui: 0,
+            user_rmpp: false,
+        })
+        .unwrap();
+    let addr = MadAddr {
+        lid: 2,
+        qpn: 1,
+        qkey: GSI_QKEY,
+        ..MadAddr::default()
+    };
+    for tid in 0..n {
+        let mad = get(tid);
+        let req = SendRequest {
+            addr,
+            mad: &mad,
+            timeout_ms: 20,
+            retries,
+        };
+        port.send(agent, req).unwrap();
+    }
+    let (mut answered, mut timed_out) = (0, 0);
+    while answered + timed_out < n {
+        match port
+            .recv(Some(Duration::from_secs(60)))
+            .expect("every request ends")
+        {
+            Event::Recv { .. } => answered += 1,
+            Event::SendTimedOut { .. } => timed_out += 1,
+            other => panic!("{other:?}"),
+        }
+    }
+    (port, answered, timed_out)
+}
+
+#[test]
+fn counters_total_loss_counts_every_retry_and_timeout() {
+    let (port, answered, timed_out) = run("cnta", 1.0, 5, 3);
+    assert_eq!((answered, timed_out), (0, 5));
+    let s = port.stats();
+    assert_eq!(s.sent, 5 * 4, "each request sent once and retried 3 times");
+    assert_eq!(s.retries, 5 * 3);
+    assert_eq!(s.timeouts, 5);
+    assert_eq!(s.outstanding, 0);
+}
+
+#[test]
+fn counters_partial_loss_add_up_per_request() {
+    let (n, retries) = (200, 2);
+    let (port, answered, timed_out) = run("cntb", 0.3, n, retries);
+    assert_eq!(answered + timed_out, n, "every request ends exactly once");
+    let s = port.stats();
+    // Every send beyond each request's first is a retry; each timeout used all its attempts.
+    assert_eq!(s.retries, s.sent - u64::from(n));
+    assert_eq!(s.timeouts, u64::from(timed_out));
+    assert!(s.retries >= s.timeouts * u64::from(retries));
+    assert!(
+        timed_out > 0 && answered > 0,
+        "30% loss both answers and times out: {s:?}"
+    );
+    assert_eq!(s.outstanding, 0);
+}
