@@ -74,7 +74,24 @@
 //!
 //! Without a fabric of your own, `umad::open_port("vmadsim0", 1)` opens the
 //! default one: CAs `vmadsim0` and `vmadsim1`, LIDs 1 and 2.
+//!
+//! # Cargo features
+//!
+//! - `roce` (default): the RoCE v2 transport.
+//! - `cli` (default): the `vmad` command; the library never uses its dependencies.
+//! - `verbs`: the ibverbs UD transport (needs libibverbs).
+//! - `tracing`: [`tracing`](https://docs.rs/tracing) events at the engine, port
+//!   and transport boundaries (targets `vmad::engine`, `vmad::port`,
+//!   `vmad::transport`, `vmad::transport::{roce,ibsim}`): sends, receives (one-line MAD at TRACE), drops with
+//!   their reason, retries, timeouts, RMPP session start/complete/abort and
+//!   transport errors (DEBUG). Off by default; when off, the hooks expand to
+//!   nothing. The counters behind the drop reasons are always there:
+//!   [`engine::EngineStats`], through [`port::Port::stats`].
 #![deny(unsafe_code)]
+
+// First: its macros are used by the modules below.
+#[macro_use]
+mod trace;
 
 pub mod engine;
 pub mod error;

@@ -547,26 +547,37 @@ fn turn(shared: &Shared, io: &mut Io) -> (bool, Option<Instant>) {
             }
             engine.handle_datagram(now, meta, mad)
         })
+        .inspect_err(|_e| {
+            vmad_debug!(target: "vmad::transport", error = %_e, "recv failed");
+        })
         .unwrap_or(0);
     transport.take_undelivered(&mut |header| engine.handle_undelivered(now, header));
     if engine.poll_timeout().is_some_and(|t| t <= now) {
         engine.handle_timeout(now);
     }
     let mut sent = 0usize;
-    while let Ok(true) = transport.transmit(&mut |slot| {
-        let tx = engine.poll_transmit(now, slot);
-        if let (Some(t), Some(c)) = (&tx, cap.as_mut()) {
-            c.record(
-                SystemTime::now(),
-                Direction::Sent,
-                t.qp,
-                &t.dest,
-                &slot[..t.len],
-            );
+    loop {
+        let more = transport.transmit(&mut |slot| {
+            let tx = engine.poll_transmit(now, slot);
+            if let (Some(t), Some(c)) = (&tx, cap.as_mut()) {
+                c.record(
+                    SystemTime::now(),
+                    Direction::Sent,
+                    t.qp,
+                    &t.dest,
+                    &slot[..t.len],
+                );
+            }
+            tx
+        });
+        match more {
+            Ok(true) => sent += 1,
+            Ok(false) => break,
+            Err(_e) => {
+                vmad_debug!(target: "vmad::transport", error = %_e, "transmit failed");
+                break;
+            }
         }
-        tx
-    }) {
-        sent += 1;
     }
     let deadline = engine.poll_timeout();
     if core.engine.pending_events() != before {

@@ -290,19 +290,43 @@ impl Engine {
     /// [`crate::Error::DuplicateRequest`] (EINVAL) when a request with the
     /// same TID and class is still outstanding.
     pub fn send(&mut self, now: Instant, agent: AgentId, req: SendRequest<'_>) -> Result<()> {
-        self.send_inner(now, agent, req)
+        vmad_trace!(
+            agent = agent.0,
+            tid = format_args!(
+                "{:#018x}",
+                req.mad
+                    .get(8..16)
+                    .map_or(0, |b| u64::from_be_bytes(b.try_into().unwrap_or_default()))
+            ),
+            class = format_args!("{:#04x}", req.mad.get(1).copied().unwrap_or(0)),
+            method = format_args!("{:#04x}", req.mad.get(3).copied().unwrap_or(0)),
+            attr = format_args!(
+                "{:#06x}",
+                req.mad
+                    .get(16..18)
+                    .map_or(0, |b| u16::from_be_bytes([b[0], b[1]]))
+            ),
+            len = req.mad.len(),
+            timeout_ms = req.timeout_ms,
+            retries = req.retries,
+            "send"
+        );
+        vmad_observe!(self, "send", self.send_inner(now, agent, req))
     }
 
     /// A MAD arrived. Anything invalid or unclaimed is dropped and counted in [`Engine::stats`].
     pub fn handle_datagram(&mut self, now: Instant, meta: RecvMeta, mad: &[u8]) {
-        self.datagram(now, meta, mad);
+        vmad_trace!(qp = ?meta.qp, src_lid = meta.src.lid, src_qpn = meta.src.qpn, mad = %crate::wire::pretty(mad), "recv");
+        vmad_observe!(self, "recv", self.datagram(now, meta, mad));
     }
 
     /// Time passed; fire expired timers.
     pub fn handle_timeout(&mut self, now: Instant) {
-        while let Some(key) = self.timers.pop_due(now) {
-            self.fire(now, key);
-        }
+        vmad_observe!(self, "timeout", {
+            while let Some(key) = self.timers.pop_due(now) {
+                self.fire(now, key);
+            }
+        })
     }
 
     /// The transport reports that a MAD it was handed never reached its
@@ -315,14 +339,18 @@ impl Engine {
     /// of responses, of unknown or finished requests, or of malformed headers
     /// are ignored (counted in [`EngineStats::undelivered_ignored`]).
     pub fn handle_undelivered(&mut self, now: Instant, header: &[u8]) {
-        if !self.undelivered(now, header) {
-            self.stats.undelivered_ignored += 1;
-        }
+        vmad_observe!(self, "undelivered", {
+            if !self.undelivered(now, header) {
+                self.stats.undelivered_ignored += 1;
+            }
+        })
     }
 
     /// Write the next MAD to send into `out`.
     pub fn poll_transmit(&mut self, now: Instant, out: &mut [u8; MAD_SIZE]) -> Option<Transmit> {
-        self.transmit(now, out)
+        let tx = vmad_observe!(self, "transmit", self.transmit(now, out));
+        vmad_trace!(tx = ?tx, "transmit");
+        tx
     }
 
     /// The earliest deadline, if any.
@@ -348,6 +376,18 @@ impl Engine {
     /// The engine's counters.
     pub fn stats(&self) -> EngineStats {
         self.stats
+    }
+
+    /// RMPP sends and receives in progress (for the tracing probe).
+    #[cfg(feature = "tracing")]
+    pub(crate) fn rmpp_session_counts(&self) -> (usize, usize) {
+        (self.send_index.len(), self.recv_sessions.len())
+    }
+
+    /// The `i`th queued event (for the tracing probe).
+    #[cfg(feature = "tracing")]
+    pub(crate) fn event_at(&self, i: usize) -> Option<&Event> {
+        self.events.get(i)
     }
 
     /// Queue an event, dropping received data when full, as the kernel (never timeout

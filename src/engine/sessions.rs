@@ -16,7 +16,7 @@ use super::rmpp::recv::Receiver;
 use super::rmpp::send::Sender;
 use super::rmpp::{format_ds_ack, Progress};
 use super::timers::TimerKey;
-use super::txn::{Out, RmppTx, Txn, TxnKey, TxnState};
+use super::txn::{Out, PendingRmpp, RmppTx, Txn, TxnKey, TxnState};
 use super::{AgentId, Engine, Event, RecvMeta, SendRequest, Transmit};
 use crate::time::Instant;
 use crate::types::{MadAddr, Qp};
@@ -165,12 +165,12 @@ impl Engine {
                 0,
                 &cfg,
             )?;
-            RmppTx::Pending {
+            RmppTx::Pending(Box::new(PendingRmpp {
                 message,
                 hdr_len,
                 window_last,
                 ack_timeout,
-            }
+            }))
         } else {
             let sender = Sender::new(
                 now,
@@ -218,13 +218,15 @@ impl Engine {
         let Some(txn) = self.txns.get_mut(txn_id) else {
             return;
         };
-        if let Some(RmppTx::Pending {
-            message,
-            hdr_len,
-            window_last,
-            ack_timeout,
-        }) = txn.rmpp.take_if(|r| matches!(r, RmppTx::Pending { .. }))
+        if let Some(RmppTx::Pending(pending)) =
+            txn.rmpp.take_if(|r| matches!(r, RmppTx::Pending(_)))
         {
+            let PendingRmpp {
+                message,
+                hdr_len,
+                window_last,
+                ack_timeout,
+            } = *pending;
             match Sender::new(
                 now,
                 message,

@@ -78,16 +78,22 @@ pub(crate) struct Txn {
 #[derive(Debug)]
 pub(crate) enum RmppTx {
     /// Backlogged: the sender is built (and its timers start) when admitted.
-    Pending {
-        message: Vec<u8>,
-        hdr_len: usize,
-        window_last: u32,
-        ack_timeout: Duration,
-    },
+    /// Boxed, like `Running`, so that every request's record stays small: the
+    /// expiring one is read cold (`benches/engine.rs`, `send_timeout_churn`).
+    Pending(Box<PendingRmpp>),
     /// Segments in flight.
     Running(Box<Sender>),
     /// Every segment ACKed (waiting for the response), or the sender failed.
     Done,
+}
+
+/// An RMPP send waiting in the backlog.
+#[derive(Debug)]
+pub(crate) struct PendingRmpp {
+    pub(crate) message: Vec<u8>,
+    pub(crate) hdr_len: usize,
+    pub(crate) window_last: u32,
+    pub(crate) ack_timeout: Duration,
 }
 
 impl Txn {

@@ -10,3 +10,5 @@ mod requests;
 mod rmpp_grid;
 mod rmpp_integration;
 mod timers;
+#[cfg(feature = "tracing")]
+mod trace;

@@ -332,6 +332,7 @@ impl IbsimTransport {
         if status != 0 {
             // Our own packet, returned undelivered: dlid/dqp are where we sent it.
             self.tids.restore_echo(mad);
+            vmad_debug!(status, dlid, dqp, "MAD returned undelivered");
             self.monitor
                 .record(DroppedMad::from_echo(mad, sqp, dqp, dlid, status));
             return None;

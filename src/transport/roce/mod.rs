@@ -135,8 +135,9 @@ pub struct RoceTransport {
     tx: Box<[u8; 2048]>,
 }
 
-/// Count a dropped datagram.
-fn dropped<T>(counter: &AtomicU64) -> Option<T> {
+/// Count a dropped datagram (and report it with the `tracing` feature).
+fn dropped<T>(counter: &AtomicU64, _reason: &'static str) -> Option<T> {
+    vmad_debug!(reason = _reason, "datagram dropped");
     bump(counter);
     None
 }
@@ -194,21 +195,21 @@ impl RoceTransport {
         let v6 = matches!(self.local.ip(), IpAddr::V6(_));
         let ud = match codec::parse(d, v6.then_some(&flow)) {
             Ok(ud) => ud,
-            Err(Reject::Runt) => return dropped(&s.runts),
-            Err(Reject::Opcode) => return dropped(&s.bad_opcode),
-            Err(Reject::Icrc) => return dropped(&s.bad_icrc),
+            Err(Reject::Runt) => return dropped(&s.runts, "runt or not a MAD"),
+            Err(Reject::Opcode) => return dropped(&s.bad_opcode, "not a UD SEND"),
+            Err(Reject::Icrc) => return dropped(&s.bad_icrc, "bad ICRC"),
         };
         if ud.payload.len() != MAD_SIZE {
-            return dropped(&s.runts);
+            return dropped(&s.runts, "runt or not a MAD");
         }
         if ud.dest_qp != 1 {
-            return dropped(&s.bad_qp);
+            return dropped(&s.bad_qp, "not for QP1");
         }
         if ud.qkey != GSI_QKEY {
-            return dropped(&s.bad_qkey);
+            return dropped(&s.bad_qkey, "bad Q_Key");
         }
         if !pkey_match(ud.pkey, self.pkey) {
-            return dropped(&s.bad_pkey);
+            return dropped(&s.bad_pkey, "P_Key mismatch");
         }
         if !v6 {
             bump(&s.unverified);
