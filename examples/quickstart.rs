@@ -77,7 +77,10 @@ fn main() -> Res<()> {
     ping_pong(sm, sa, fabric.lid("qs-sa", 1).unwrap_or(0))?;
 
     println!("\n== 4. An SA-like GetTable returning {RECORDS} records over RMPP ==");
-    let server = thread::spawn(move || sa_server(sa));
+    // Register the SA's agent before the first query can arrive: an unclaimed
+    // GetTable is dropped (only Get/Set get an automatic "unsupported" answer).
+    let sa_agent = umad::register(sa, SA_CLASS, SA_VERSION, 1, Some(&[1 << GET_TABLE, 0]))?;
+    let server = thread::spawn(move || sa_server(sa, sa_agent));
     let sa_lid = fabric.lid("qs-sa", 1).unwrap_or(0);
     let client = umad::register(sm, SA_CLASS, SA_VERSION, 1, None)?;
     gettable_runs(sm, client, sa_lid, "clean links", 20, 1000)?;
@@ -257,8 +260,7 @@ fn ping_pong(sm: PortId, sa: PortId, sa_lid: u16) -> Res<()> {
 }
 
 /// The SA side: answer every GetTable with the same 1,000 records until the port closes.
-fn sa_server(sa: PortId) -> vmad::Result<()> {
-    let agent = umad::register(sa, SA_CLASS, SA_VERSION, 1, Some(&[1 << GET_TABLE, 0]))?;
+fn sa_server(sa: PortId, agent: AgentId) -> vmad::Result<()> {
     let mut table = vec![0u8; RECORDS * RECORD_LEN];
     for (i, rec) in table.chunks_mut(RECORD_LEN).enumerate() {
         rec[..2].copy_from_slice(&(i as u16 + 1).to_be_bytes()); // a LID
