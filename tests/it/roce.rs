@@ -181,7 +181,7 @@ impl Drop for KernelAgent {
 // ---------------------------------------------------------------- vmad -> kernel
 
 #[test]
-#[ignore = "needs the rxe VM in RoCE mode: run by scripts/rxe-test"]
+#[ignore = "needs the rxe VM in RoCE mode: run by scripts/rxe-roce-test"]
 fn roce_vmad_requests_answered_by_kernel_qp1() {
     let _g = serial();
     let _agent = KernelAgent::start();
@@ -211,7 +211,7 @@ fn roce_vmad_requests_answered_by_kernel_qp1() {
 }
 
 #[test]
-#[ignore = "needs the rxe VM in RoCE mode: run by scripts/rxe-test"]
+#[ignore = "needs the rxe VM in RoCE mode: run by scripts/rxe-roce-test"]
 fn roce_silent_kernel_agent_times_out_after_all_attempts() {
     let _g = serial();
     let _agent = KernelAgent::start();
@@ -245,7 +245,7 @@ fn roce_silent_kernel_agent_times_out_after_all_attempts() {
 }
 
 #[test]
-#[ignore = "needs the rxe VM in RoCE mode: run by scripts/rxe-test"]
+#[ignore = "needs the rxe VM in RoCE mode: run by scripts/rxe-roce-test"]
 fn roce_kernel_rmpp_responses_reassembled_by_vmad() {
     let _g = serial();
     let _agent = KernelAgent::start();
@@ -278,7 +278,7 @@ fn roce_kernel_rmpp_responses_reassembled_by_vmad() {
 }
 
 #[test]
-#[ignore = "needs the rxe VM in RoCE mode: run by scripts/rxe-test"]
+#[ignore = "needs the rxe VM in RoCE mode: run by scripts/rxe-roce-test"]
 fn roce_vmad_rmpp_requests_reassembled_by_the_kernel() {
     let _g = serial();
     let _agent = KernelAgent::start();
@@ -381,7 +381,7 @@ fn client_against_vmad(port: &Port, agents: (AgentId, AgentId), test: &str, arg:
 }
 
 #[test]
-#[ignore = "needs the rxe VM in RoCE mode: run by scripts/rxe-test"]
+#[ignore = "needs the rxe VM in RoCE mode: run by scripts/rxe-roce-test"]
 fn roce_kernel_client_answered_by_vmad_agent() {
     let _g = serial();
     let (port, stats) = vmad_port();
@@ -398,7 +398,7 @@ fn roce_kernel_client_answered_by_vmad_agent() {
 }
 
 #[test]
-#[ignore = "needs the rxe VM in RoCE mode: run by scripts/rxe-test"]
+#[ignore = "needs the rxe VM in RoCE mode: run by scripts/rxe-roce-test"]
 fn roce_unsolicited_request_for_an_unclaimed_class_gets_unsupported_status() {
     let _g = serial();
     let (port, _) = vmad_port();
@@ -450,7 +450,7 @@ fn rxe0_counter(name: &str) -> Option<u64> {
 }
 
 #[test]
-#[ignore = "needs the rxe VM in RoCE mode: run by scripts/rxe-test"]
+#[ignore = "needs the rxe VM in RoCE mode: run by scripts/rxe-roce-test"]
 fn roce_corrupted_icrc_is_dropped_on_both_sides() {
     let _g = serial();
     let _agent = KernelAgent::start();
@@ -565,7 +565,7 @@ fn run_ok(cmd: &mut Command, what: &str) -> String {
 }
 
 #[test]
-#[ignore = "needs the rxe VM in RoCE mode: run by scripts/rxe-test"]
+#[ignore = "needs the rxe VM in RoCE mode: run by scripts/rxe-roce-test"]
 fn roce_capi_unmodified_libibumad_programs_are_qp1_of_vmadroce0() {
     let _g = serial();
     // As a client: roce_client linked to libibumad.so.3, loaded from vmad,
@@ -627,7 +627,7 @@ fn roce_capi_unmodified_libibumad_programs_are_qp1_of_vmadroce0() {
 }
 
 #[test]
-#[ignore = "needs the rxe VM in RoCE mode: run by scripts/rxe-test"]
+#[ignore = "needs the rxe VM in RoCE mode: run by scripts/rxe-roce-test"]
 fn roce_an_address_rxe_owns_is_refused_with_eaddrinuse() {
     let _g = serial();
     // In the root netns (PID 1's), rxe0 owns UDP 4791 on every address.
