@@ -1,7 +1,7 @@
 //! vmad's roce transport as QP1 of its own RoCE v2 address, against the
 //! Linux kernel's MAD layer on rdma_rxe.
 //!
-//! These run only inside the rxe VM in RoCE mode (`scripts/rxe-test`, via
+//! These run only inside the rxe VM in RoCE mode (`scripts/rxe-roce-test`, via
 //! `run-in-rxe-vm --roce`), in network namespace ns1 where vmad owns UDP
 //! 4791 on 2001:db8::2 and the kernel's rxe0 is 2001:db8::1. Nothing is
 //! faked: the far side is the kernel's QP1, its MAD layer and its RMPP
@@ -36,7 +36,7 @@ fn serial() -> MutexGuard<'static, ()> {
 fn env(name: &str) -> String {
     std::env::var(name).unwrap_or_else(|_| {
         panic!(
-            "{name} is not set: these tests run inside the rxe VM in RoCE mode (scripts/rxe-test)"
+            "{name} is not set: these tests run inside the rxe VM in RoCE mode (scripts/rxe-roce-test)"
         )
     })
 }
@@ -161,7 +161,7 @@ impl KernelAgent {
             .args(["serve", &env("RXE0_DEV"), &env("RXE0_PORT"), "600"])
             .stdout(Stdio::piped())
             .spawn()
-            .expect("umad_agent (built by scripts/rxe-test)");
+            .expect("umad_agent (built by scripts/rxe-roce-test)");
         let mut line = String::new();
         BufReader::new(child.stdout.take().expect("piped"))
             .read_line(&mut line)
@@ -331,7 +331,7 @@ fn client_against_vmad(port: &Port, agents: (AgentId, AgentId), test: &str, arg:
         ])
         .stdout(Stdio::piped())
         .spawn()
-        .expect("roce_client (built by scripts/rxe-test)");
+        .expect("roce_client (built by scripts/rxe-roce-test)");
     let deadline = Instant::now() + Duration::from_secs(300);
     let status = loop {
         if let Some(st) = child.try_wait().expect("wait") {
