@@ -9,8 +9,10 @@
 //! errno); the rest return -errno and set errno.
 
 use core::ffi::{c_char, c_int, c_long, c_void};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use vmad::error::errno::{EINVAL, EIO, EPERM};
+use vmad::port::PortConfig;
 use vmad::umad::{self as umad, AgentId, PortId, RegAttr};
 use vmad::Error;
 
@@ -60,11 +62,28 @@ fn open(ca: *const c_char, portnum: c_int) -> c_int {
         if let Err(e) = select::ensure() {
             return fail(&e);
         }
-        match umad::open_port(&name, port) {
-            Ok(id) => id.0,
+        let config = PortConfig {
+            pcap: pcap_for(&name, port),
+            ..PortConfig::default()
+        };
+        match umad::open_with(&name, port, config) {
+            Ok((id, _)) => id.0,
             Err(e) => fail(&e),
         }
     })
+}
+
+/// `VMAD_PCAP=path` (and `VMAD_PCAP_LINKTYPE`, `_MAX_BYTES`, `_KEEP`): capture every MAD
+/// the port sends and receives. The first port this process opens writes `path`; later
+/// ones write `path` with `.<ca>-<port>` before the extension, so no two share a file.
+fn pcap_for(ca: &str, port: u8) -> Option<vmad::pcap::PcapConfig> {
+    static FIRST_TAKEN: AtomicBool = AtomicBool::new(false);
+    let config = vmad::pcap::from_env()?;
+    if FIRST_TAKEN.swap(true, Ordering::Relaxed) {
+        Some(config.for_port(ca, port))
+    } else {
+        Some(config)
+    }
 }
 
 /// `int umad_open_port(const char *ca_name, int portnum)`: the port id (a small positive

@@ -70,6 +70,25 @@ run "umad_test lossy link (ASan)" "${asan[@]}" VMAD_SIM_FAULTS=loss=0.1,dup=0.05
 run "umad_test bad VMAD_TRANSPORT (ASan)" "${asan[@]}" VMAD_TRANSPORT=bogus "$out/umad_test-asan" badenv
 run "umad_test VMAD_TRANSPORT=verbs (ASan)" "${asan[@]}" VMAD_TRANSPORT=verbs "$out/umad_test-asan" verbs
 run "umad_test VMAD_TRANSPORT=roce without VMAD_ROCE_ADDR (ASan)" "${asan[@]}" VMAD_TRANSPORT=roce "$out/umad_test-asan" badenv
+rm -f "$out"/capture*.pcap*
+run "umad_test with VMAD_PCAP (ASan)" "${asan[@]}" VMAD_PCAP="$out/capture.pcap" "$out/umad_test-asan" lossy
+step "VMAD_PCAP wrote a capture tshark reads without a malformed packet"
+if [ ! -s "$out/capture.pcap" ]; then
+  echo "FAIL: VMAD_PCAP: $out/capture.pcap missing or empty"
+  status=1
+elif command -v tshark >/dev/null; then
+  frames=$(tshark -r "$out/capture.pcap" 2>/dev/null | wc -l)
+  malformed=$(tshark -r "$out/capture.pcap" -Y _ws.malformed 2>/dev/null | wc -l)
+  mads=$(tshark -r "$out/capture.pcap" -Y infiniband.mad 2>/dev/null | wc -l)
+  echo "capture: $frames frames, $mads MADs, $malformed malformed"
+  if [ "$frames" -eq 0 ] || [ "$malformed" -ne 0 ] || [ "$mads" -ne "$frames" ]; then
+    echo "FAIL: VMAD_PCAP capture does not dissect cleanly"
+    status=1
+  fi
+else
+  echo "FAIL: tshark not installed (scripts/install-deps installs it)"
+  status=1
+fi
 step "umad_test built with vmad's header through pkg-config"
 # shellcheck disable=SC2046
 cc "${cflags[@]}" -DUSE_VMAD_HEADER $(PKG_CONFIG_PATH=capi pkg-config --define-variable=libdir="$libdir" --cflags ibumad) \
