@@ -68,7 +68,7 @@ impl Engine {
         for (id, txn) in self.txns.iter() {
             if txn.wants_response {
                 wanting += 1;
-                if self.txn_index.get(&txn.key()) != Some(&id) {
+                if self.txn_index.get(&self.txns, &txn.key()) != Some(id) {
                     return fail(format!("txn {id} missing from txn_index"));
                 }
                 if txn.state != TxnState::Backlog {

@@ -184,7 +184,9 @@ impl Engine {
         class: u8,
         src: &MadAddr,
     ) -> Option<u64> {
-        let &txn_id = self.txn_index.get(&TxnKey::new(agent, tid, class))?;
+        let txn_id = self
+            .txn_index
+            .get(&self.txns, &TxnKey::new(agent, tid, class))?;
         let txn = self.txns.get(txn_id)?;
         if txn.state == TxnState::Backlog {
             return None;

@@ -45,34 +45,3 @@ impl Hasher for IdHasher {
 
 /// A `HashMap` with [`IdHasher`].
 pub(crate) type IdMap<K, V> = HashMap<K, V, BuildHasherDefault<IdHasher>>;
-
-/// Hands on the one `u64` a key's `Hash` writes, for keys that mix (and
-/// place) themselves; see [`super::txn::TxnKey`].
-#[derive(Debug, Default, Clone, Copy)]
-pub(crate) struct PassHasher(u64);
-
-impl Hasher for PassHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        let mut h = IdHasher(self.0);
-        h.write(bytes);
-        self.0 = h.0;
-    }
-    fn write_u64(&mut self, x: u64) {
-        self.0 = x;
-    }
-}
-
-/// A `HashMap` with [`PassHasher`].
-pub(crate) type PassMap<K, V> = HashMap<K, V, BuildHasherDefault<PassHasher>>;
-
-/// [`IdHasher`]'s hash of `(a, b, c)`.
-pub(crate) fn mix3(a: u32, b: u64, c: u8) -> u64 {
-    let mut h = IdHasher::default();
-    h.write_u32(a);
-    h.write_u64(b);
-    h.write_u8(c);
-    h.finish()
-}

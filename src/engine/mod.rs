@@ -66,6 +66,7 @@ mod smi;
 mod stats;
 mod timers;
 mod txn;
+mod txn_index;
 
 #[cfg(test)]
 mod tests;
@@ -185,7 +186,7 @@ pub struct Engine {
     /// Outstanding requests by slab id (a stale id finds nothing).
     txns: slab::Slab<txn::Txn>,
     /// (agent, TID, class) -> txn id, for response matching and duplicate sends.
-    txn_index: hash::PassMap<txn::TxnKey, u64>,
+    txn_index: txn_index::TxnIndex,
     /// Per agent slot: requests waiting for the outstanding limit, in send order.
     backlogs: Vec<VecDeque<u64>>,
     next_id: u64,
@@ -221,7 +222,7 @@ impl Engine {
             agents: agent::AgentTable::new(&mut rng),
             config,
             txns: slab::Slab::default(),
-            txn_index: hash::PassMap::default(),
+            txn_index: txn_index::TxnIndex::default(),
             backlogs: vec![VecDeque::new(); agent::MAX_AGENTS],
             next_id: 1,
             timers: timers::Timers::default(),

@@ -126,7 +126,10 @@ impl Engine {
         let (class, method) = (u8::from(class), message[3]);
         let wants_response = req.timeout_ms != 0;
         if self.send_index.contains_key(&(id.0, tid))
-            || (wants_response && self.txn_index.contains_key(&TxnKey::new(id, tid, class)))
+            || (wants_response
+                && self
+                    .txn_index
+                    .contains(&self.txns, &TxnKey::new(id, tid, class)))
         {
             return Err(Error::DuplicateRequest(tid));
         }
@@ -202,7 +205,7 @@ impl Engine {
         });
         self.send_index.insert((id.0, tid), txn_id);
         if wants_response {
-            self.txn_index.insert(TxnKey::new(id, tid, class), txn_id);
+            self.txn_index.insert(&TxnKey::new(id, tid, class), txn_id);
             self.stats.outstanding += 1;
             self.admit(now, id, txn_id);
         } else {

@@ -33,6 +33,11 @@ impl<T> Default for Slab<T> {
     }
 }
 
+/// The slot `id` names.
+pub(crate) fn slot_of(id: SlabId) -> u32 {
+    id as u32
+}
+
 fn split(id: SlabId) -> (usize, u32) {
     ((id & 0xffff_ffff) as usize, (id >> 32) as u32)
 }
@@ -92,6 +97,13 @@ impl<T> Slab<T> {
         self.free.push(index as u32);
         self.len -= 1;
         Some(value)
+    }
+
+    /// The value in `slot`, with its id.
+    pub(crate) fn by_slot(&self, slot: u32) -> Option<(SlabId, &T)> {
+        let s = self.slots.get(slot as usize)?;
+        let v = s.value.as_ref()?;
+        Some(((u64::from(s.generation) << 32) | u64::from(slot), v))
     }
 
     pub(crate) fn len(&self) -> usize {

@@ -15,9 +15,9 @@ use crate::{Error, Result};
 /// What identifies an outstanding request: agent, full TID, class.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct TxnKey {
-    agent: u32,
-    tid: u64,
-    class: u8,
+    pub(crate) agent: u32,
+    pub(crate) tid: u64,
+    pub(crate) class: u8,
 }
 
 impl TxnKey {
@@ -27,18 +27,6 @@ impl TxnKey {
             tid,
             class,
         }
-    }
-}
-
-impl core::hash::Hash for TxnKey {
-    /// Applications number their requests with a counter, and a request is found
-    /// again (answered, timed out) about as many requests later as are outstanding.
-    /// So runs of 64 consecutive TIDs get neighbouring buckets (the low bits stay,
-    /// the rest is mixed): completions then walk the table's memory in order instead
-    /// of missing the cache once each.
-    fn hash<H: core::hash::Hasher>(&self, state: &mut H) {
-        let mixed = super::hash::mix3(self.agent, self.tid >> 6, self.class);
-        state.write_u64((mixed & !63) | (self.tid & 63));
     }
 }
 
@@ -168,9 +156,10 @@ impl Engine {
             return Ok(());
         }
         let key = TxnKey::new(id, tid, class);
-        if self.txn_index.contains_key(&key) {
+        let Some(place) = self.txn_index.vacancy(&self.txns, &key) else {
+            self.recycle(buf);
             return Err(Error::DuplicateRequest(tid));
-        }
+        };
         let txn_id = self.txns.insert(Txn {
             agent: id,
             tid,
@@ -185,7 +174,7 @@ impl Engine {
             wants_response: true,
             rmpp: None,
         });
-        self.txn_index.insert(key, txn_id);
+        place.fill(txn_id);
         self.stats.outstanding += 1;
         self.admit(now, id, txn_id);
         Ok(())
@@ -225,7 +214,7 @@ impl Engine {
         if !txn.wants_response {
             return Some(txn);
         }
-        self.txn_index.remove(&txn.key());
+        self.txn_index.remove(&txn.key(), txn_id);
         self.stats.outstanding -= 1;
         if txn.state == TxnState::Backlog {
             let backlog = &mut self.backlogs[txn.agent.0 as usize];
@@ -336,7 +325,10 @@ impl Engine {
         let Some(agent) = self.agents.by_hi_tid((tid >> 32) as u32) else {
             return false;
         };
-        let Some(&txn_id) = self.txn_index.get(&TxnKey::new(agent, tid, class)) else {
+        let Some(txn_id) = self
+            .txn_index
+            .get(&self.txns, &TxnKey::new(agent, tid, class))
+        else {
             return false;
         };
         let Some(txn) = self.txns.get(txn_id) else {
@@ -380,7 +372,7 @@ impl Engine {
                 self.timers.set(TimerKey::Txn(txn_id), txn.deadline, None);
                 self.send_index.remove(&(txn.agent.0, txn.tid));
                 if txn.wants_response {
-                    self.txn_index.remove(&txn.key());
+                    self.txn_index.remove(&txn.key(), txn_id);
                     self.stats.outstanding -= 1;
                 }
             }
