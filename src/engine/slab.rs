@@ -110,6 +110,12 @@ impl<T> Slab<T> {
         self.len
     }
 
+    /// Slots allocated, live or free.
+    #[cfg(test)]
+    pub(crate) fn slots(&self) -> usize {
+        self.slots.len()
+    }
+
     #[cfg(test)]
     pub(crate) fn is_empty(&self) -> bool {
         self.len == 0

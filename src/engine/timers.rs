@@ -163,6 +163,12 @@ impl Timers {
         self.run_live + self.set.len()
     }
 
+    /// Entries in the in-order run (dead slots included) and in the B-tree.
+    #[cfg(test)]
+    pub(crate) fn shape(&self) -> (usize, usize) {
+        (self.run.len(), self.set.len())
+    }
+
     /// Whether `key` has a deadline armed.
     pub(crate) fn contains(&self, key: TimerKey) -> bool {
         let bits = u128::from(key.pack());

@@ -116,6 +116,12 @@ impl TxnIndex {
         self.table.len()
     }
 
+    /// Bytes the table holds (its buckets and tags).
+    #[cfg(test)]
+    pub(crate) fn bytes(&self) -> usize {
+        self.table.allocation_size()
+    }
+
     #[cfg(test)]
     pub(crate) fn is_empty(&self) -> bool {
         self.table.is_empty()

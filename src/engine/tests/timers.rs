@@ -192,3 +192,47 @@ fn timeouts_undelivered_attempts_end_at_once() {
     assert_eq!(e.stats().undelivered_ignored, 3);
     assert_eq!(e.poll_event(), None);
 }
+
+/// Behaviour 10: with 100,000 requests outstanding, what a MAD's send and
+/// timeout touch is what it touches with 10: the deadline goes to the in-order
+/// run (O(1), the B-tree stays empty), no table grows, no buffer is allocated.
+/// The time per MAD is measured beside this in `benches/churn_ratio.rs`.
+#[test]
+fn timers_work_per_mad_does_not_grow_with_100k_outstanding() {
+    let (mut e, a) = client();
+    let n = 100_000u64;
+    let step = |e: &mut Engine, t: u64| {
+        let now = Instant::from_millis(t);
+        send(e, now, a, t, n as u32, 0);
+        assert_eq!(drain(e, now), 1);
+        e.handle_timeout(now);
+        while e.poll_event().is_some() {}
+    };
+    // n outstanding, then one step more: n + 1 live for a moment within a step.
+    for t in 0..=n {
+        step(&mut e, t);
+    }
+    let shape = |e: &Engine| {
+        (
+            e.txns.slots(),
+            e.txn_index.bytes(),
+            e.timers.shape(),
+            e.mad_pool.len(),
+        )
+    };
+    let before = shape(&e);
+    assert_eq!(before.2 .1, 0, "in-order deadlines never reach the B-tree");
+    for t in n + 1..n + 20_001 {
+        step(&mut e, t);
+    }
+    let s = e.stats();
+    assert_eq!((s.outstanding, s.timeouts), (n, 20_001));
+    assert_eq!(
+        shape(&e),
+        before,
+        "slots, index, deadlines and buffer pool all as they were"
+    );
+    assert!(before.0 <= n as usize + 1 && before.2 .0 <= n as usize + 1);
+    assert!(before.1 <= 2 << 20, "index {} bytes", before.1);
+    assert_eq!(e.txn_index.len() as u64, n);
+}
