@@ -67,9 +67,9 @@ pub enum Error {
     /// The MAD given to send is malformed. EINVAL.
     #[error("malformed MAD: {0}")]
     Malformed(#[from] wire::Error),
-    /// No such CA or port. ENODEV.
-    #[error("no such device or port")]
-    NoDevice,
+    /// No such CA or port; says which, and why when known. ENODEV.
+    #[error("no such device or port: {0}")]
+    NoDevice(String),
     /// Nothing to receive and the call was non-blocking. EAGAIN (== EWOULDBLOCK).
     #[error("operation would block")]
     WouldBlock,
@@ -118,7 +118,7 @@ impl Error {
             | Error::MethodInUse { .. }
             | Error::DuplicateRequest(_)
             | Error::Malformed(_) => EINVAL,
-            Error::NoDevice => ENODEV,
+            Error::NoDevice(_) => ENODEV,
             Error::WouldBlock => EWOULDBLOCK,
             Error::TimedOut => ETIMEDOUT,
             Error::BufferTooSmall { .. } => ENOSPC,
@@ -156,7 +156,7 @@ mod tests {
             ),
             (Error::DuplicateRequest(7), EINVAL),
             (Error::Malformed(wire::Error::Truncated), EINVAL),
-            (Error::NoDevice, ENODEV),
+            (Error::NoDevice("mlx5_0".into()), ENODEV),
             (Error::WouldBlock, EAGAIN),
             (Error::TimedOut, ETIMEDOUT),
             (Error::BufferTooSmall { needed: 1000 }, ENOSPC),

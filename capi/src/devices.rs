@@ -191,7 +191,7 @@ pub extern "C" fn umad_get_port(ca: *const c_char, portnum: c_int, out: *mut Uma
             Err(e) => return fail(&e),
         };
         let Ok(port) = u8::try_from(portnum) else {
-            return fail(&Error::NoDevice);
+            return fail(&Error::NoDevice(format!("port {portnum}")));
         };
         let resolved = match umad::get_ca(&name) {
             Ok(info) => info.name,
@@ -366,7 +366,7 @@ pub extern "C" fn umad_get_smi_gsi_pair_by_ca_name(
     guard(-EIO, || {
         let info = match ca_info(name) {
             Ok(i) => i,
-            Err(Error::NoDevice) => {
+            Err(Error::NoDevice(_)) => {
                 set_errno(ENODEV);
                 return -ENODEV;
             }

@@ -64,7 +64,7 @@ fn error_for(errno: i32) -> Error {
     use vmad::error::errno::{EINVAL, ENODEV, EOPNOTSUPP};
     match errno {
         EINVAL => Error::InvalidArgument("transport selection failed (see the first error)"),
-        ENODEV => Error::NoDevice,
+        ENODEV => Error::NoDevice("transport selection failed (see the first error)".into()),
         EOPNOTSUPP => Error::Unsupported("transport selection failed (see the first error)"),
         _ => Error::Io(std::io::Error::from_raw_os_error(errno)),
     }
@@ -173,7 +173,7 @@ impl CaProvider for IbsimCa {
 
     fn open(&self, name: &str, port: u8) -> Result<Box<dyn Transport>> {
         if name != IBSIM_CA || port > 1 {
-            return Err(Error::NoDevice);
+            return Err(Error::NoDevice(format!("{name} port {port}")));
         }
         Ok(Box::new(IbsimTransport::connect(self.config.clone())?))
     }
@@ -239,7 +239,7 @@ pub extern "C" fn umad_get_issm_path(
         };
         let port = match port {
             Ok(p) => p,
-            Err(Error::NoDevice) => return fail(&Error::InvalidArgument("no such port")),
+            Err(Error::NoDevice(_)) => return fail(&Error::InvalidArgument("no such port")),
             Err(e) => return fail(&e),
         };
         let file = match issm_file(&info.name, port) {

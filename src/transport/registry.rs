@@ -89,8 +89,18 @@ pub fn ca_names() -> Vec<String> {
 /// # Errors
 /// ENODEV if it is not registered.
 pub fn ca_info(name: &str) -> Result<CaInfo> {
-    let provider = table().get(name).cloned().ok_or(Error::NoDevice)?;
-    provider.ca_info(name).ok_or(Error::NoDevice)
+    let provider = provider_of(name)?;
+    provider
+        .ca_info(name)
+        .ok_or_else(|| Error::NoDevice(format!("{name} does not answer")))
+}
+
+fn provider_of(name: &str) -> Result<Arc<dyn CaProvider>> {
+    let table = table();
+    table.get(name).cloned().ok_or_else(|| {
+        let known: Vec<&String> = table.keys().collect();
+        Error::NoDevice(format!("no CA named {name:?} (known: {known:?})"))
+    })
 }
 
 /// Open `port` of CA `name`.
@@ -98,6 +108,6 @@ pub fn ca_info(name: &str) -> Result<CaInfo> {
 /// # Errors
 /// ENODEV if it is not registered or has no such port; EADDRINUSE if the port is open.
 pub fn open(name: &str, port: u8) -> Result<Box<dyn Transport>> {
-    let provider = table().get(name).cloned().ok_or(Error::NoDevice)?;
+    let provider = provider_of(name)?;
     provider.open(name, port)
 }

@@ -130,7 +130,7 @@ fn resolve(ca: &str) -> Result<String> {
         registry::ca_names()
             .into_iter()
             .next()
-            .ok_or(Error::NoDevice)
+            .ok_or_else(|| Error::NoDevice("no CA registered".into()))
     } else {
         Ok(ca.to_owned())
     }
@@ -164,7 +164,9 @@ pub fn get_port(ca: &str, port: u8) -> Result<PortAttrs> {
     } else {
         info.ports.iter().find(|p| p.port_num == port)
     };
-    found.cloned().ok_or(Error::NoDevice)
+    found
+        .cloned()
+        .ok_or_else(|| Error::NoDevice(format!("{} has no port {port}", info.name)))
 }
 
 /// Open a port with the default [`PortConfig`] and return its typed handle.

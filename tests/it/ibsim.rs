@@ -392,6 +392,7 @@ fn ibsim_attach_by_guid_on_an_ibnetdiscover_topology() {
     assert_eq!(t.attrs().port_guid, 0x10_0005);
     let err = IbsimTransport::connect(f.config(Some("0x999"))).unwrap_err();
     assert_eq!(err.errno(), vmad::error::errno::ENODEV);
+    assert!(err.to_string().contains("ibsim refused to attach"), "{err}");
 }
 
 /// ibsim busy-waits on a client whose receive queue is full; the transport's

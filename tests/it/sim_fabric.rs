@@ -110,10 +110,9 @@ fn a_port_opens_once_at_a_time() {
         f.open("nope", 1).unwrap_err().errno(),
         vmad::error::errno::ENODEV
     );
-    assert_eq!(
-        f.open("sfo0", 2).unwrap_err().errno(),
-        vmad::error::errno::ENODEV
-    );
+    let e = f.open("sfo0", 2).unwrap_err();
+    assert_eq!(e.errno(), vmad::error::errno::ENODEV);
+    assert!(e.to_string().contains("sfo0 has ports 1..=1, not 2"), "{e}");
 }
 
 #[test]

@@ -330,8 +330,13 @@ fn default_fabric_and_ca_queries() {
     assert_eq!(p0.state, 4);
     let ca = umad::get_ca("vmadsim1").unwrap();
     assert_eq!((ca.node_type, ca.ports.len()), (1, 1));
-    assert_eq!(umad::get_ca("no-such-ca").unwrap_err().errno(), ENODEV);
-    assert_eq!(umad::get_port("vmadsim0", 2).unwrap_err().errno(), ENODEV);
+    // ENODEV, and the message says what is missing.
+    let e = umad::get_ca("no-such-ca").unwrap_err();
+    assert_eq!(e.errno(), ENODEV);
+    assert!(e.to_string().contains("\"no-such-ca\""), "{e}");
+    let e = umad::get_port("vmadsim0", 2).unwrap_err();
+    assert_eq!(e.errno(), ENODEV);
+    assert!(e.to_string().contains("vmadsim0 has no port 2"), "{e}");
     let a = umad::open_port("vmadsim0", 1).unwrap();
     let b = umad::open_port("vmadsim1", 1).unwrap();
     assert_eq!(

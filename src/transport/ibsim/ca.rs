@@ -16,7 +16,7 @@ struct IbsimCa {
 impl IbsimCa {
     /// Attach just long enough to read the port (and free the slot again).
     fn describe(&self, name: &str) -> Result<CaInfo> {
-        let mut last = Error::NoDevice;
+        let mut last = Error::NoDevice(format!("{name}: no ibsim node to attach to"));
         for node in node_candidates(self.config.node.as_deref()) {
             let un = sock::open(&self.config.endpoint)?;
             let mut ctl = Control {
@@ -27,7 +27,7 @@ impl IbsimCa {
             // Never as SM: describing must not take the node's one SM place.
             if let Err(e) = ctl.connect(un.id, 0, false, &node) {
                 last = if e.kind() == std::io::ErrorKind::Other {
-                    Error::NoDevice
+                    Error::NoDevice(refused(&node))
                 } else {
                     e.into()
                 };
@@ -64,8 +64,10 @@ impl CaProvider for IbsimCa {
     fn open(&self, name: &str, port: u8) -> Result<Box<dyn Transport>> {
         let mut t = IbsimTransport::connect(self.config.clone())?;
         if port != 0 && port != t.attrs().port_num {
-            // ibsim attaches to a node's first port only.
-            return Err(Error::NoDevice);
+            return Err(Error::NoDevice(format!(
+                "{name} port {port}: ibsim attaches to a node's first port only (port {})",
+                t.attrs().port_num
+            )));
         }
         t.attrs.ca_name = name.to_string();
         Ok(Box::new(t))
@@ -81,4 +83,12 @@ impl CaProvider for IbsimCa {
 /// EADDRINUSE ([`Error::AddressInUse`]) if the name is taken.
 pub fn register_ca(name: &str, config: IbsimConfig) -> Result<()> {
     registry::register_cas(&[name.to_string()], Arc::new(IbsimCa { config }))
+}
+
+/// Why ibsim answered CONNECT with a bare ERROR.
+pub(super) fn refused(node: &str) -> String {
+    format!(
+        "ibsim refused to attach to node {node:?}: no such node, all 10 client slots \
+         taken, or (as SM) an SM already attached"
+    )
 }

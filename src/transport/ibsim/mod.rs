@@ -194,7 +194,7 @@ impl IbsimTransport {
                 Err(e) => last = Some(e),
             }
         }
-        Err(last.unwrap_or(crate::Error::NoDevice))
+        Err(last.unwrap_or_else(|| crate::Error::NoDevice("no ibsim node to attach to".into())))
     }
 
     fn connect_to(config: &IbsimConfig, node: &str) -> crate::Result<IbsimTransport> {
@@ -207,7 +207,9 @@ impl IbsimTransport {
         let info = match ctl.connect(un.id, config.qp, config.issm, node) {
             Ok(info) => info,
             // ibsim answers a refused CONNECT with a bare ERROR: unknown node or no slot.
-            Err(e) if e.kind() == io::ErrorKind::Other => return Err(crate::Error::NoDevice),
+            Err(e) if e.kind() == io::ErrorKind::Other => {
+                return Err(crate::Error::NoDevice(ca::refused(node)))
+            }
             Err(e) => return Err(e.into()),
         };
         // From here on `ctl` owns the slot: any `?` below frees it.

@@ -39,7 +39,7 @@ impl CaProvider for RoceCa {
 
     fn open(&self, name: &str, port: u8) -> Result<Box<dyn Transport>> {
         if port > 1 {
-            return Err(Error::NoDevice);
+            return Err(Error::NoDevice(format!("{name} has one port, not {port}")));
         }
         Ok(Box::new(RoceTransport::open(self.config(name))?))
     }

@@ -217,7 +217,9 @@ impl FabricInner {
     }
 
     fn open(self: &Arc<Self>, ca: &str, port: u8) -> Result<SimTransport> {
-        let node = self.node_index(ca).ok_or(Error::NoDevice)?;
+        let node = self
+            .node_index(ca)
+            .ok_or_else(|| Error::NoDevice(format!("no CA {ca:?} on the embedded fabric")))?;
         let n = &self.nodes[node];
         if n.kind != NodeKind::Ca {
             return Err(Error::Unsupported("switch ports cannot be opened"));
@@ -225,7 +227,10 @@ impl FabricInner {
         // Port 0 means "the first usable port", as UMAD_ANY_PORT.
         let port = if port == 0 { 1 } else { port };
         if port > n.num_ports {
-            return Err(Error::NoDevice);
+            return Err(Error::NoDevice(format!(
+                "{ca} has ports 1..={}, not {port}",
+                n.num_ports
+            )));
         }
         SimTransport::open(self.clone(), node, port, self.port_attrs(node, port))
     }

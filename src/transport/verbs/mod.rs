@@ -299,8 +299,12 @@ impl VerbsTransport {
             ));
         }
         let mut names = Vec::new();
-        let opened =
-            ffi::open_device(config.device.as_deref(), &mut names)?.ok_or(Error::NoDevice)?;
+        let opened = ffi::open_device(config.device.as_deref(), &mut names)?.ok_or_else(|| {
+            Error::NoDevice(match &config.device {
+                Some(d) => format!("no RDMA device {d} (there are: {names:?})"),
+                None => "no RDMA device (load rdma_rxe or a NIC driver)".into(),
+            })
+        })?;
         let ctx = opened.ctx;
         let (port, pattr) = Self::pick_port(&ctx, config.port)?;
         let link_layer = if u32::from(pattr.link_layer) == sys::IBV_LINK_LAYER_ETHERNET {
@@ -429,7 +433,9 @@ impl VerbsTransport {
 
     fn pick_port(ctx: &Context, want: Option<u8>) -> Result<(u8, sys::ibv_port_attr)> {
         if let Some(p) = want {
-            let attr = ctx.query_port(p).map_err(|_| Error::NoDevice)?;
+            let attr = ctx
+                .query_port(p)
+                .map_err(|_| Error::NoDevice(format!("the device has no port {p}")))?;
             return Ok((p, attr));
         }
         let mut first = None;
@@ -440,7 +446,7 @@ impl VerbsTransport {
             }
             first.get_or_insert((p, attr));
         }
-        first.ok_or(Error::NoDevice)
+        first.ok_or_else(|| Error::NoDevice("the device has no ports".into()))
     }
 
     fn zero_wc() -> sys::ibv_wc {
