@@ -8,6 +8,8 @@ mod counters;
 mod dr_walk;
 mod hostile;
 mod ibsim;
+#[cfg(any(feature = "roce", feature = "verbs"))]
+mod kernel_peer;
 mod pcap;
 mod rmpp_gettable;
 #[cfg(feature = "roce")]

@@ -11,50 +11,17 @@
 
 use std::io::{BufRead, BufReader};
 use std::net::{IpAddr, Ipv6Addr, SocketAddr, UdpSocket};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use vmad::engine::{AgentId, AgentSpec, Event, SendRequest};
+use vmad::engine::{AgentId, Event, SendRequest};
 use vmad::port::{Port, PortConfig};
 use vmad::transport::roce::codec::{self, Flow, Header};
 use vmad::transport::roce::{self, RoceConfig, RoceStats, RoceTransport};
 use vmad::transport::Transport;
-use vmad::types::{GrhAddr, MadAddr, Qp, GSI_QKEY};
+use vmad::types::{MadAddr, GSI_QKEY};
 
-const OUI: u32 = 0x00_14_05;
-const ECHO: u16 = 0xff10;
-const SILENT: u16 = 0xff20;
-const VENDOR_HDR: usize = 40;
-
-static SERIAL: Mutex<()> = Mutex::new(());
-
-fn serial() -> MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-fn env(name: &str) -> String {
-    std::env::var(name).unwrap_or_else(|_| {
-        panic!(
-            "{name} is not set: these tests run inside the rxe VM in RoCE mode (scripts/rxe-roce-test)"
-        )
-    })
-}
-
-fn kernel_gid() -> [u8; 16] {
-    env("RXE0_GID").parse::<Ipv6Addr>().expect("a GID").octets()
-}
-
-fn pattern(i: usize) -> u8 {
-    (i as u32)
-        .wrapping_mul(7)
-        .wrapping_add((i as u32 >> 8).wrapping_mul(13))
-        .wrapping_add(3) as u8
-}
-
-fn fixture(name: &str) -> String {
-    format!("{}/target/rxe/{name}", env!("CARGO_MANIFEST_DIR"))
-}
+use super::kernel_peer::*;
 
 /// vmad's RoCE port on ROCE_ADDR, and its counters.
 fn vmad_port() -> (Port, std::sync::Arc<RoceStats>) {
@@ -68,114 +35,21 @@ fn vmad_port() -> (Port, std::sync::Arc<RoceStats>) {
     )
 }
 
-fn spec(class: u8, rmpp: bool, methods: &[u8]) -> AgentSpec {
-    let mut mask = [0u64; 2];
-    for &m in methods {
-        mask[usize::from(m / 64)] |= 1 << (m % 64);
-    }
-    AgentSpec {
-        qp: Qp::Gsi,
-        mgmt_class: class,
-        class_version: 1,
-        rmpp_version: u8::from(rmpp),
-        method_mask: mask,
-        oui: if class >= 0x30 { OUI } else { 0 },
-        user_rmpp: false,
-    }
-}
-
-fn mad(
-    class: u8,
-    method: u8,
-    tid: u64,
-    attr: u16,
-    attr_mod: u32,
-    rmpp: bool,
-    data: &[u8],
-) -> Vec<u8> {
-    let hdr = if class >= 0x30 { VENDOR_HDR } else { 24 };
-    let mut m = vec![0u8; (hdr + data.len()).max(256)];
-    m[0] = 1;
-    m[1] = class;
-    m[2] = 1;
-    m[3] = method;
-    m[8..16].copy_from_slice(&tid.to_be_bytes());
-    m[16..18].copy_from_slice(&attr.to_be_bytes());
-    m[20..24].copy_from_slice(&attr_mod.to_be_bytes());
-    if class >= 0x30 {
-        m[24] = 1;
-        m[25] = 1;
-        m[26] = u8::from(rmpp);
-        m[37..40].copy_from_slice(&OUI.to_be_bytes()[1..]);
-    }
-    m[hdr..hdr + data.len()].copy_from_slice(data);
-    if rmpp {
-        m.truncate(hdr + data.len());
-    }
-    m
-}
-
-fn tid_of(m: &[u8]) -> u64 {
-    u64::from_be_bytes(m[8..16].try_into().unwrap())
+fn kernel_gid() -> [u8; 16] {
+    gid("RXE0_GID")
 }
 
 fn kernel_qp1() -> MadAddr {
-    MadAddr {
-        qpn: 1,
-        qkey: GSI_QKEY,
-        grh: Some(GrhAddr {
-            gid: kernel_gid(),
-            hop_limit: 64,
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
+    dest(kernel_gid(), 1)
 }
 
-fn request(port: &Port, agent: AgentId, m: &[u8], timeout_ms: u32, retries: u32) {
-    port.send(
-        agent,
-        SendRequest {
-            addr: kernel_qp1(),
-            mad: m,
-            timeout_ms,
-            retries,
-        },
-    )
-    .expect("send");
+/// A request to the kernel's QP1 (rxe0).
+fn to_kernel(port: &Port, agent: AgentId, m: &[u8], timeout_ms: u32, retries: u32) {
+    request(port, agent, kernel_qp1(), m, timeout_ms, retries);
 }
 
-fn recv_mad(port: &Port, within: Duration) -> Vec<u8> {
-    match port.recv(Some(within)).expect("a message in time") {
-        Event::Recv { mad, .. } => mad,
-        other => panic!("expected a MAD, got {other:?}"),
-    }
-}
-
-/// The kernel umad agent on rxe0, killed on drop.
-struct KernelAgent(Child);
-
-impl KernelAgent {
-    fn start() -> KernelAgent {
-        let mut child = Command::new(fixture("umad_agent"))
-            .args(["serve", &env("RXE0_DEV"), &env("RXE0_PORT"), "600"])
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("umad_agent (built by scripts/rxe-roce-test)");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().expect("piped"))
-            .read_line(&mut line)
-            .expect("agent output");
-        assert_eq!(line.trim(), "READY");
-        KernelAgent(child)
-    }
-}
-
-impl Drop for KernelAgent {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
+fn start_kernel_agent() -> KernelAgent {
+    KernelAgent::start("RXE0_DEV", "RXE0_PORT")
 }
 
 // ---------------------------------------------------------------- vmad -> kernel
@@ -184,19 +58,19 @@ impl Drop for KernelAgent {
 #[ignore = "needs the rxe VM in RoCE mode: run by scripts/rxe-roce-test"]
 fn roce_vmad_requests_answered_by_kernel_qp1() {
     let _g = serial();
-    let _agent = KernelAgent::start();
+    let _agent = start_kernel_agent();
     let (port, stats) = vmad_port();
     let a = port.register(spec(0x09, false, &[])).unwrap();
     for k in 0..20u64 {
         let data: Vec<u8> = (0..232).map(|i| (i + k as usize) as u8).collect();
-        request(
+        to_kernel(
             &port,
             a,
             &mad(0x09, 0x01, 0x100 + k, ECHO, 0, false, &data),
             2000,
             2,
         );
-        let resp = recv_mad(&port, Duration::from_secs(10));
+        let (_, resp) = recv_mad(&port, Duration::from_secs(10));
         assert_eq!(resp[3], 0x81);
         assert_eq!(tid_of(&resp) & 0xffff_ffff, 0x100 + k);
         assert_eq!(&resp[24..32], b"RESPONSE");
@@ -214,12 +88,12 @@ fn roce_vmad_requests_answered_by_kernel_qp1() {
 #[ignore = "needs the rxe VM in RoCE mode: run by scripts/rxe-roce-test"]
 fn roce_silent_kernel_agent_times_out_after_all_attempts() {
     let _g = serial();
-    let _agent = KernelAgent::start();
+    let _agent = start_kernel_agent();
     let (port, stats) = vmad_port();
     let a = port.register(spec(0x09, false, &[])).unwrap();
     let sent0 = RoceStats::get(&stats.sent);
     let t0 = Instant::now();
-    request(
+    to_kernel(
         &port,
         a,
         &mad(0x09, 0x01, 0x52, SILENT, 0, false, &[]),
@@ -248,20 +122,20 @@ fn roce_silent_kernel_agent_times_out_after_all_attempts() {
 #[ignore = "needs the rxe VM in RoCE mode: run by scripts/rxe-roce-test"]
 fn roce_kernel_rmpp_responses_reassembled_by_vmad() {
     let _g = serial();
-    let _agent = KernelAgent::start();
+    let _agent = start_kernel_agent();
     let (port, _) = vmad_port();
     let a = port.register(spec(0x30, true, &[])).unwrap();
     for (k, size) in [4096usize, 64 << 10, 1 << 20].into_iter().enumerate() {
         let t0 = Instant::now();
         let tid = 0x3000 + k as u64;
-        request(
+        to_kernel(
             &port,
             a,
             &mad(0x30, 0x01, tid, ECHO, size as u32, false, &[]),
             60_000,
             2,
         );
-        let resp = recv_mad(&port, Duration::from_secs(120));
+        let (_, resp) = recv_mad(&port, Duration::from_secs(120));
         assert_eq!(tid_of(&resp) & 0xffff_ffff, tid);
         assert_eq!(resp.len(), VENDOR_HDR + size);
         let bad = resp[VENDOR_HDR..]
@@ -281,21 +155,21 @@ fn roce_kernel_rmpp_responses_reassembled_by_vmad() {
 #[ignore = "needs the rxe VM in RoCE mode: run by scripts/rxe-roce-test"]
 fn roce_vmad_rmpp_requests_reassembled_by_the_kernel() {
     let _g = serial();
-    let _agent = KernelAgent::start();
+    let _agent = start_kernel_agent();
     let (port, _) = vmad_port();
     let a = port.register(spec(0x30, true, &[])).unwrap();
     for (k, size) in [4096usize, 64 << 10, 1 << 20].into_iter().enumerate() {
         let t0 = Instant::now();
         let tid = 0x4000 + k as u64;
         let data: Vec<u8> = (0..size).map(pattern).collect();
-        request(
+        to_kernel(
             &port,
             a,
             &mad(0x30, 0x02, tid, ECHO, size as u32, true, &data),
             60_000,
             0,
         );
-        let resp = recv_mad(&port, Duration::from_secs(120));
+        let (_, resp) = recv_mad(&port, Duration::from_secs(120));
         assert_eq!(tid_of(&resp) & 0xffff_ffff, tid);
         let got = u32::from_be_bytes(resp[VENDOR_HDR..VENDOR_HDR + 4].try_into().unwrap());
         assert_eq!(
@@ -453,7 +327,7 @@ fn rxe0_counter(name: &str) -> Option<u64> {
 #[ignore = "needs the rxe VM in RoCE mode: run by scripts/rxe-roce-test"]
 fn roce_corrupted_icrc_is_dropped_on_both_sides() {
     let _g = serial();
-    let _agent = KernelAgent::start();
+    let _agent = start_kernel_agent();
     let me: IpAddr = env("ROCE_ADDR").parse().unwrap();
     let kernel = SocketAddr::new(IpAddr::V6(Ipv6Addr::from(kernel_gid())), 4791);
     let h = Header {
@@ -571,7 +445,7 @@ fn roce_capi_unmodified_libibumad_programs_are_qp1_of_vmadroce0() {
     // As a client: roce_client linked to libibumad.so.3, loaded from vmad,
     // asks the kernel's QP1 (umad_agent on rxe0, system libibumad).
     {
-        let _agent = KernelAgent::start();
+        let _agent = start_kernel_agent();
         let kernel = env("RXE0_GID");
         for (test, arg) in [("echo", "10"), ("rmpp", "65536")] {
             let out = run_ok(

@@ -8,80 +8,16 @@
 //!
 //! `cargo test --features verbs --test it -- --ignored --test-threads=1 rxe_`
 
-use std::io::{BufRead, BufReader};
-use std::net::Ipv6Addr;
-use std::process::{Child, Command, Stdio};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use vmad::engine::{AgentId, AgentSpec, Event, SendRequest};
+use vmad::engine::{AgentId, Event, SendRequest};
 use vmad::port::{Port, PortConfig};
 use vmad::transport::verbs::{VerbsConfig, VerbsTransport};
 use vmad::transport::Transport;
-use vmad::types::{GrhAddr, MadAddr, Qp, GSI_QKEY};
+use vmad::types::MadAddr;
 
-const OUI: u32 = 0x00_14_05;
-const ECHO: u16 = 0xff10;
-const SILENT: u16 = 0xff20;
-const SILENT_COUNT: u16 = 0xff21;
-const VENDOR_HDR: usize = 40;
-
-/// The agent registers fixed methods on rxe1: one test at a time.
-static SERIAL: Mutex<()> = Mutex::new(());
-
-fn serial() -> MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-fn env(name: &str) -> String {
-    std::env::var(name).unwrap_or_else(|_| {
-        panic!("{name} is not set: these tests run inside the rxe VM (scripts/rxe-test)")
-    })
-}
-
-fn gid(name: &str) -> [u8; 16] {
-    let v = env(name);
-    v.parse::<Ipv6Addr>()
-        .unwrap_or_else(|_| panic!("{name}={v} is not a GID"))
-        .octets()
-}
-
-/// The shared data pattern (same formula as umad_agent.c).
-fn pattern(i: usize) -> u8 {
-    (i as u32)
-        .wrapping_mul(7)
-        .wrapping_add((i as u32 >> 8).wrapping_mul(13))
-        .wrapping_add(3) as u8
-}
-
-/// The kernel-side agent on rxe1, killed on drop.
-struct KernelAgent(Child);
-
-impl KernelAgent {
-    fn start() -> KernelAgent {
-        let path = std::env::var("RXE_AGENT")
-            .unwrap_or_else(|_| format!("{}/target/rxe/umad_agent", env!("CARGO_MANIFEST_DIR")));
-        let mut child = Command::new(&path)
-            .args(["serve", &env("RXE1_DEV"), &env("RXE1_PORT"), "600"])
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {path} (built by scripts/rxe-test): {e}"));
-        let mut line = String::new();
-        let out = child.stdout.take().expect("piped");
-        BufReader::new(out)
-            .read_line(&mut line)
-            .expect("agent output");
-        assert_eq!(line.trim(), "READY", "umad_agent did not come up");
-        KernelAgent(child)
-    }
-}
-
-impl Drop for KernelAgent {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use super::kernel_peer::*;
 
 /// A vmad port on `dev` (verbs, busy polling), its QPN and GID.
 fn vmad_port(dev: &str) -> (Port, u32, [u8; 16]) {
@@ -102,96 +38,6 @@ fn vmad_port_with(dev: &str, completion_channel: bool) -> (Port, u32, [u8; 16]) 
     (port, qpn, gid)
 }
 
-fn dest(gid: [u8; 16], qpn: u32) -> MadAddr {
-    MadAddr {
-        qpn,
-        qkey: GSI_QKEY,
-        grh: Some(GrhAddr {
-            gid,
-            hop_limit: 64,
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
-}
-
-fn spec(class: u8, rmpp: bool, methods: &[u8]) -> AgentSpec {
-    let mut mask = [0u64; 2];
-    for &m in methods {
-        mask[usize::from(m / 64)] |= 1 << (m % 64);
-    }
-    AgentSpec {
-        qp: Qp::Gsi,
-        mgmt_class: class,
-        class_version: 1,
-        rmpp_version: u8::from(rmpp),
-        method_mask: mask,
-        oui: if class >= 0x30 { OUI } else { 0 },
-        user_rmpp: false,
-    }
-}
-
-/// A MAD header; vendor range 2 classes get the RMPP header (Active when `rmpp`) and the OUI.
-fn mad(
-    class: u8,
-    method: u8,
-    tid: u64,
-    attr: u16,
-    attr_mod: u32,
-    rmpp: bool,
-    data: &[u8],
-) -> Vec<u8> {
-    let hdr = if class >= 0x30 { VENDOR_HDR } else { 24 };
-    let mut m = vec![0u8; (hdr + data.len()).max(256)];
-    m[0] = 1;
-    m[1] = class;
-    m[2] = 1;
-    m[3] = method;
-    m[8..16].copy_from_slice(&tid.to_be_bytes());
-    m[16..18].copy_from_slice(&attr.to_be_bytes());
-    m[20..24].copy_from_slice(&attr_mod.to_be_bytes());
-    if class >= 0x30 {
-        m[24] = 1;
-        m[25] = 1;
-        m[26] = u8::from(rmpp);
-        m[37..40].copy_from_slice(&OUI.to_be_bytes()[1..]);
-    }
-    m[hdr..hdr + data.len()].copy_from_slice(data);
-    if rmpp {
-        m.truncate(hdr + data.len());
-    }
-    m
-}
-
-fn tid_of(m: &[u8]) -> u64 {
-    u64::from_be_bytes(m[8..16].try_into().unwrap())
-}
-
-/// The next received message of `agent` (skipping nothing else: tests are serial).
-fn recv(port: &Port, within: Duration) -> Event {
-    port.recv(Some(within)).expect("a message in time")
-}
-
-fn recv_mad(port: &Port, within: Duration) -> (MadAddr, Vec<u8>) {
-    match recv(port, within) {
-        Event::Recv { addr, mad, .. } => (addr, mad),
-        other => panic!("expected a MAD, got {other:?}"),
-    }
-}
-
-fn request(port: &Port, agent: AgentId, to: MadAddr, m: &[u8], timeout_ms: u32, retries: u32) {
-    port.send(
-        agent,
-        SendRequest {
-            addr: to,
-            mad: m,
-            timeout_ms,
-            retries,
-        },
-    )
-    .expect("send");
-}
-
 fn kernel_qp1() -> MadAddr {
     dest(gid("RXE1_GID"), 1)
 }
@@ -200,7 +46,7 @@ fn kernel_qp1() -> MadAddr {
 #[ignore = "needs the rxe VM: run by scripts/rxe-test"]
 fn rxe_request_response_with_kernel_qp1() {
     let _g = serial();
-    let _agent = KernelAgent::start();
+    let _agent = KernelAgent::start("RXE1_DEV", "RXE1_PORT");
     let (port, _, _) = vmad_port(&env("RXE0_DEV"));
     let a = port.register(spec(0x09, false, &[])).unwrap();
     let data: Vec<u8> = (0..232).map(|i| (i * 3) as u8).collect();
@@ -239,7 +85,7 @@ fn rxe_many_requests_in_flight_completion_channel_mode() {
 
 fn many_in_flight(completion_channel: bool) {
     let _g = serial();
-    let _agent = KernelAgent::start();
+    let _agent = KernelAgent::start("RXE1_DEV", "RXE1_PORT");
     let (port, _, _) = vmad_port_with(&env("RXE0_DEV"), completion_channel);
     let a = port.register(spec(0x09, false, &[])).unwrap();
     const N: u64 = 64;
@@ -284,7 +130,7 @@ fn silent_count(port: &Port, a: AgentId, tid: u64) -> u32 {
 #[ignore = "needs the rxe VM: run by scripts/rxe-test"]
 fn rxe_timeout_and_retries_when_the_kernel_agent_is_silent() {
     let _g = serial();
-    let _agent = KernelAgent::start();
+    let _agent = KernelAgent::start("RXE1_DEV", "RXE1_PORT");
     let (port, _, _) = vmad_port(&env("RXE0_DEV"));
     let a = port.register(spec(0x09, false, &[])).unwrap();
     let before = silent_count(&port, a, 0x51);
@@ -320,7 +166,7 @@ fn rxe_timeout_and_retries_when_the_kernel_agent_is_silent() {
 #[ignore = "needs the rxe VM: run by scripts/rxe-test"]
 fn rxe_kernel_rmpp_responses_reassembled_by_vmad() {
     let _g = serial();
-    let _agent = KernelAgent::start();
+    let _agent = KernelAgent::start("RXE1_DEV", "RXE1_PORT");
     let (port, _, _) = vmad_port(&env("RXE0_DEV"));
     let a = port.register(spec(0x30, true, &[])).unwrap();
     for (k, size) in [2048usize, 64 << 10, 1 << 20].into_iter().enumerate() {
@@ -351,7 +197,7 @@ fn rxe_kernel_rmpp_responses_reassembled_by_vmad() {
 #[ignore = "needs the rxe VM: run by scripts/rxe-test"]
 fn rxe_vmad_rmpp_requests_reassembled_by_the_kernel() {
     let _g = serial();
-    let _agent = KernelAgent::start();
+    let _agent = KernelAgent::start("RXE1_DEV", "RXE1_PORT");
     let (port, _, _) = vmad_port(&env("RXE0_DEV"));
     let a = port.register(spec(0x30, true, &[])).unwrap();
     for (k, size) in [2048usize, 64 << 10, 1 << 20].into_iter().enumerate() {
@@ -510,7 +356,7 @@ fn rxe_rings_on_huge_pages() {
     let _g = serial();
     // Root in the VM: reserve a few 2 MiB pages for the rings.
     std::fs::write("/proc/sys/vm/nr_hugepages", "4").expect("reserve huge pages");
-    let _agent = KernelAgent::start();
+    let _agent = KernelAgent::start("RXE1_DEV", "RXE1_PORT");
     let t = VerbsTransport::open(VerbsConfig {
         device: Some(env("RXE0_DEV")),
         huge_pages: true,
@@ -541,7 +387,7 @@ fn rxe_rings_on_huge_pages() {
 #[ignore = "needs the rxe VM: run by scripts/rxe-test"]
 fn rxe_ipv4_mapped_gids_answer_requests_but_stall_kernel_rmpp() {
     let _g = serial();
-    let _agent = KernelAgent::start();
+    let _agent = KernelAgent::start("RXE1_DEV", "RXE1_PORT");
     let idx: u16 = env("RXE0_GID4_INDEX").parse().unwrap();
     let t = VerbsTransport::open(VerbsConfig {
         device: Some(env("RXE0_DEV")),

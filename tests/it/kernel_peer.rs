@@ -1,0 +1,191 @@
+//! What the soft-RoCE VM tests share (`rxe.rs`: the verbs transport;
+//! `roce.rs`: the roce transport): MAD builders, the kernel-side agent
+//! fixture, and the one-test-at-a-time lock. The far side in both is the
+//! Linux kernel's QP1 and MAD layer on rdma_rxe, through
+//! `tests/rxe/umad_agent.c` (system libibumad).
+
+use std::io::{BufRead, BufReader};
+use std::net::Ipv6Addr;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use vmad::engine::{AgentId, AgentSpec, Event, SendRequest};
+use vmad::port::Port;
+use vmad::types::{GrhAddr, MadAddr, Qp, GSI_QKEY};
+
+/// The OUI `umad_agent.c` registers its vendor range 2 class with.
+pub(crate) const OUI: u32 = 0x00_14_05;
+/// Attributes `umad_agent.c` serves: echo the data back; never answer;
+/// count the unanswered ones.
+pub(crate) const ECHO: u16 = 0xff10;
+pub(crate) const SILENT: u16 = 0xff20;
+#[cfg_attr(not(feature = "verbs"), allow(dead_code))]
+pub(crate) const SILENT_COUNT: u16 = 0xff21;
+/// MAD + RMPP + vendor header (OUI) of vendor range 2 classes.
+pub(crate) const VENDOR_HDR: usize = 40;
+
+/// The kernel agent registers fixed methods: one test at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+pub(crate) fn serial() -> MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// An environment variable the VM scripts set.
+pub(crate) fn env(name: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| {
+        panic!(
+            "{name} is not set: these tests run inside the rxe VM \
+             (scripts/rxe-test, scripts/rxe-roce-test)"
+        )
+    })
+}
+
+/// The GID in environment variable `name`.
+pub(crate) fn gid(name: &str) -> [u8; 16] {
+    let v = env(name);
+    v.parse::<Ipv6Addr>()
+        .unwrap_or_else(|_| panic!("{name}={v} is not a GID"))
+        .octets()
+}
+
+/// A C fixture the VM scripts build (`tests/rxe/*.c`).
+pub(crate) fn fixture(name: &str) -> String {
+    format!("{}/target/rxe/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The shared data pattern (same formula as umad_agent.c).
+pub(crate) fn pattern(i: usize) -> u8 {
+    (i as u32)
+        .wrapping_mul(7)
+        .wrapping_add((i as u32 >> 8).wrapping_mul(13))
+        .wrapping_add(3) as u8
+}
+
+/// QP1 (or any QP) behind `gid`.
+pub(crate) fn dest(gid: [u8; 16], qpn: u32) -> MadAddr {
+    MadAddr {
+        qpn,
+        qkey: GSI_QKEY,
+        grh: Some(GrhAddr {
+            gid,
+            hop_limit: 64,
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+pub(crate) fn spec(class: u8, rmpp: bool, methods: &[u8]) -> AgentSpec {
+    let mut mask = [0u64; 2];
+    for &m in methods {
+        mask[usize::from(m / 64)] |= 1 << (m % 64);
+    }
+    AgentSpec {
+        qp: Qp::Gsi,
+        mgmt_class: class,
+        class_version: 1,
+        rmpp_version: u8::from(rmpp),
+        method_mask: mask,
+        oui: if class >= 0x30 { OUI } else { 0 },
+        user_rmpp: false,
+    }
+}
+
+/// A MAD header; vendor range 2 classes get the RMPP header (Active when `rmpp`) and the OUI.
+pub(crate) fn mad(
+    class: u8,
+    method: u8,
+    tid: u64,
+    attr: u16,
+    attr_mod: u32,
+    rmpp: bool,
+    data: &[u8],
+) -> Vec<u8> {
+    let hdr = if class >= 0x30 { VENDOR_HDR } else { 24 };
+    let mut m = vec![0u8; (hdr + data.len()).max(256)];
+    m[0] = 1;
+    m[1] = class;
+    m[2] = 1;
+    m[3] = method;
+    m[8..16].copy_from_slice(&tid.to_be_bytes());
+    m[16..18].copy_from_slice(&attr.to_be_bytes());
+    m[20..24].copy_from_slice(&attr_mod.to_be_bytes());
+    if class >= 0x30 {
+        m[24] = 1;
+        m[25] = 1;
+        m[26] = u8::from(rmpp);
+        m[37..40].copy_from_slice(&OUI.to_be_bytes()[1..]);
+    }
+    m[hdr..hdr + data.len()].copy_from_slice(data);
+    if rmpp {
+        m.truncate(hdr + data.len());
+    }
+    m
+}
+
+pub(crate) fn tid_of(m: &[u8]) -> u64 {
+    u64::from_be_bytes(m[8..16].try_into().unwrap())
+}
+
+/// The next received message (tests are serial: nothing else is skipped).
+pub(crate) fn recv(port: &Port, within: Duration) -> Event {
+    port.recv(Some(within)).expect("a message in time")
+}
+
+/// The next received message, which must be a MAD: where from, and its bytes.
+pub(crate) fn recv_mad(port: &Port, within: Duration) -> (MadAddr, Vec<u8>) {
+    match recv(port, within) {
+        Event::Recv { addr, mad, .. } => (addr, mad),
+        other => panic!("expected a MAD, got {other:?}"),
+    }
+}
+
+pub(crate) fn request(
+    port: &Port,
+    agent: AgentId,
+    to: MadAddr,
+    m: &[u8],
+    timeout_ms: u32,
+    retries: u32,
+) {
+    port.send(
+        agent,
+        SendRequest {
+            addr: to,
+            mad: m,
+            timeout_ms,
+            retries,
+        },
+    )
+    .expect("send");
+}
+
+/// The kernel-side agent (`umad_agent serve`) on the device and port named by
+/// the environment variables `dev` and `port`, killed on drop.
+pub(crate) struct KernelAgent(Child);
+
+impl KernelAgent {
+    pub(crate) fn start(dev: &str, port: &str) -> KernelAgent {
+        let path = std::env::var("RXE_AGENT").unwrap_or_else(|_| fixture("umad_agent"));
+        let mut child = Command::new(&path)
+            .args(["serve", &env(dev), &env(port), "600"])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {path} (built by the VM scripts): {e}"));
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().expect("piped"))
+            .read_line(&mut line)
+            .expect("agent output");
+        assert_eq!(line.trim(), "READY", "umad_agent did not come up");
+        KernelAgent(child)
+    }
+}
+
+impl Drop for KernelAgent {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
