@@ -47,11 +47,25 @@
 //!   as [`Event::RmppAborted`]). Other agents see RMPP MADs untouched.
 //! - **Limits** (see [`EngineConfig`]) are counted in [`EngineStats`].
 //!
-//! //! # Determinism
+//! # Determinism
 //!
 //! Given the same inputs (and `EngineConfig::rng_seed`), the engine produces
 //! the same outputs: hash maps are used for lookups only, never iterated to
 //! decide what is sent or delivered.
+//!
+//! # Cost per MAD
+//!
+//! What a request costs does not depend on how many are outstanding: its
+//! record lives in a slab (found by index, its slot reused warm), the
+//! response index holds 8-byte entries (`txn_index.rs`), MAD buffers are
+//! pooled, and deadlines that arrive in order (one timeout, requests sent
+//! one after the other) are armed and expired in O(1) beside a B-tree for
+//! the rest (`timers.rs`). `cargo bench --bench churn_ratio` measures send +
+//! timeout at 10, 1,000 and 100,000 outstanding in one interleaved run: at
+//! 100,000 a MAD costs what it costs at 10 plus what merely holding 100,000
+//! requests' memory costs (the bench's "memory floor"); the test
+//! `timers_work_per_mad_does_not_grow_with_100k_outstanding` pins the
+//! structures.
 
 pub mod rmpp;
 
