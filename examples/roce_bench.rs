@@ -13,73 +13,15 @@ use std::io::{BufRead, BufReader};
 use std::net::{IpAddr, Ipv6Addr};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use vmad::engine::{AgentId, AgentSpec, Event, SendRequest};
+use vmad::engine::{Event, SendRequest};
 use vmad::port::{Port, PortConfig};
 use vmad::transport::roce::{RoceConfig, RoceTransport};
-use vmad::types::{GrhAddr, MadAddr, Qp, GSI_QKEY};
 
-const OUI: u32 = 0x00_14_05;
-
-fn env(name: &str) -> String {
-    std::env::var(name).unwrap_or_else(|_| panic!("{name} unset: run through scripts/bench-roce"))
-}
-
-fn count(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-fn spec(class: u8, methods: u64) -> AgentSpec {
-    AgentSpec {
-        qp: Qp::Gsi,
-        mgmt_class: class,
-        class_version: 1,
-        rmpp_version: u8::from(class >= 0x30),
-        method_mask: [methods, 0],
-        oui: if class >= 0x30 { OUI } else { 0 },
-        user_rmpp: false,
-    }
-}
-
-fn get(class: u8, tid: u64, attr_mod: u32) -> Vec<u8> {
-    let mut m = vec![0u8; 256];
-    m[..4].copy_from_slice(&[1, class, 1, 0x01]);
-    m[8..16].copy_from_slice(&tid.to_be_bytes());
-    m[16..18].copy_from_slice(&0xff10u16.to_be_bytes());
-    m[20..24].copy_from_slice(&attr_mod.to_be_bytes());
-    if class >= 0x30 {
-        m[24] = 1;
-        m[37..40].copy_from_slice(&OUI.to_be_bytes()[1..]);
-    }
-    m
-}
-
-fn round_trip(p: &Port, a: AgentId, to: MadAddr, m: &[u8]) -> (Duration, usize) {
-    let t0 = Instant::now();
-    p.send(
-        a,
-        SendRequest {
-            addr: to,
-            mad: m,
-            timeout_ms: 60_000,
-            retries: 0,
-        },
-    )
-    .expect("send");
-    match p.recv(Some(Duration::from_secs(120))).expect("response") {
-        Event::Recv { mad, .. } => (t0.elapsed(), mad.len()),
-        other => panic!("round trip failed: {other:?}"),
-    }
-}
-
-fn percentile(v: &mut [Duration], p: usize) -> f64 {
-    v.sort();
-    v[(v.len() * p / 100).min(v.len() - 1)].as_secs_f64() * 1e6
-}
+#[path = "common/vm_bench.rs"]
+mod vm_bench;
+use vm_bench::{count, dest, env, get, percentile, round_trip, spec, us};
 
 /// Output of a fixture, with `key=` fields.
 fn run(cmd: &str, args: &[String]) -> Option<String> {
@@ -124,16 +66,7 @@ fn main() {
     ];
     let addr: IpAddr = env("ROCE_ADDR").parse().unwrap();
     let kernel_gid: [u8; 16] = env("RXE0_GID").parse::<Ipv6Addr>().unwrap().octets();
-    let kernel = MadAddr {
-        qpn: 1,
-        qkey: GSI_QKEY,
-        grh: Some(GrhAddr {
-            gid: kernel_gid,
-            hop_limit: 64,
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
+    let kernel = dest(kernel_gid, 1);
     let port = Port::open(
         Box::new(RoceTransport::open(RoceConfig::new(addr)).expect("bind UDP 4791")),
         PortConfig::default(),
@@ -147,7 +80,7 @@ fn main() {
     let mut lat: Vec<_> = (0..n)
         .map(|i| round_trip(&port, a, kernel, &get(0x09, 0x10_0000 + i as u64, 0)).0)
         .collect();
-    let d = [percentile(&mut lat, 50), percentile(&mut lat, 99)];
+    let d = [us(percentile(&mut lat, 50)), us(percentile(&mut lat, 99))];
     let d_rmpp: Vec<f64> = reps
         .iter()
         .enumerate()
@@ -160,7 +93,7 @@ fn main() {
                     dt
                 })
                 .collect();
-            percentile(&mut t, 50) / 1e3
+            us(percentile(&mut t, 50)) / 1e3
         })
         .collect();
     port.unregister(a).unwrap();

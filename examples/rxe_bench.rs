@@ -15,25 +15,16 @@ use std::net::Ipv6Addr;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use vmad::engine::{AgentId, AgentSpec, Event, SendRequest};
+use vmad::engine::{Event, SendRequest};
 use vmad::port::{Port, PortConfig};
 use vmad::transport::verbs::{VerbsConfig, VerbsTransport};
-use vmad::types::{GrhAddr, MadAddr, Qp, GSI_QKEY};
+use vmad::types::MadAddr;
 
-const OUI: u32 = 0x00_14_05;
-
-fn env(name: &str) -> String {
-    std::env::var(name).unwrap_or_else(|_| panic!("{name} unset: run through scripts/bench-rxe"))
-}
-
-fn count(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
+#[path = "common/vm_bench.rs"]
+mod vm_bench;
+use vm_bench::{count, dest, env, get, percentile, round_trip, spec, us};
 
 fn port(dev: &str) -> (Port, u32, [u8; 16]) {
     let t = VerbsTransport::open(VerbsConfig {
@@ -48,68 +39,6 @@ fn port(dev: &str) -> (Port, u32, [u8; 16]) {
         qpn,
         gid,
     )
-}
-
-fn spec(class: u8, methods: u64) -> AgentSpec {
-    AgentSpec {
-        qp: Qp::Gsi,
-        mgmt_class: class,
-        class_version: 1,
-        rmpp_version: u8::from(class >= 0x30),
-        method_mask: [methods, 0],
-        oui: if class >= 0x30 { OUI } else { 0 },
-        user_rmpp: false,
-    }
-}
-
-fn dest(gid: [u8; 16], qpn: u32) -> MadAddr {
-    MadAddr {
-        qpn,
-        qkey: GSI_QKEY,
-        grh: Some(GrhAddr {
-            gid,
-            hop_limit: 64,
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
-}
-
-fn get(class: u8, tid: u64, attr_mod: u32) -> Vec<u8> {
-    let mut m = vec![0u8; 256];
-    m[..4].copy_from_slice(&[1, class, 1, 0x01]);
-    m[8..16].copy_from_slice(&tid.to_be_bytes());
-    m[16..18].copy_from_slice(&0xff10u16.to_be_bytes());
-    m[20..24].copy_from_slice(&attr_mod.to_be_bytes());
-    if class >= 0x30 {
-        m[24] = 1;
-        m[37..40].copy_from_slice(&OUI.to_be_bytes()[1..]);
-    }
-    m
-}
-
-/// One request and its response; returns the round-trip time and the response length.
-fn round_trip(p: &Port, a: AgentId, to: MadAddr, m: &[u8]) -> (Duration, usize) {
-    let t0 = Instant::now();
-    p.send(
-        a,
-        SendRequest {
-            addr: to,
-            mad: m,
-            timeout_ms: 10_000,
-            retries: 0,
-        },
-    )
-    .expect("send");
-    match p.recv(Some(Duration::from_secs(60))).expect("response") {
-        Event::Recv { mad, .. } => (t0.elapsed(), mad.len()),
-        other => panic!("round trip failed: {other:?}"),
-    }
-}
-
-fn percentile(v: &mut [Duration], p: usize) -> Duration {
-    v.sort();
-    v[(v.len() * p / 100).min(v.len() - 1)]
 }
 
 /// (p50, p99) of `n` plain round trips, and p50 of RMPP transfers of each size.
@@ -220,10 +149,6 @@ fn umad_client(agent: &str, n: usize, bytes: usize) -> (f64, f64) {
             .unwrap_or(f64::NAN)
     };
     (field("p50_us="), field("p99_us="))
-}
-
-fn us(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e6
 }
 
 fn main() {

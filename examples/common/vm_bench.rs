@@ -1,0 +1,98 @@
+//! What `rxe_bench` and `roce_bench` share: their requests, agents and
+//! round trips against a kernel or vmad peer inside the rxe VM.
+
+use std::time::{Duration, Instant};
+
+use vmad::engine::{AgentId, AgentSpec, Event, SendRequest};
+use vmad::port::Port;
+use vmad::types::{GrhAddr, MadAddr, Qp, GSI_QKEY};
+
+/// The vendor range 2 OUI the VM fixtures (`tests/rxe/*.c`) use.
+pub(crate) const OUI: u32 = 0x00_14_05;
+
+/// An environment variable the bench scripts set.
+pub(crate) fn env(name: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| {
+        panic!("{name} unset: run through scripts/bench-rxe or scripts/bench-roce")
+    })
+}
+
+/// A count from the environment, or `default`.
+pub(crate) fn count(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// A GSI agent for `class` serving `methods` (RMPP for vendor range 2).
+pub(crate) fn spec(class: u8, methods: u64) -> AgentSpec {
+    AgentSpec {
+        qp: Qp::Gsi,
+        mgmt_class: class,
+        class_version: 1,
+        rmpp_version: u8::from(class >= 0x30),
+        method_mask: [methods, 0],
+        oui: if class >= 0x30 { OUI } else { 0 },
+        user_rmpp: false,
+    }
+}
+
+/// QP `qpn` behind `gid`, with the GSI Q_Key.
+pub(crate) fn dest(gid: [u8; 16], qpn: u32) -> MadAddr {
+    MadAddr {
+        qpn,
+        qkey: GSI_QKEY,
+        grh: Some(GrhAddr {
+            gid,
+            hop_limit: 64,
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// A Get of the fixtures' echo attribute; in vendor range 2, `attr_mod` asks
+/// for an RMPP response of that many bytes.
+pub(crate) fn get(class: u8, tid: u64, attr_mod: u32) -> Vec<u8> {
+    let mut m = vec![0u8; 256];
+    m[..4].copy_from_slice(&[1, class, 1, 0x01]);
+    m[8..16].copy_from_slice(&tid.to_be_bytes());
+    m[16..18].copy_from_slice(&0xff10u16.to_be_bytes());
+    m[20..24].copy_from_slice(&attr_mod.to_be_bytes());
+    if class >= 0x30 {
+        m[24] = 1;
+        m[37..40].copy_from_slice(&OUI.to_be_bytes()[1..]);
+    }
+    m
+}
+
+/// One request and its response; returns the round-trip time and the response length.
+pub(crate) fn round_trip(p: &Port, a: AgentId, to: MadAddr, m: &[u8]) -> (Duration, usize) {
+    let t0 = Instant::now();
+    p.send(
+        a,
+        SendRequest {
+            addr: to,
+            mad: m,
+            timeout_ms: 60_000,
+            retries: 0,
+        },
+    )
+    .expect("send");
+    match p.recv(Some(Duration::from_secs(120))).expect("response") {
+        Event::Recv { mad, .. } => (t0.elapsed(), mad.len()),
+        other => panic!("round trip failed: {other:?}"),
+    }
+}
+
+/// The `p`th percentile of `v` (sorted in place).
+pub(crate) fn percentile(v: &mut [Duration], p: usize) -> Duration {
+    v.sort();
+    v[(v.len() * p / 100).min(v.len() - 1)]
+}
+
+/// Microseconds.
+pub(crate) fn us(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
