@@ -14,7 +14,7 @@
 //! The view wraps the attribute itself, because its offset in the MAD
 //! depends on the class: see [`data_offset`].
 
-use super::{be, mad, Error, Field, Result};
+use super::{be, mad, Field, Result};
 
 mod field {
     use super::Field;
@@ -70,28 +70,7 @@ fn join_tc_sl_fl(tc: u8, sl: u8, fl: u32) -> u32 {
 }
 
 impl<T: AsRef<[u8]>> Packet<T> {
-    /// Wrap a buffer without checking its length.
-    pub const fn new_unchecked(buffer: T) -> Packet<T> {
-        Packet { buffer }
-    }
-    /// Wrap a buffer and check that it holds ClassPortInfo.
-    pub fn new_checked(buffer: T) -> Result<Packet<T>> {
-        let p = Self::new_unchecked(buffer);
-        p.check_len()?;
-        Ok(p)
-    }
-    /// Check that the buffer holds the 72 bytes.
-    pub fn check_len(&self) -> Result<()> {
-        if self.buffer.as_ref().len() < LEN {
-            Err(Error::Truncated)
-        } else {
-            Ok(())
-        }
-    }
-    /// The wrapped buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
+    crate::wire::view_constructors!(LEN, "the 72 bytes");
     fn word(&self, f: Field) -> u32 {
         be::u32(self.buffer.as_ref(), f)
     }
@@ -292,7 +271,7 @@ impl Repr {
     ///
     /// # Errors
     ///
-    /// [`Error::Truncated`] if the buffer is shorter than 72 bytes.
+    /// [`Error::Truncated`](crate::wire::Error::Truncated) if the buffer is shorter than 72 bytes.
     pub fn parse<T: AsRef<[u8]>>(p: &Packet<T>) -> Result<Repr> {
         p.check_len()?;
         let (rtc, rsl, rfl) = p.redirect_tc_sl_fl();
@@ -355,6 +334,7 @@ impl Repr {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::Error;
     use proptest::prelude::*;
 
     /// An SA ClassPortInfo: base 1, class 2, CapabilityMask 0x0602,

@@ -14,7 +14,7 @@
 //! rdma-core's `ibv_init_ah_from_wc` does, and [`Packet::source_gid`] gives
 //! the source as an IPv4-mapped GID.
 
-use super::{be, Error, Field, Result};
+use super::{be, Field, Result};
 
 mod field {
     use super::Field;
@@ -88,28 +88,7 @@ fn ipv4_checksum(hdr: &[u8]) -> u16 {
 }
 
 impl<T: AsRef<[u8]>> Packet<T> {
-    /// Wrap a buffer without checking its length.
-    pub const fn new_unchecked(buffer: T) -> Packet<T> {
-        Packet { buffer }
-    }
-    /// Wrap a buffer and check that it holds the 40 bytes.
-    pub fn new_checked(buffer: T) -> Result<Packet<T>> {
-        let p = Self::new_unchecked(buffer);
-        p.check_len()?;
-        Ok(p)
-    }
-    /// Check that the buffer holds the 40-byte area.
-    pub fn check_len(&self) -> Result<()> {
-        if self.buffer.as_ref().len() < LEN {
-            Err(Error::Truncated)
-        } else {
-            Ok(())
-        }
-    }
-    /// The wrapped buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
+    crate::wire::view_constructors!(LEN, "the 40-byte area");
     fn word0(&self) -> u32 {
         be::u32(self.buffer.as_ref(), field::VER_TCLASS_FLOW)
     }
@@ -256,7 +235,7 @@ impl Repr {
     ///
     /// # Errors
     ///
-    /// [`Error::Truncated`] if the buffer is shorter than 40 bytes.
+    /// [`Error::Truncated`](crate::wire::Error::Truncated) if the buffer is shorter than 40 bytes.
     pub fn parse<T: AsRef<[u8]>>(p: &Packet<T>) -> Result<Repr> {
         p.check_len()?;
         Ok(Repr {
@@ -288,6 +267,7 @@ impl Repr {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::Error;
     use proptest::prelude::*;
 
     const SGID: [u8; 16] = [

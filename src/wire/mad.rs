@@ -1,6 +1,6 @@
 //! The 24-byte common MAD header (IBA 13.4.3), present in every MAD.
 
-use super::{be, enum_with_unknown, Error, Field, Result};
+use super::{be, enum_with_unknown, Field, Result};
 
 mod field {
     use super::Field;
@@ -206,31 +206,7 @@ pub struct Packet<T: AsRef<[u8]>> {
 }
 
 impl<T: AsRef<[u8]>> Packet<T> {
-    /// Wrap a buffer without checking its length.
-    pub const fn new_unchecked(buffer: T) -> Packet<T> {
-        Packet { buffer }
-    }
-
-    /// Wrap a buffer and check that it holds the header.
-    pub fn new_checked(buffer: T) -> Result<Packet<T>> {
-        let packet = Self::new_unchecked(buffer);
-        packet.check_len()?;
-        Ok(packet)
-    }
-
-    /// Check that every header field is inside the buffer.
-    pub fn check_len(&self) -> Result<()> {
-        if self.buffer.as_ref().len() < HEADER_LEN {
-            Err(Error::Truncated)
-        } else {
-            Ok(())
-        }
-    }
-
-    /// The wrapped buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
+    crate::wire::view_constructors!(HEADER_LEN, "every header field");
 
     /// BaseVersion.
     pub fn base_version(&self) -> u8 {
@@ -394,6 +370,7 @@ impl Repr {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::Error;
     use proptest::prelude::*;
 
     /// A SubnAdm GetTable request for NodeRecords (IBA 15.2.5.2), TID 0x0000_0001_1234_5678.

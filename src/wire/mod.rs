@@ -97,6 +97,38 @@ pub enum Error {
 /// Result of wire parsing.
 pub type Result<T> = core::result::Result<T, Error>;
 
+/// The constructors every view has, expanded inside its `impl<T: AsRef<[u8]>>
+/// Packet<T>` (a view's one field is `buffer`): `new_unchecked`,
+/// `new_checked` and `check_len` ([`Error::Truncated`] below `$min` bytes,
+/// which hold `$what`), and `into_inner`.
+macro_rules! view_constructors {
+    ($min:expr, $what:literal) => {
+        /// Wrap a buffer without checking its length.
+        pub const fn new_unchecked(buffer: T) -> Packet<T> {
+            Packet { buffer }
+        }
+        #[doc = concat!("Wrap a buffer and check that it holds ", $what, ".")]
+        pub fn new_checked(buffer: T) -> $crate::wire::Result<Packet<T>> {
+            let p = Self::new_unchecked(buffer);
+            p.check_len()?;
+            Ok(p)
+        }
+        #[doc = concat!("Check that the buffer holds ", $what, ".")]
+        pub fn check_len(&self) -> $crate::wire::Result<()> {
+            if self.buffer.as_ref().len() < $min {
+                Err($crate::wire::Error::Truncated)
+            } else {
+                Ok(())
+            }
+        }
+        /// The wrapped buffer.
+        pub fn into_inner(self) -> T {
+            self.buffer
+        }
+    };
+}
+pub(crate) use view_constructors;
+
 /// Defines an open code enum: named variants plus `Unknown(raw)`, with `From` both ways.
 macro_rules! enum_with_unknown {
     (

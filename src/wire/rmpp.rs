@@ -2,7 +2,7 @@
 //!
 //! The view wraps the whole MAD buffer, like every header view here.
 
-use super::{be, enum_with_unknown, mad, Error, Field, Result};
+use super::{be, enum_with_unknown, mad, Field, Result};
 
 mod field {
     use super::Field;
@@ -89,31 +89,7 @@ pub struct Packet<T: AsRef<[u8]>> {
 }
 
 impl<T: AsRef<[u8]>> Packet<T> {
-    /// Wrap a buffer without checking its length.
-    pub const fn new_unchecked(buffer: T) -> Packet<T> {
-        Packet { buffer }
-    }
-
-    /// Wrap a buffer and check that it holds the MAD and RMPP headers.
-    pub fn new_checked(buffer: T) -> Result<Packet<T>> {
-        let packet = Self::new_unchecked(buffer);
-        packet.check_len()?;
-        Ok(packet)
-    }
-
-    /// Check that the buffer reaches the end of the RMPP header.
-    pub fn check_len(&self) -> Result<()> {
-        if self.buffer.as_ref().len() < END {
-            Err(Error::Truncated)
-        } else {
-            Ok(())
-        }
-    }
-
-    /// The wrapped buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
+    crate::wire::view_constructors!(END, "the MAD and RMPP headers");
 
     /// RMPPVersion.
     pub fn rmpp_version(&self) -> u8 {
@@ -243,6 +219,7 @@ impl Repr {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::Error;
     use proptest::prelude::*;
 
     /// Bytes 24..36 of the first DATA segment of a 3-segment SA GetTableResp

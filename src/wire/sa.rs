@@ -123,31 +123,7 @@ pub struct Packet<T: AsRef<[u8]>> {
 }
 
 impl<T: AsRef<[u8]>> Packet<T> {
-    /// Wrap a buffer without checking its length.
-    pub const fn new_unchecked(buffer: T) -> Packet<T> {
-        Packet { buffer }
-    }
-
-    /// Wrap a buffer and check that it holds the SA header.
-    pub fn new_checked(buffer: T) -> Result<Packet<T>> {
-        let packet = Self::new_unchecked(buffer);
-        packet.check_len()?;
-        Ok(packet)
-    }
-
-    /// Check that the buffer reaches the end of the SA header (byte 56).
-    pub fn check_len(&self) -> Result<()> {
-        if self.buffer.as_ref().len() < DATA_OFFSET {
-            Err(Error::Truncated)
-        } else {
-            Ok(())
-        }
-    }
-
-    /// The wrapped buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
+    crate::wire::view_constructors!(DATA_OFFSET, "the SA header (56 bytes)");
 
     /// SM_Key.
     pub fn sm_key(&self) -> u64 {

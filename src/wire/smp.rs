@@ -18,7 +18,7 @@
 //! attribute appears at different offsets: at 64 in an SMP, inside an SA
 //! record in a GetTable response.
 
-use super::{be, enum_with_unknown, mad, Error, Field, Result, MAD_SIZE};
+use super::{be, enum_with_unknown, mad, Field, Result, MAD_SIZE};
 
 pub mod node_desc;
 pub mod node_info;
@@ -111,31 +111,7 @@ pub struct Packet<T: AsRef<[u8]>> {
 }
 
 impl<T: AsRef<[u8]>> Packet<T> {
-    /// Wrap a buffer without checking its length.
-    pub const fn new_unchecked(buffer: T) -> Packet<T> {
-        Packet { buffer }
-    }
-
-    /// Wrap a buffer and check that it holds a whole SMP.
-    pub fn new_checked(buffer: T) -> Result<Packet<T>> {
-        let packet = Self::new_unchecked(buffer);
-        packet.check_len()?;
-        Ok(packet)
-    }
-
-    /// Check that the buffer holds a whole SMP: SMPs are always 256 bytes.
-    pub fn check_len(&self) -> Result<()> {
-        if self.buffer.as_ref().len() < MAD_SIZE {
-            Err(Error::Truncated)
-        } else {
-            Ok(())
-        }
-    }
-
-    /// The wrapped buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
+    crate::wire::view_constructors!(MAD_SIZE, "a whole SMP (SMPs are always 256 bytes)");
 
     /// Whether the management class is SubnDirectedRoute (0x81).
     pub fn is_directed_route(&self) -> bool {
@@ -302,7 +278,7 @@ impl Repr {
     ///
     /// # Errors
     ///
-    /// [`Error::Truncated`] if the buffer is shorter than 256 bytes.
+    /// [`Error::Truncated`](crate::wire::Error::Truncated) if the buffer is shorter than 256 bytes.
     pub fn parse<T: AsRef<[u8]>>(packet: &Packet<T>) -> Result<Repr> {
         packet.check_len()?;
         let mut data = [0u8; DATA_LEN];
@@ -357,6 +333,7 @@ impl Repr {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::Error;
     use proptest::prelude::*;
 
     /// A directed-route Get(NodeInfo) on its way out, at the second of three

@@ -5,7 +5,7 @@
 //!
 //! The view wraps the whole MAD, like every header view here.
 
-use super::{enum_with_unknown, Error, Field, Result};
+use super::{enum_with_unknown, Field, Result};
 
 mod field {
     use super::Field;
@@ -51,31 +51,10 @@ pub struct Packet<T: AsRef<[u8]>> {
 }
 
 impl<T: AsRef<[u8]>> Packet<T> {
-    /// Wrap a buffer without checking its length.
-    pub const fn new_unchecked(buffer: T) -> Packet<T> {
-        Packet { buffer }
-    }
-
-    /// Wrap a buffer and check that it holds the vendor header.
-    pub fn new_checked(buffer: T) -> Result<Packet<T>> {
-        let packet = Self::new_unchecked(buffer);
-        packet.check_len()?;
-        Ok(packet)
-    }
-
-    /// Check that the buffer reaches the end of the OUI (byte 40).
-    pub fn check_len(&self) -> Result<()> {
-        if self.buffer.as_ref().len() < DATA_OFFSET {
-            Err(Error::Truncated)
-        } else {
-            Ok(())
-        }
-    }
-
-    /// The wrapped buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
+    crate::wire::view_constructors!(
+        DATA_OFFSET,
+        "the vendor header, to the end of the OUI (byte 40)"
+    );
 
     /// OUI (24 bits).
     pub fn oui(&self) -> u32 {
@@ -113,7 +92,7 @@ impl Repr {
     ///
     /// # Errors
     ///
-    /// [`Error::Truncated`] if the buffer ends before byte 40.
+    /// [`Error::Truncated`](crate::wire::Error::Truncated) if the buffer ends before byte 40.
     pub fn parse<T: AsRef<[u8]>>(packet: &Packet<T>) -> Result<Repr> {
         packet.check_len()?;
         Ok(Repr { oui: packet.oui() })
@@ -133,6 +112,7 @@ impl Repr {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::Error;
     use proptest::prelude::*;
 
     /// Bytes 36..40 of an OpenIB vendor MAD.

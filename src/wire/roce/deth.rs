@@ -7,7 +7,7 @@
 //!  5..8   SrcQP (24 bits)
 //! ```
 
-use crate::wire::{be, Error, Field, Result};
+use crate::wire::{be, Field, Result};
 
 mod field {
     use super::Field;
@@ -28,28 +28,7 @@ pub struct Packet<T: AsRef<[u8]>> {
 }
 
 impl<T: AsRef<[u8]>> Packet<T> {
-    /// Wrap a buffer without checking its length.
-    pub const fn new_unchecked(buffer: T) -> Packet<T> {
-        Packet { buffer }
-    }
-    /// Wrap a buffer and check that it holds the 8 bytes.
-    pub fn new_checked(buffer: T) -> Result<Packet<T>> {
-        let p = Self::new_unchecked(buffer);
-        p.check_len()?;
-        Ok(p)
-    }
-    /// Check that the buffer holds the DETH.
-    pub fn check_len(&self) -> Result<()> {
-        if self.buffer.as_ref().len() < LEN {
-            Err(Error::Truncated)
-        } else {
-            Ok(())
-        }
-    }
-    /// The wrapped buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
+    crate::wire::view_constructors!(LEN, "the DETH");
     /// Q_Key.
     pub fn qkey(&self) -> u32 {
         be::u32(self.buffer.as_ref(), field::QKEY)
@@ -85,7 +64,7 @@ impl Repr {
     ///
     /// # Errors
     ///
-    /// [`Error::Truncated`] for fewer than 8 bytes.
+    /// [`Error::Truncated`](crate::wire::Error::Truncated) for fewer than 8 bytes.
     pub fn parse<T: AsRef<[u8]>>(p: &Packet<T>) -> Result<Repr> {
         p.check_len()?;
         Ok(Repr {
@@ -107,6 +86,7 @@ impl Repr {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::Error;
     use proptest::prelude::*;
 
     /// rxe's QP1 DETH (roce-udp.md): Q_Key 0x80010000, source QP 1.

@@ -4,7 +4,7 @@
 //! The view wraps one record (offset 0 = LID).
 
 use crate::wire::smp::{node_desc, node_info};
-use crate::wire::{be, Error, Field, Result};
+use crate::wire::{be, Field, Result};
 
 mod field {
     use super::Field;
@@ -32,28 +32,7 @@ pub struct Packet<T: AsRef<[u8]>> {
 }
 
 impl<T: AsRef<[u8]>> Packet<T> {
-    /// Wrap a buffer without checking its length.
-    pub const fn new_unchecked(buffer: T) -> Packet<T> {
-        Packet { buffer }
-    }
-    /// Wrap a buffer and check that it holds a NodeRecord.
-    pub fn new_checked(buffer: T) -> Result<Packet<T>> {
-        let p = Self::new_unchecked(buffer);
-        p.check_len()?;
-        Ok(p)
-    }
-    /// Check that the buffer holds the 108 bytes of fields (the pad may be absent).
-    pub fn check_len(&self) -> Result<()> {
-        if self.buffer.as_ref().len() < LEN {
-            Err(Error::Truncated)
-        } else {
-            Ok(())
-        }
-    }
-    /// The wrapped buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
+    crate::wire::view_constructors!(LEN, "the 108 bytes of fields (the pad may be absent)");
     /// LID.
     pub fn lid(&self) -> u16 {
         be::u16(self.buffer.as_ref(), field::LID)
@@ -101,7 +80,7 @@ impl Repr {
     ///
     /// # Errors
     ///
-    /// [`Error::Truncated`] if the buffer is shorter than 108 bytes.
+    /// [`Error::Truncated`](crate::wire::Error::Truncated) if the buffer is shorter than 108 bytes.
     pub fn parse<T: AsRef<[u8]>>(p: &Packet<T>) -> Result<Repr> {
         p.check_len()?;
         Ok(Repr {
@@ -126,6 +105,7 @@ impl Repr {
 mod tests {
     use super::*;
     use crate::wire::smp::node_info::tests::{ca_repr, CA_NODE_INFO};
+    use crate::wire::Error;
     use proptest::prelude::*;
 
     fn fixture() -> [u8; 108] {

@@ -1,7 +1,7 @@
 //! NodeDescription (IBA 14.2.5.2): 64 bytes of UTF-8 text, NUL-padded, not
 //! necessarily NUL-terminated. The view wraps the attribute data.
 
-use crate::wire::{Error, Result};
+use crate::wire::Result;
 
 /// Length of NodeDescription.
 pub const LEN: usize = 64;
@@ -14,28 +14,7 @@ pub struct Packet<T: AsRef<[u8]>> {
 }
 
 impl<T: AsRef<[u8]>> Packet<T> {
-    /// Wrap a buffer without checking its length.
-    pub const fn new_unchecked(buffer: T) -> Packet<T> {
-        Packet { buffer }
-    }
-    /// Wrap a buffer and check that it holds 64 bytes.
-    pub fn new_checked(buffer: T) -> Result<Packet<T>> {
-        let p = Self::new_unchecked(buffer);
-        p.check_len()?;
-        Ok(p)
-    }
-    /// Check that the buffer holds the 64 bytes of NodeDescription.
-    pub fn check_len(&self) -> Result<()> {
-        if self.buffer.as_ref().len() < LEN {
-            Err(Error::Truncated)
-        } else {
-            Ok(())
-        }
-    }
-    /// The wrapped buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
+    crate::wire::view_constructors!(LEN, "the 64 bytes of NodeDescription");
     /// All 64 bytes.
     pub fn raw(&self) -> &[u8] {
         &self.buffer.as_ref()[..LEN]
@@ -81,7 +60,7 @@ impl Repr {
     ///
     /// # Errors
     ///
-    /// [`Error::Truncated`] if the buffer is shorter than 64 bytes.
+    /// [`Error::Truncated`](crate::wire::Error::Truncated) if the buffer is shorter than 64 bytes.
     pub fn parse<T: AsRef<[u8]>>(p: &Packet<T>) -> Result<Repr> {
         p.check_len()?;
         let mut raw = [0u8; LEN];
@@ -101,6 +80,7 @@ impl Repr {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::Error;
     use proptest::prelude::*;
 
     #[test]

@@ -3,7 +3,7 @@
 //! The view wraps the attribute itself (offset 0 = BaseVersion): in an SMP
 //! that is [`super::DATA_OFFSET`], in an SA NodeRecord byte 4 of the record.
 
-use crate::wire::{be, enum_with_unknown, Error, Field, Result};
+use crate::wire::{be, enum_with_unknown, Field, Result};
 
 mod field {
     use super::Field;
@@ -44,28 +44,7 @@ pub struct Packet<T: AsRef<[u8]>> {
 }
 
 impl<T: AsRef<[u8]>> Packet<T> {
-    /// Wrap a buffer without checking its length.
-    pub const fn new_unchecked(buffer: T) -> Packet<T> {
-        Packet { buffer }
-    }
-    /// Wrap a buffer and check that it holds NodeInfo.
-    pub fn new_checked(buffer: T) -> Result<Packet<T>> {
-        let p = Self::new_unchecked(buffer);
-        p.check_len()?;
-        Ok(p)
-    }
-    /// Check that the buffer holds the 40 bytes of NodeInfo.
-    pub fn check_len(&self) -> Result<()> {
-        if self.buffer.as_ref().len() < LEN {
-            Err(Error::Truncated)
-        } else {
-            Ok(())
-        }
-    }
-    /// The wrapped buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
+    crate::wire::view_constructors!(LEN, "the 40 bytes of NodeInfo");
     /// BaseVersion.
     pub fn base_version(&self) -> u8 {
         self.buffer.as_ref()[field::BASE_VERSION]
@@ -202,7 +181,7 @@ impl Repr {
     ///
     /// # Errors
     ///
-    /// [`Error::Truncated`] if the buffer is shorter than 40 bytes.
+    /// [`Error::Truncated`](crate::wire::Error::Truncated) if the buffer is shorter than 40 bytes.
     pub fn parse<T: AsRef<[u8]>>(p: &Packet<T>) -> Result<Repr> {
         p.check_len()?;
         Ok(Repr {
@@ -244,6 +223,7 @@ impl Repr {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::wire::Error;
     use proptest::prelude::*;
 
     /// A 1-port CA (ConnectX-3 style: device 0x1003, vendor Mellanox 0x0002c9),

@@ -4,7 +4,7 @@
 //! The view wraps the attribute itself (offset 0 = M_Key). The SMP's
 //! AttributeModifier selects the port (0 = the port the SMP arrived on).
 
-use crate::wire::{be, enum_with_unknown, Error, Result};
+use crate::wire::{be, enum_with_unknown, Result};
 
 /// Length of PortInfo.
 pub const LEN: usize = 64;
@@ -62,28 +62,7 @@ pub struct Packet<T: AsRef<[u8]>> {
 }
 
 impl<T: AsRef<[u8]>> Packet<T> {
-    /// Wrap a buffer without checking its length.
-    pub const fn new_unchecked(buffer: T) -> Packet<T> {
-        Packet { buffer }
-    }
-    /// Wrap a buffer and check that it holds PortInfo.
-    pub fn new_checked(buffer: T) -> Result<Packet<T>> {
-        let p = Self::new_unchecked(buffer);
-        p.check_len()?;
-        Ok(p)
-    }
-    /// Check that the buffer holds the 64 bytes of PortInfo.
-    pub fn check_len(&self) -> Result<()> {
-        if self.buffer.as_ref().len() < LEN {
-            Err(Error::Truncated)
-        } else {
-            Ok(())
-        }
-    }
-    /// The wrapped buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
+    crate::wire::view_constructors!(LEN, "the 64 bytes of PortInfo");
     /// PortState.
     pub fn port_state(&self) -> PortState {
         PortState::from(self.port_state_raw())
@@ -292,7 +271,7 @@ macro_rules! port_info_repr {
             ///
             /// # Errors
             ///
-            /// [`Error::Truncated`] if the buffer is shorter than 64 bytes.
+            /// [`Error::Truncated`](crate::wire::Error::Truncated) if the buffer is shorter than 64 bytes.
             pub fn parse<T: AsRef<[u8]>>(p: &Packet<T>) -> Result<Repr> {
                 p.check_len()?;
                 Ok(Repr { $( $name: p.$get(), )* })
@@ -416,6 +395,7 @@ impl Repr {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::Error;
     use proptest::prelude::*;
 
     /// Port 1 of a CA, Active/LinkUp, LID 0x0012, SM at LID 0x0001 SL 0,
