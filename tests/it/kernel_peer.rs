@@ -63,6 +63,11 @@ pub(crate) fn pattern(i: usize) -> u8 {
         .wrapping_add(3) as u8
 }
 
+/// Where `data` first departs from the pattern, if it does.
+pub(crate) fn off_pattern_at(data: &[u8]) -> Option<usize> {
+    data.iter().enumerate().position(|(i, &b)| b != pattern(i))
+}
+
 /// QP1 (or any QP) behind `gid`.
 pub(crate) fn dest(gid: [u8; 16], qpn: u32) -> MadAddr {
     MadAddr {

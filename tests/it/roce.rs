@@ -138,10 +138,7 @@ fn roce_kernel_rmpp_responses_reassembled_by_vmad() {
         let (_, resp) = recv_mad(&port, Duration::from_secs(120));
         assert_eq!(tid_of(&resp) & 0xffff_ffff, tid);
         assert_eq!(resp.len(), VENDOR_HDR + size);
-        let bad = resp[VENDOR_HDR..]
-            .iter()
-            .enumerate()
-            .position(|(i, &b)| b != pattern(i));
+        let bad = off_pattern_at(&resp[VENDOR_HDR..]);
         assert_eq!(bad, None, "byte-exact reassembly of {size} bytes");
         eprintln!(
             "roce: kernel RMPP -> vmad: {size} bytes in {:?}",

@@ -183,10 +183,7 @@ fn rxe_kernel_rmpp_responses_reassembled_by_vmad() {
         let (_, resp) = recv_mad(&port, Duration::from_secs(120));
         assert_eq!(tid_of(&resp) & 0xffff_ffff, tid);
         assert_eq!(resp.len(), VENDOR_HDR + size, "{size} bytes reassembled");
-        let bad = resp[VENDOR_HDR..]
-            .iter()
-            .enumerate()
-            .position(|(i, &b)| b != pattern(i));
+        let bad = off_pattern_at(&resp[VENDOR_HDR..]);
         assert_eq!(bad, None, "byte-exact reassembly of {size} bytes");
         eprintln!("kernel RMPP -> vmad: {size} bytes in {:?}", t0.elapsed());
     }
@@ -297,10 +294,7 @@ fn rxe_vmad_to_vmad_across_ports_with_rmpp() {
             VENDOR_HDR + size,
             "server reassembled the request"
         );
-        assert!(req[VENDOR_HDR..]
-            .iter()
-            .enumerate()
-            .all(|(i, &b)| b == pattern(i)));
+        assert_eq!(off_pattern_at(&req[VENDOR_HDR..]), None);
         let back: Vec<u8> = req[VENDOR_HDR..].iter().rev().copied().collect();
         mad(0x30, 0x81, tid_of(req), ECHO, size as u32, true, &back)
     });
