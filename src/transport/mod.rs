@@ -118,6 +118,19 @@ pub trait Transport: Send {
     /// echoes, under `DropPolicy::Timeout`). The port feeds them to
     /// [`crate::engine::Engine::handle_undelivered`]. Default: none.
     fn take_undelivered(&mut self, _sink: &mut dyn FnMut(&[u8])) {}
+
+    /// Take (`on`) or give up the SM role on this port, as opening and closing the
+    /// kernel's `/dev/infiniband/issmN` does: PortInfo:CapabilityMask.IsSM set or
+    /// cleared, and SM-bound traffic (traps, SA requests) sent to this port.
+    ///
+    /// # Errors
+    /// EOPNOTSUPP ([`crate::Error::Unsupported`], the default) where the transport has no
+    /// such role; EBUSY or EIO where the fabric refuses it (another SM holds the node).
+    fn set_sm(&mut self, _on: bool) -> crate::Result<()> {
+        Err(crate::Error::Unsupported(
+            "this transport has no SM role (issm)",
+        ))
+    }
 }
 
 /// Ends a [`Transport::wait`] early, from any thread (see [`Transport::waker`]).
