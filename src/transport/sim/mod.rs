@@ -43,6 +43,8 @@ mod endpoint;
 mod fault;
 mod route;
 mod sma;
+#[allow(dead_code)] // filled by the built-in SM, read by the SA (both being written)
+mod subnet_db;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
