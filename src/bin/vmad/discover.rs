@@ -14,6 +14,9 @@ pub(crate) struct DiscoverArgs {
     /// Show a progress line on stderr (on by default when stderr is a terminal).
     #[arg(long)]
     progress: bool,
+    /// Print the fabric as a Graphviz graph (`vmad discover --dot | dot -Tpng -o fabric.png`).
+    #[arg(long)]
+    dot: bool,
 }
 
 fn name(n: &Node) -> String {
@@ -81,6 +84,45 @@ fn write_node(out: &mut String, topo: &Topology, n: &Node) {
         }
     }
     let _ = writeln!(out);
+}
+
+/// Graphviz text: switches as boxes, CAs as ellipses, one edge per link
+/// labelled with both port numbers.
+fn dot(topo: &Topology) -> String {
+    let mut out = String::from("graph fabric {\n\trankdir=LR;\n\tnode [fontname=\"monospace\"];\n");
+    for n in &topo.nodes {
+        let shape = if n.is_switch() { "box" } else { "ellipse" };
+        let _ = writeln!(
+            out,
+            "\t\"{}\" [shape={shape}, label=\"{}\\nlid {}\\n0x{:016x}\"];",
+            name(n),
+            n.desc().replace(['"', '\\'], "_"),
+            n.lid(),
+            n.guid()
+        );
+    }
+    for n in &topo.nodes {
+        for (&num, p) in &n.ports {
+            let Some((rguid, rport)) = p.remote else {
+                continue;
+            };
+            let Some(r) = topo.by_guid(rguid) else {
+                continue;
+            };
+            // Each link is seen from both ends; draw it from the lower (GUID, port).
+            if (n.guid(), num) > (rguid, rport) {
+                continue;
+            }
+            let _ = writeln!(
+                out,
+                "\t\"{}\" -- \"{}\" [taillabel=\"{num}\", headlabel=\"{rport}\"];",
+                name(n),
+                name(r)
+            );
+        }
+    }
+    out.push_str("}\n");
+    out
 }
 
 fn node_json(topo: &Topology, n: &Node) -> Value {
@@ -151,6 +193,9 @@ pub(crate) fn run(s: &Session, a: &DiscoverArgs) -> CmdResult {
         topo.nodes.len() - switches,
         topo.smps
     );
+    if a.dot {
+        text = dot(&topo);
+    }
     let json = json!({
         "nodes": topo.nodes.iter().map(|n| node_json(&topo, n)).collect::<Vec<Value>>(),
         "switches": switches,

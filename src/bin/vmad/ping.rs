@@ -18,8 +18,8 @@ use crate::{demo, CmdResult, Failure, Output, Session};
 
 #[derive(Debug, Args)]
 pub(crate) struct PingArgs {
-    /// Destination LID (default: the demo fabric's responder, 3).
-    lid: Option<u16>,
+    /// Destination LID, hex or decimal (with -G a port GUID; default: the demo fabric's responder, 3).
+    lid: Option<String>,
     /// Destination GID instead of a LID (an IPv6 or IPv4 address on RoCE).
     #[arg(long)]
     gid: Option<std::net::IpAddr>,
@@ -42,8 +42,8 @@ pub(crate) enum Mode {
 
 #[derive(Debug, Args)]
 pub(crate) struct BenchArgs {
-    /// Destination LID (default: the demo fabric's responder, 3).
-    lid: Option<u16>,
+    /// Destination LID, hex or decimal (with -G a port GUID; default: the demo fabric's responder, 3).
+    lid: Option<String>,
     /// Destination GID instead of a LID (an IPv6 or IPv4 address on RoCE).
     #[arg(long)]
     gid: Option<std::net::IpAddr>,
@@ -72,7 +72,11 @@ pub(crate) struct ServeArgs {
 }
 
 /// QP1 of the destination: by GID (with a GRH) when given, else by LID.
-fn dest(lid: Option<u16>, gid: Option<std::net::IpAddr>) -> (MadAddr, String) {
+fn dest(
+    s: &Session,
+    lid: Option<&str>,
+    gid: Option<std::net::IpAddr>,
+) -> Result<(MadAddr, String), Failure> {
     match gid {
         Some(ip) => {
             let g = match ip {
@@ -87,11 +91,14 @@ fn dest(lid: Option<u16>, gid: Option<std::net::IpAddr>) -> (MadAddr, String) {
                 }),
                 ..mads::gsi(0)
             };
-            (addr, format!("Gid {ip}"))
+            Ok((addr, format!("Gid {ip}")))
         }
         None => {
-            let l = lid.unwrap_or(demo::SERVER_LID);
-            (mads::gsi(l), format!("Lid {l}"))
+            let l = match lid {
+                Some(a) => crate::addr::resolve_lid(s, a)?,
+                None => demo::SERVER_LID,
+            };
+            Ok((mads::gsi(l), format!("Lid {l}")))
         }
     }
 }
@@ -147,7 +154,7 @@ fn ping_agent(port: &Port) -> Result<AgentId, Failure> {
 }
 
 pub(crate) fn ping(s: &Session, a: &PingArgs) -> CmdResult {
-    let (to, name) = dest(a.lid, a.gid);
+    let (to, name) = dest(s, a.lid.as_deref(), a.gid)?;
     let agent = ping_agent(&s.port)?;
     let mut text = String::new();
     let mut samples = Vec::new();
@@ -168,7 +175,7 @@ pub(crate) fn ping(s: &Session, a: &PingArgs) -> CmdResult {
                 );
                 samples.push(us);
             }
-            Err(Failure(e)) => {
+            Err(Failure { msg: e, .. }) => {
                 let _ = writeln!(text, "ping {i} to {name}: {e}");
             }
         }
@@ -338,7 +345,7 @@ fn rmpp_run(s: &Session, to: MadAddr, size: u32, transfers: u32) -> Result<Row, 
                         .enumerate()
                         .all(|(i, &b)| b == demo::bulk_byte(i));
                 if !intact {
-                    return Err(Failure(format!(
+                    return Err(Failure::protocol(format!(
                         "RMPP transfer {i}: {} bytes back, {size} expected or pattern broken",
                         data.len()
                     )));
@@ -364,7 +371,7 @@ fn rmpp_run(s: &Session, to: MadAddr, size: u32, transfers: u32) -> Result<Row, 
 }
 
 pub(crate) fn bench(s: &Session, a: &BenchArgs) -> CmdResult {
-    let (to, name) = dest(a.lid, a.gid);
+    let (to, name) = dest(s, a.lid.as_deref(), a.gid)?;
     let agent = ping_agent(&s.port)?;
     let mut rows = Vec::new();
     if matches!(a.mode, Mode::All | Mode::Latency) {
