@@ -5,7 +5,8 @@
 #    definitions agree (layout.c, layout.expected, abi.rs's unit test);
 #  - umad_test.c, compiled against the SYSTEM <infiniband/umad.h> and linked to vmad's
 #    library, in an AddressSanitizer build and once under valgrind, plus its env modes;
-#  - the same program built against vmad's own header through capi/ibumad.pc.
+#  - the same program built against vmad's own header through capi/ibumad.pc;
+#  - vmad's whole umad*.h set against the system's (headers.sh).
 # Usage: capi/tests/run-c-tests.sh [--no-valgrind]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -37,6 +38,9 @@ if "$out/layout-system" | diff -u capi/tests/c/layout.expected - &&
 else
   status=1
 fi
+
+step "headers: vmad's umad*.h against the system's (layouts, names, values)"
+capi/tests/headers.sh || status=1
 
 # Only the system header: no -I capi/include here.
 cflags=(-std=gnu11 -Wall -Wextra -Wno-unused-parameter -g -O1)
