@@ -5,7 +5,7 @@
 #    definitions agree (layout.c, layout.expected, abi.rs's unit test);
 #  - umad_test.c, compiled against the SYSTEM <infiniband/umad.h> and linked to vmad's
 #    library, in an AddressSanitizer build and once under valgrind, plus its env modes;
-#  - the same program built against vmad's own header through capi/ibumad.pc;
+#  - the same program built against vmad's own header through capi/libibumad.pc;
 #  - vmad's whole umad*.h set against the system's (headers.sh).
 # Usage: capi/tests/run-c-tests.sh [--no-valgrind]
 set -euo pipefail
@@ -95,9 +95,9 @@ else
 fi
 step "umad_test built with vmad's header through pkg-config"
 # shellcheck disable=SC2046
-cc "${cflags[@]}" -DUSE_VMAD_HEADER $(PKG_CONFIG_PATH=capi pkg-config --define-variable=libdir="$libdir" --cflags ibumad) \
+cc "${cflags[@]}" -DUSE_VMAD_HEADER $(PKG_CONFIG_PATH=capi pkg-config --define-variable=libdir="$libdir" --cflags libibumad) \
   -o "$out/umad_test-pc" capi/tests/c/umad_test.c \
-  $(PKG_CONFIG_PATH=capi pkg-config --define-variable=libdir="$libdir" --libs ibumad) -lpthread \
+  $(PKG_CONFIG_PATH=capi pkg-config --define-variable=libdir="$libdir" --libs libibumad) -lpthread \
   -Wl,-rpath,"$(cd "$libdir" && pwd)"
 run "umad_test (vmad header)" "$out/umad_test-pc" main
 if [ $valgrind = 1 ]; then
