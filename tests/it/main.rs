@@ -4,6 +4,7 @@ mod access;
 // The `vmad` binary exists only with the `cli` feature (on by default).
 #[cfg(feature = "cli")]
 mod cli;
+mod cli_perf;
 mod counters;
 mod dr_walk;
 mod hostile;

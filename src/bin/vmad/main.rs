@@ -21,6 +21,7 @@ mod docs;
 mod dump;
 mod exit;
 mod mads;
+mod perf;
 mod ping;
 mod query;
 mod sweep;
@@ -123,6 +124,8 @@ enum Cmd {
     Dump(dump::DumpArgs),
     /// Answer ping (class 0x32) and bulk RMPP (class 0x33) requests on this port.
     Serve(ping::ServeArgs),
+    /// Port counters (PortCounters, PortCountersExtended) of every linked port, as perfquery/ibqueryerrors.
+    Perf(perf::PerfArgs),
     /// Write the man pages (vmad.1 and one per subcommand) into a directory.
     #[command(hide = true)]
     Man(docs::ManArgs),
@@ -289,6 +292,7 @@ fn run(cli: &Cli) -> CmdResult {
         Cmd::Discover(a) => discover::run(&s, a),
         Cmd::Bench(a) => ping::bench(&s, a),
         Cmd::Serve(a) => ping::serve(&s, a),
+        Cmd::Perf(a) => perf::run(&s, a),
         Cmd::Dump(_) | Cmd::Man(_) | Cmd::Completions(_) => unreachable!("handled above"),
     };
     if cli.verbose > 0 {
