@@ -629,3 +629,56 @@ fn roce_serve_ping_and_bench_over_loopback() {
         .collect();
     assert_eq!(ok, [20, 20, 2]);
 }
+
+/// `bench --progress` reports each run on stderr as it goes; stdout keeps only the table.
+#[test]
+fn bench_progress_goes_to_stderr() {
+    let out = Command::new(env!("CARGO_BIN_EXE_vmad"))
+        .args(["bench", "--mode", "latency", "-n", "5", "--progress"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("\rbench: latency 1/5"), "{err:?}");
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("bench: latency"));
+}
+
+/// One man page per subcommand `vmad --help` lists, plus vmad.1; a completion
+/// script that names them all.
+#[test]
+fn man_pages_and_completions_cover_every_subcommand() {
+    let help = vmad(&["--help"]);
+    let subs: Vec<&str> = help
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|&c| c != "help")
+        .collect();
+    assert!(subs.len() >= 8, "{help}");
+    let dir = crate::pcap::scratch("cli-man");
+    vmad(&["man", "--out", dir.to_str().unwrap()]);
+    let mut pages: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    pages.sort();
+    let mut want: Vec<String> = subs.iter().map(|s| format!("vmad-{s}.1")).collect();
+    want.push("vmad.1".into());
+    want.sort();
+    assert_eq!(pages, want);
+    let page = std::fs::read_to_string(dir.join("vmad.1")).unwrap();
+    assert!(
+        page.starts_with(".ie") || page.contains(".TH vmad 1"),
+        "{page}"
+    );
+    assert!(
+        page.contains("75") && page.contains("timeout"),
+        "exit status table in vmad.1"
+    );
+    let bash = vmad(&["completions", "bash"]);
+    for s in &subs {
+        assert!(bash.contains(s), "bash completion lacks {s}");
+    }
+}

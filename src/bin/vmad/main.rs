@@ -23,6 +23,7 @@ mod exit;
 mod mads;
 mod perf;
 mod ping;
+mod progress;
 mod query;
 mod sweep;
 

@@ -13,6 +13,7 @@ use vmad::port::Port;
 use vmad::types::{GrhAddr, MadAddr};
 
 use crate::mads::{self, CLASS_BULK, CLASS_PING, GET, OPENIB_OUI};
+use crate::progress::Progress;
 use crate::sweep::Topology;
 use crate::{demo, CmdResult, Failure, Output, Session};
 
@@ -62,6 +63,9 @@ pub(crate) struct BenchArgs {
     /// RMPP transfers.
     #[arg(long, default_value_t = 10)]
     transfers: u32,
+    /// Show a progress line on stderr (on by default when stderr is a terminal).
+    #[arg(long)]
+    progress: bool,
 }
 
 #[derive(Debug, Args)]
@@ -250,7 +254,7 @@ struct Row {
     p99_us: u64,
 }
 
-fn latency_run(s: &Session, agent: AgentId, to: MadAddr, n: u32) -> Row {
+fn latency_run(s: &Session, agent: AgentId, to: MadAddr, n: u32, p: &mut Progress) -> Row {
     let mut samples = Vec::with_capacity(n as usize);
     let mut failed = 0;
     let start = Instant::now();
@@ -261,7 +265,9 @@ fn latency_run(s: &Session, agent: AgentId, to: MadAddr, n: u32) -> Row {
             Ok(_) => samples.push(t0.elapsed().as_micros() as u64),
             Err(_) => failed += 1,
         }
+        p.show(format_args!("bench: latency {}/{n}", i + 1));
     }
+    p.done();
     let elapsed = start.elapsed();
     samples.sort_unstable();
     Row {
@@ -282,6 +288,7 @@ fn throughput_run(
     to: MadAddr,
     n: u32,
     window: u32,
+    p: &mut Progress,
 ) -> Result<Row, Failure> {
     let send = |i: u32| -> Result<(), Failure> {
         let req = mads::request(CLASS_PING, 1, GET, 0, 0, 0x6200_0000 + i);
@@ -314,7 +321,9 @@ fn throughput_run(
             send(next)?;
             next += 1;
         }
+        p.show(format_args!("bench: throughput {}/{n}", done + failed));
     }
+    p.done();
     let elapsed = start.elapsed();
     Ok(Row {
         name: "throughput",
@@ -328,7 +337,13 @@ fn throughput_run(
     })
 }
 
-fn rmpp_run(s: &Session, to: MadAddr, size: u32, transfers: u32) -> Result<Row, Failure> {
+fn rmpp_run(
+    s: &Session,
+    to: MadAddr,
+    size: u32,
+    transfers: u32,
+    p: &mut Progress,
+) -> Result<Row, Failure> {
     let agent = mads::client(&s.port, CLASS_BULK, 1, true, OPENIB_OUI)?;
     let mut samples = Vec::new();
     let mut failed = 0;
@@ -354,7 +369,9 @@ fn rmpp_run(s: &Session, to: MadAddr, size: u32, transfers: u32) -> Result<Row, 
             }
             Err(_) => failed += 1,
         }
+        p.show(format_args!("bench: rmpp {}/{transfers} x {size} B", i + 1));
     }
+    p.done();
     let elapsed = start.elapsed();
     samples.sort_unstable();
     let bytes = samples.len() as f64 * f64::from(size);
@@ -374,14 +391,15 @@ pub(crate) fn bench(s: &Session, a: &BenchArgs) -> CmdResult {
     let (to, name) = dest(s, a.lid.as_deref(), a.gid)?;
     let agent = ping_agent(&s.port)?;
     let mut rows = Vec::new();
+    let mut p = Progress::new(a.progress);
     if matches!(a.mode, Mode::All | Mode::Latency) {
-        rows.push(latency_run(s, agent, to, a.count));
+        rows.push(latency_run(s, agent, to, a.count, &mut p));
     }
     if matches!(a.mode, Mode::All | Mode::Throughput) {
-        rows.push(throughput_run(s, agent, to, a.count, a.window)?);
+        rows.push(throughput_run(s, agent, to, a.count, a.window, &mut p)?);
     }
     if matches!(a.mode, Mode::All | Mode::Rmpp) {
-        rows.push(rmpp_run(s, to, a.size, a.transfers)?);
+        rows.push(rmpp_run(s, to, a.size, a.transfers, &mut p)?);
     }
     let st = s.port.stats();
     let aborts = s.port.rmpp_aborts();
