@@ -387,6 +387,8 @@ fn lids_in_hex_or_decimal_and_guids_with_dash_g() {
     let dec = vmad_json(&["sa-query", "PathRecord", "--slid", "1", "--dlid", "3"]);
     assert_eq!(hex["records"], dec["records"]);
     assert!(!dec["records"].as_array().unwrap().is_empty());
+    let by_s = vmad_json(&["sa-query", "-s", "0x3"]);
+    assert_eq!(by_s["records"], vmad_json(&["sa-query"])["records"]);
     let smp = vmad_json(&["-G", "smp-query", "nodedesc", "0x766d616400000200"]);
     let by_lid = vmad_json(&["-L", "smp-query", "nodedesc", "2"]);
     assert_eq!(smp, by_lid);
@@ -406,6 +408,18 @@ fn transport_defaults_from_vmad_transport() {
     };
     assert_eq!(run("bogus", &["ping", "-c", "1"]), Some(64));
     assert_eq!(run("sim", &["ping", "-c", "1"]), Some(0));
+    // -v names the transport it took from the variable.
+    let out = Command::new(env!("CARGO_BIN_EXE_vmad"))
+        .args(["-v", "ping", "-c", "1"])
+        .env("VMAD_TRANSPORT", "sim")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("vmad: sim transport, CA vmadsim0 port 1, LID 1"),
+        "{err}"
+    );
+    assert!(err.contains("vmad: sent "), "{err}");
     assert_eq!(
         run("bogus", &["--transport", "sim", "ping", "-c", "1"]),
         Some(0)

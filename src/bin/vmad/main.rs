@@ -225,8 +225,13 @@ fn open_session(cli: &Cli) -> Result<Session, Failure> {
     if cli.verbose > 0 {
         let a = port.attrs();
         eprintln!(
-            "vmad: {:?} transport, CA {} port {}, LID {}, SM LID {}",
-            kind, a.ca_name, a.port_num, a.lid, a.sm_lid
+            "vmad: {} transport, CA {} port {}, LID {}, SM LID {}",
+            kind.to_possible_value()
+                .map_or_else(String::new, |v| v.get_name().to_owned()),
+            a.ca_name,
+            a.port_num,
+            a.lid,
+            a.sm_lid
         );
     }
     Ok(Session {
