@@ -77,8 +77,27 @@ fn ping_text_and_json() {
 
 #[test]
 fn ping_to_a_lid_without_responder_reports_loss() {
-    // LID 9 does not exist: every ping times out.
-    let j = vmad_json(&["-t", "50", "--retries", "0", "ping", "-c", "2", "9"]);
+    // LID 9 does not exist: every ping times out; the statistics still come, with status 75.
+    let out = Command::new(env!("CARGO_BIN_EXE_vmad"))
+        .args([
+            "--json",
+            "-t",
+            "50",
+            "--retries",
+            "0",
+            "ping",
+            "-c",
+            "2",
+            "9",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(75));
+    let j: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (j["schema"].as_u64(), j["exit"].as_u64()),
+        (Some(1), Some(75))
+    );
     assert_eq!(
         (j["transmitted"].as_u64(), j["received"].as_u64()),
         (Some(2), Some(0))
@@ -341,6 +360,7 @@ fn exit_statuses_tell_failures_apart() {
         (&["-G", "ping", "-c", "1", "0x1234"], &[], 69),
         (&["--pcap", md, "ping", "-c", "1"], &[], 74),
         (&["-t", "20", "--retries", "0", "sa-query", "--sa-lid", "9"], &[], 75),
+        (&["-t", "20", "--retries", "0", "ping", "-c", "1", "9"], &[], 75),
         (&["--transport", "verbs", "ping"], &[], verbs_missing),
         // sysfs refuses writes to a read-only attribute even to root (EACCES).
         (&["--pcap", "/sys/kernel/uevent_seqnum", "ping", "-c", "1"], &[], 77),

@@ -202,5 +202,9 @@ pub(crate) fn run(s: &Session, a: &DiscoverArgs) -> CmdResult {
         "cas": topo.nodes.len() - switches,
         "smps": topo.smps,
     });
-    Ok(Output { text, json })
+    Ok(Output {
+        text,
+        json,
+        exit: None,
+    })
 }

@@ -35,6 +35,7 @@ pub(crate) fn man(a: &ManArgs) -> CmdResult {
     Ok(Output {
         text: pages.iter().map(|p| format!("{p}\n")).collect(),
         json: json!({ "dir": a.out, "pages": pages }),
+        exit: None,
     })
 }
 
@@ -44,5 +45,6 @@ pub(crate) fn completions(a: &CompletionArgs) -> CmdResult {
     Ok(Output {
         text: String::from_utf8_lossy(&script).into_owned(),
         json: json!({ "shell": a.shell.to_string(), "script": String::from_utf8_lossy(&script) }),
+        exit: None,
     })
 }

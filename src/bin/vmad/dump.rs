@@ -77,5 +77,6 @@ pub(crate) fn run(a: &DumpArgs) -> CmdResult {
     Ok(Output {
         text,
         json: json!({ "link_type": link.number(), "packets": list as Vec<Value> }),
+        exit: None,
     })
 }

@@ -152,6 +152,8 @@ pub(crate) type CmdResult = Result<Output, Failure>;
 pub(crate) struct Output {
     pub(crate) text: String,
     pub(crate) json: Value,
+    /// A failure status that still comes with output (a ping nobody answered); None: 0.
+    pub(crate) exit: Option<exit::Exit>,
 }
 
 fn pcap_config(cli: &Cli) -> Result<Option<PcapConfig>, Failure> {
@@ -343,14 +345,16 @@ fn main() -> ExitCode {
     match run(&cli) {
         Ok(out) => {
             if cli.json {
-                println!(
-                    "{}",
-                    serde_json::to_string_pretty(&with_schema(out.json)).unwrap_or_default()
-                );
+                let mut doc = with_schema(out.json);
+                if let Some(e) = out.exit {
+                    doc["exit"] = (e as u8).into();
+                }
+                println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
             } else {
                 print!("{}", out.text);
             }
-            ExitCode::SUCCESS
+            out.exit
+                .map_or(ExitCode::SUCCESS, |e| ExitCode::from(e as u8))
         }
         Err(Failure { msg, exit }) => {
             if cli.json {

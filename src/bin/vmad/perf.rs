@@ -447,5 +447,6 @@ pub(crate) fn run(s: &Session, a: &PerfArgs) -> CmdResult {
     Ok(Output {
         text: text(&rows),
         json: json!({ "ports": rows.iter().map(row_json).collect::<Vec<Value>>() }),
+        exit: None,
     })
 }

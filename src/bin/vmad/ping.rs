@@ -129,6 +129,7 @@ pub(crate) fn serve(s: &Session, a: &ServeArgs) -> CmdResult {
     Ok(Output {
         text: format!("served: {} received, {} sent\n", st.received, st.sent),
         json: json!({ "received": st.received, "sent": st.sent }),
+        exit: None,
     })
 }
 
@@ -238,7 +239,12 @@ pub(crate) fn ping(s: &Session, a: &PingArgs) -> CmdResult {
         "histogram": hist.iter().map(|(b, n)| json!({ "lt_us": b, "count": n })).collect::<Vec<Value>>(),
         "samples_us": samples,
     });
-    Ok(Output { text, json })
+    // As ping(8): the statistics either way, and a failure status when nothing came back.
+    Ok(Output {
+        text,
+        json,
+        exit: (received == 0 && a.count > 0).then_some(crate::exit::Exit::Timeout),
+    })
 }
 
 /// One row of the bench table.
@@ -458,5 +464,9 @@ pub(crate) fn bench(s: &Session, a: &BenchArgs) -> CmdResult {
         })).collect::<Vec<Value>>(),
         "counters": counters.iter().map(|(k, v)| ((*k).to_owned(), json!(v))).collect::<serde_json::Map<String, Value>>(),
     });
-    Ok(Output { text, json })
+    Ok(Output {
+        text,
+        json,
+        exit: None,
+    })
 }

@@ -221,6 +221,7 @@ pub(crate) fn sa_query(s: &Session, a: &SaArgs) -> CmdResult {
     Ok(Output {
         text,
         json: json!({ "sa_lid": sa_lid, "attribute": name, "records": list }),
+        exit: None,
     })
 }
 
@@ -381,7 +382,11 @@ pub(crate) fn smp_query(s: &Session, a: &SmpArgs) -> CmdResult {
             })
         }
     };
-    Ok(Output { text, json })
+    Ok(Output {
+        text,
+        json,
+        exit: None,
+    })
 }
 
 fn port_state_name(s: u8) -> &'static str {
