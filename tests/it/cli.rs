@@ -674,6 +674,10 @@ fn bench_progress_goes_to_stderr() {
     assert!(out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("\rbench: latency 1/5"), "{err:?}");
+    assert!(
+        err.contains("\rbench: latency 5/5"),
+        "the final count is drawn: {err:?}"
+    );
     assert!(!String::from_utf8_lossy(&out.stdout).contains("bench: latency"));
 }
 

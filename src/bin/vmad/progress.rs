@@ -8,7 +8,9 @@ use std::time::{Duration, Instant};
 pub(crate) struct Progress {
     on: bool,
     last: Option<Instant>,
-    drawn: bool,
+    /// The latest state, drawn or not: `done` draws it if the rate limit held it back.
+    line: String,
+    stale: bool,
 }
 
 impl Progress {
@@ -16,31 +18,41 @@ impl Progress {
         Progress {
             on: asked || std::io::stderr().is_terminal(),
             last: None,
-            drawn: false,
+            line: String::new(),
+            stale: false,
         }
     }
 
-    /// Redraw the line with `what`, unless it was drawn less than 100 ms ago.
+    /// Record `what`; redraw unless the line was drawn less than 100 ms ago.
     pub(crate) fn show(&mut self, what: std::fmt::Arguments<'_>) {
-        if !self.on
-            || self
-                .last
-                .is_some_and(|t| t.elapsed() < Duration::from_millis(100))
-        {
+        if !self.on {
             return;
         }
+        self.line = what.to_string();
+        self.stale = true;
+        if self
+            .last
+            .is_none_or(|t| t.elapsed() >= Duration::from_millis(100))
+        {
+            self.draw();
+        }
+    }
+
+    fn draw(&mut self) {
         self.last = Some(Instant::now());
-        self.drawn = true;
+        self.stale = false;
         let mut err = std::io::stderr().lock();
-        let _ = write!(err, "\r{what}   ");
+        let _ = write!(err, "\r{}   ", self.line);
         let _ = err.flush();
     }
 
-    /// End the line, so what follows starts on its own.
+    /// Draw the final state and end the line, so what follows starts on its own.
     pub(crate) fn done(&mut self) {
-        if self.drawn {
+        if self.stale {
+            self.draw();
+        }
+        if self.last.is_some() {
             eprintln!();
-            self.drawn = false;
         }
         self.last = None;
     }
