@@ -5,6 +5,7 @@ mod access;
 #[cfg(feature = "cli")]
 mod cli;
 mod counters;
+mod dead_transport;
 mod dr_walk;
 mod hostile;
 mod ibsim;
