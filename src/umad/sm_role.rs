@@ -9,7 +9,8 @@
 //! ([`crate::port::Port::set_sm`] → [`crate::transport::Transport::set_sm`]), its
 //! last close gives it up. The wish is remembered per CA port, so the order of
 //! `umad_open_port` and the issm open does not matter, and a port opened later while
-//! the file is held takes the role when it opens.
+//! the file is held takes the role when it opens. inotify merges repeated events, so
+//! an event only says "look again": the opens are counted in `/proc/self/fd`.
 //!
 //! Differences from the kernel's device, which a file cannot give: a second open
 //! while the role is held succeeds instead of blocking (or failing EAGAIN with
@@ -30,8 +31,8 @@ type PortKey = (String, u8);
 
 #[derive(Default)]
 struct Roles {
-    /// Watched issm files: watch → (port, opens seen now).
-    watches: BTreeMap<WatchDescriptor, (PortKey, u32)>,
+    /// Watched issm files: watch → (port, its file, held open when last looked).
+    watches: BTreeMap<WatchDescriptor, (PortKey, PathBuf, bool)>,
     /// Paths already watched, so a second `get_issm_path` reuses the watch.
     paths: BTreeMap<PortKey, PathBuf>,
     /// Ports whose issm file is held open: they should hold the SM role.
@@ -65,6 +66,8 @@ pub fn get_issm_path(ca: &str, port: u8) -> Result<PathBuf> {
         .create(true)
         .append(true)
         .open(&path)?;
+    // As /proc/self/fd shows it (a symlinked runtime directory would not compare equal).
+    let path = std::fs::canonicalize(&path)?;
     let inotify = watcher()?;
     let wd = inotify
         .add_watch(
@@ -74,7 +77,9 @@ pub fn get_issm_path(ca: &str, port: u8) -> Result<PathBuf> {
         .map_err(|e| Error::Io(e.into()))?;
     let mut guard = roles();
     let r = guard.get_or_insert_with(Roles::default);
-    r.watches.entry(wd).or_insert((key.clone(), 0));
+    r.watches
+        .entry(wd)
+        .or_insert((key.clone(), path.clone(), false));
     r.paths.insert(key, path.clone());
     Ok(path)
 }
@@ -121,34 +126,36 @@ fn watch(inotify: &Inotify) {
     }
 }
 
-/// Count one event; `Some` when the file went from closed to open or back.
+/// Look again at the file an event was about; `Some` when it went from closed to open
+/// or back.
 fn count(wd: WatchDescriptor, mask: AddWatchFlags) -> Option<(PortKey, bool)> {
+    let path = {
+        let guard = roles();
+        guard.as_ref()?.watches.get(&wd)?.1.clone()
+    };
+    let held = held_open(&path);
     let mut guard = roles();
     let r = guard.as_mut()?;
-    let (key, opens) = r.watches.get_mut(&wd)?;
-    let before = *opens;
-    if mask.contains(AddWatchFlags::IN_OPEN) {
-        *opens += 1;
-    }
-    if mask.intersects(AddWatchFlags::IN_CLOSE) {
-        *opens = opens.saturating_sub(1);
-    }
-    let now = *opens;
+    let (key, _, was) = r.watches.get_mut(&wd)?;
     let key = key.clone();
+    let changed = std::mem::replace(was, held) != held;
     if mask.contains(AddWatchFlags::IN_DELETE_SELF) {
         r.paths.remove(&key);
     }
-    match (before, now) {
-        (0, 1..) => {
-            r.wanted.insert(key.clone(), true);
-            Some((key, true))
-        }
-        (1.., 0) => {
-            r.wanted.insert(key.clone(), false);
-            Some((key, false))
-        }
-        _ => None,
+    if !changed {
+        return None;
     }
+    r.wanted.insert(key.clone(), held);
+    Some((key, held))
+}
+
+/// Whether a descriptor of this process has `path` open.
+fn held_open(path: &std::path::Path) -> bool {
+    let Ok(fds) = std::fs::read_dir("/proc/self/fd") else {
+        return false;
+    };
+    fds.flatten()
+        .any(|fd| std::fs::read_link(fd.path()).is_ok_and(|target| target == path))
 }
 
 /// Give the role to (or take it from) the port `key` if this process has it open.

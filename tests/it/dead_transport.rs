@@ -1,117 +1,17 @@
 //! A transport that dies under the port: blocked and later receives, polls and sends
 //! end with EIO (`umad_recv(3)`: "receive operation failed"), nothing hangs.
 
-use std::io;
 use std::os::fd::BorrowedFd;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crossbeam_channel::{Receiver, Sender};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-use vmad::engine::{AgentSpec, RecvMeta, SendRequest, Transmit};
+use vmad::engine::{AgentSpec, SendRequest};
 use vmad::error::errno::{EINVAL, EIO};
 use vmad::port::{Port, PortConfig};
-use vmad::transport::{Caps, LinkLayer, PortAttrs, Transport, Waker};
 use vmad::types::{MadAddr, Qp};
-use vmad::wire::MAD_SIZE;
 
-/// A transport that carries nothing and fails for good once `kill` is sent.
-struct Mortal {
-    attrs: PortAttrs,
-    kill: Receiver<()>,
-    wake: (Sender<()>, Receiver<()>),
-    dead: bool,
-}
-
-impl Mortal {
-    fn new() -> (Mortal, Sender<()>) {
-        let (tx, rx) = crossbeam_channel::unbounded();
-        let attrs = PortAttrs {
-            ca_name: "mortal0".into(),
-            port_num: 1,
-            node_type: 1,
-            node_guid: 1,
-            port_guid: 1,
-            gid_prefix: 0,
-            lid: 1,
-            lmc: 0,
-            sm_lid: 1,
-            sm_sl: 0,
-            state: 4,
-            phys_state: 5,
-            rate: 10,
-            capmask: 0,
-            pkeys: vec![0xffff],
-            link_layer: LinkLayer::InfiniBand,
-        };
-        let t = Mortal {
-            attrs,
-            kill: rx,
-            wake: crossbeam_channel::unbounded(),
-            dead: false,
-        };
-        (t, tx)
-    }
-
-    fn check(&mut self) -> io::Result<()> {
-        if self.kill.try_recv().is_ok() {
-            self.dead = true;
-        }
-        if self.dead {
-            return Err(io::Error::new(io::ErrorKind::BrokenPipe, "fabric gone"));
-        }
-        Ok(())
-    }
-}
-
-impl Transport for Mortal {
-    fn caps(&self) -> Caps {
-        Caps {
-            smi: true,
-            gsi: true,
-        }
-    }
-
-    fn attrs(&self) -> &PortAttrs {
-        &self.attrs
-    }
-
-    fn recv_burst(
-        &mut self,
-        _max: usize,
-        _sink: &mut dyn FnMut(RecvMeta, &[u8]),
-    ) -> io::Result<usize> {
-        self.check().map(|()| 0)
-    }
-
-    fn transmit(
-        &mut self,
-        fill: &mut dyn FnMut(&mut [u8; MAD_SIZE]) -> Option<Transmit>,
-    ) -> io::Result<bool> {
-        self.check()?;
-        let mut slot = [0u8; MAD_SIZE];
-        Ok(fill(&mut slot).is_some())
-    }
-
-    fn wait(&mut self, timeout: Option<Duration>) -> io::Result<()> {
-        // Block until killed, woken or timed out (the port thread parks here).
-        let kill = self.kill.clone();
-        let wake = self.wake.1.clone();
-        crossbeam_channel::select! {
-            recv(kill) -> _ => self.dead = true,
-            recv(wake) -> _ => {},
-            default(timeout.unwrap_or(Duration::from_secs(3600))) => {},
-        }
-        self.check()
-    }
-
-    fn waker(&self) -> Option<Waker> {
-        let tx = self.wake.0.clone();
-        Some(Waker::new(move || {
-            let _ = tx.send(());
-        }))
-    }
-}
+use crate::test_transport::Mortal;
 
 fn readable(fd: i32, ms: u16) -> bool {
     // SAFETY: the port owns fd and stays open for this call.
@@ -122,7 +22,7 @@ fn readable(fd: i32, ms: u16) -> bool {
 
 #[test]
 fn a_dead_transport_ends_blocked_receives_and_polls_with_eio() {
-    let (t, kill) = Mortal::new();
+    let (t, kill) = Mortal::new("mortal0");
     let port = Arc::new(Port::open(Box::new(t), PortConfig::default()).unwrap());
     let second = Arc::new(port.open_again().unwrap());
     let agent = port

@@ -18,5 +18,7 @@ mod roce;
 #[cfg(feature = "verbs")]
 mod rxe;
 mod sim_fabric;
+mod sm_role;
+mod test_transport;
 mod umad_semantics;
 mod util;
