@@ -206,7 +206,7 @@ impl Port {
             burst: config.burst,
             caller_spin: config.caller_spin,
             core: Mutex::new(Core {
-                engine: Engine::new(config.engine.clone()),
+                engine: Engine::new(crate::entropy::seeded(&config.engine)),
                 closed: false,
                 rmpp_aborts: 0,
                 last_rmpp_abort: None,

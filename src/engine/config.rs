@@ -7,11 +7,15 @@ use super::rmpp::RmppConfig;
 /// Engine configuration. Defaults match the Linux kernel's MAD layer.
 ///
 /// Build it with struct update syntax so new fields keep their defaults:
-/// `EngineConfig { rng_seed: 7, ..Default::default() }`.
+/// `EngineConfig { rng_seed: Some(7), ..Default::default() }`.
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
     /// Seed for the engine's randomness (where the agents' 24-bit TID high words start).
-    pub rng_seed: u64,
+    /// `None` (the default): a [`crate::port::Port`] seeds its engine from the OS, so
+    /// that two ports or two processes do not stamp the same TID high words; an engine
+    /// built directly with `None` (it never reads the OS) starts from 0. `Some`: that
+    /// seed, everywhere, for runs that must repeat.
+    pub rng_seed: Option<u64>,
     /// Most events held for the application (kernel `MAX_UMAD_RECV_LIST_SIZE`, 200,000).
     /// Received MADs beyond it are dropped and counted; timeout notifications are
     /// always queued, as the kernel does.
@@ -38,7 +42,7 @@ pub struct EngineConfig {
 impl Default for EngineConfig {
     fn default() -> Self {
         EngineConfig {
-            rng_seed: 0,
+            rng_seed: None,
             max_events: 200_000,
             max_outstanding_per_agent: 0,
             max_reassemblies_per_peer: 64,

@@ -231,7 +231,7 @@ const MAD_POOL: usize = 256;
 impl Engine {
     /// A new engine.
     pub fn new(config: EngineConfig) -> Engine {
-        let mut rng = config::SplitMix::new(config.rng_seed);
+        let mut rng = config::SplitMix::new(config.rng_seed.unwrap_or(0));
         Engine {
             agents: agent::AgentTable::new(&mut rng),
             config,
