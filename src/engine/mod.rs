@@ -210,8 +210,8 @@ pub struct Engine {
     /// Delivered requests awaiting their response: key -> dedup id.
     dedup: HashMap<dispatch::DedupKey, u64>,
     dedup_entries: hash::IdMap<u64, (dispatch::DedupKey, Instant)>,
-    /// RMPP sends by (agent, TID) -> txn id.
-    send_index: hash::IdMap<(u32, u64), u64>,
+    /// RMPP sends by (agent, TID, peer) -> txn id.
+    send_index: hash::IdMap<sessions::SendKey, u64>,
     /// RMPP senders that may have a segment due, polled in order.
     rmpp_ready: VecDeque<u64>,
     recv_sessions: hash::IdMap<u64, sessions::RecvSession>,

@@ -4,7 +4,7 @@
 //! messages.
 //!
 //! Send sessions live inside their transaction (`Txn::rmpp`) and are found by
-//! (agent, TID); receive sessions by (agent, TID, source QPN, LID/GID, class,
+//! (agent, TID, peer); receive sessions by (agent, TID, source QPN, LID/GID, class,
 //! class version, method). Receivers' ACKs go straight to the transmit queue;
 //! senders are polled lazily from `rmpp_ready`, so a window of segments is
 //! never copied ahead of the transport.
@@ -56,6 +56,22 @@ impl RecvKey {
 
 /// A peer, for the per-peer reassembly limit.
 pub(crate) type PeerKey = (u16, Option<[u8; 16]>);
+
+/// What identifies a send session: agent, TID and the peer, as the kernel's
+/// `ib_find_send_mad` finds the send an ACK, STOP or ABORT belongs to (TID,
+/// then `rcv_has_same_gid`: the GID when there is a GRH, else the LID). Two
+/// requesters may well use the same TID; their responses are two sessions.
+pub(crate) type SendKey = (u32, u64, PeerKey);
+
+/// The [`SendKey`] of `agent`'s send with `tid` to (or an RMPP MAD from) `peer`:
+/// equal for two addresses exactly when [`same_peer`] holds.
+pub(crate) fn send_key(agent: AgentId, tid: u64, peer: &MadAddr) -> SendKey {
+    let peer = match &peer.grh {
+        Some(g) => (0, Some(g.gid)),
+        None => (peer.lid, None),
+    };
+    (agent.0, tid, peer)
+}
 
 /// One incoming RMPP transfer.
 #[derive(Debug)]
@@ -125,7 +141,7 @@ impl Engine {
         pkt.set_tid(tid);
         let (class, method) = (u8::from(class), message[3]);
         let wants_response = req.timeout_ms != 0;
-        if self.send_index.contains_key(&(id.0, tid))
+        if self.send_index.contains_key(&send_key(id, tid, &req.addr))
             || (wants_response
                 && self
                     .txn_index
@@ -203,7 +219,7 @@ impl Engine {
             wants_response,
             rmpp: Some(rmpp),
         });
-        self.send_index.insert((id.0, tid), txn_id);
+        self.send_index.insert(send_key(id, tid, &req.addr), txn_id);
         if wants_response {
             self.txn_index.insert(&TxnKey::new(id, tid, class), txn_id);
             self.stats.outstanding += 1;
@@ -425,7 +441,7 @@ impl Engine {
     /// ACK, STOP or ABORT: for our sender of that TID, else for a receive session.
     fn rmpp_control(&mut self, now: Instant, agent: AgentId, meta: RecvMeta, buf: &[u8; MAD_SIZE]) {
         let tid = mad::Packet::new_unchecked(&buf[..]).tid();
-        if let Some(&txn_id) = self.send_index.get(&(agent.0, tid)) {
+        if let Some(&txn_id) = self.send_index.get(&send_key(agent, tid, &meta.src)) {
             let progress = match self.txns.get_mut(txn_id) {
                 Some(Txn {
                     rmpp: Some(RmppTx::Running(sender)),
