@@ -25,6 +25,15 @@ use crate::wire::rmpp::{RmppStatus, RmppType};
 use crate::wire::MAD_SIZE;
 use crate::{Error, Result};
 
+/// An ACK with status 0 whose NewWindowLast is not below its segment (what
+/// the kernel's `process_rmpp_ack` takes further than its ABORTs).
+fn is_plain_ack(buf: &[u8; MAD_SIZE]) -> bool {
+    let p = crate::wire::rmpp::Packet::new_unchecked(&buf[..]);
+    p.rmpp_type() == RmppType::Ack
+        && p.rmpp_status() == RmppStatus::Success
+        && p.paylen_newwin() >= p.seg_num()
+}
+
 /// What identifies a receive session (kernel `find_rmpp_recv`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) struct RecvKey {
@@ -450,6 +459,23 @@ impl Engine {
                     ..
                 }) if *class == buf[1] && same_peer(dest, &meta.src) => {
                     Some(sender.handle_rmpp(now, &buf[..]))
+                }
+                Some(Txn {
+                    rmpp: Some(RmppTx::Done),
+                    state: TxnState::Waiting,
+                    class,
+                    qp,
+                    dest,
+                    ..
+                }) if *class == buf[1] && is_plain_ack(buf) => {
+                    // kernel process_rmpp_ack, "Repeated ACK for DS RMPP
+                    // transaction": every segment is ACKed and the response is
+                    // awaited; our dual-sided ACK was lost, so send it again.
+                    let (qp, dest) = (*qp, *dest);
+                    let mut ds_ack = Box::new([0u8; MAD_SIZE]);
+                    format_ds_ack(&buf[..], MgmtClass::from(buf[1]).data_offset(), &mut ds_ack);
+                    self.queue_raw(Some(agent), qp, dest, ds_ack);
+                    return;
                 }
                 _ => None,
             };

@@ -1,11 +1,12 @@
 //! RMPP sessions keyed and answered as the kernel's `mad_rmpp.c` keys and
-//! answers them: send sessions found by TID and peer.
+//! answers them: send sessions found by TID and peer, repeated final ACKs.
 
 use core::time::Duration;
 
 use super::harness::*;
 use crate::engine::{AgentId, Event};
 use crate::types::{MadAddr, GSI_QKEY};
+use crate::wire::MAD_SIZE;
 
 const SA_HDR: usize = 56;
 
@@ -18,6 +19,11 @@ fn sa_message(method: u8, tid: u64, data_len: usize) -> Vec<u8> {
         *b = (i * 7 % 251) as u8;
     }
     m
+}
+
+/// Whether `w` is an RMPP ACK (class SA) sent by node `from` with segment `seg`.
+fn is_ack(w: &Wire, from: usize, seg: u32) -> bool {
+    w.from == from && w.mad[1] == 0x03 && w.mad[25] == 2 && w.mad[28..32] == seg.to_be_bytes()
 }
 
 #[test]
@@ -66,4 +72,32 @@ fn rmpp_responses_with_one_tid_to_two_requesters_both_complete() {
         assert_eq!(f.nodes[node].engine.stats().timeouts, 0);
     }
     assert!(f.nodes.iter().all(|n| n.engine.stats().rmpp_aborts == 0));
+}
+
+#[test]
+fn repeated_final_ack_gets_its_ds_ack_again() {
+    let mut f = Fabric::new(2, LinkModel::perfect(), 61);
+    let client = f.register(0, gsi_agent(0x03, 1, &[]));
+    let _server = f.register(1, gsi_agent(0x03, 1, &[0x14]));
+    // A GetMulti request in 3 segments; the server never answers it.
+    f.send(0, client, 1, &sa_message(0x14, 9, 500), 5000, 0)
+        .unwrap();
+    f.advance(Duration::from_millis(10));
+    let final_ack = f
+        .trace
+        .iter()
+        .rev()
+        .find(|w| is_ack(w, 1, 3))
+        .map(|w| w.mad.clone())
+        .expect("the responder ACKed the last segment");
+    let ds_acks = |f: &Fabric| f.trace.iter().filter(|w| is_ack(w, 0, 0)).count();
+    assert_eq!(ds_acks(&f), 1, "the dual-sided ACK after the final ACK");
+    // The DS-ACK was lost, so the responder repeats its final ACK.
+    f.inject(1, 0, crate::types::Qp::Gsi, &final_ack[..MAD_SIZE]);
+    f.flush();
+    assert_eq!(
+        ds_acks(&f),
+        2,
+        "a repeated final ACK is answered with the DS-ACK again"
+    );
 }
