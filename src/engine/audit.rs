@@ -168,7 +168,7 @@ impl Engine {
             return fail("dedup and dedup_entries differ in size".into());
         }
         for (key, id) in &self.dedup {
-            if self.dedup_entries.get(id).map(|(k, _)| k) != Some(key) {
+            if self.dedup_entries.get(id).map(|(k, _, _)| k) != Some(key) {
                 return fail(format!("dedup entry {id} disagrees"));
             }
         }

@@ -31,9 +31,15 @@ pub struct EngineConfig {
     /// spoofed LIDs); a first segment beyond it is dropped and counted.
     pub max_reassemblies: usize,
     /// How long a delivered request is remembered to drop its retransmissions
-    /// while the agent has not answered it yet. Zero turns the filter off.
-    /// At most `max_events` requests are remembered: beyond that (a flood),
-    /// requests are delivered without being remembered.
+    /// while it has not been answered yet. Zero turns the filter off, which is
+    /// what the kernel does: `mad.c` hands every request to its agent (only a
+    /// reassembled RMPP request's retransmitted segments are absorbed, by the
+    /// receive session's 10 s linger). A request is remembered only once it is
+    /// queued for the agent, by peer (GID with a GRH, else LID), QPN, TID and
+    /// class; any answer to that peer with that TID and class, from any agent,
+    /// forgets it, so a retry after a lost answer is delivered again. At most
+    /// `max_events` requests are remembered: beyond that (a flood), requests
+    /// are delivered without being remembered.
     pub duplicate_request_window: Duration,
     /// RMPP tunables (window, timers, largest message).
     pub rmpp: RmppConfig,

@@ -209,7 +209,8 @@ pub struct Engine {
     events: VecDeque<Event>,
     /// Delivered requests awaiting their response: key -> dedup id.
     dedup: HashMap<dispatch::DedupKey, u64>,
-    dedup_entries: hash::IdMap<u64, (dispatch::DedupKey, Instant)>,
+    /// Dedup id -> (key, the agent it was delivered to, end of its window).
+    dedup_entries: hash::IdMap<u64, (dispatch::DedupKey, AgentId, Instant)>,
     /// RMPP sends by (agent, TID, peer) -> txn id.
     send_index: hash::IdMap<sessions::SendKey, u64>,
     /// RMPP senders that may have a segment due, polled in order.
@@ -407,16 +408,17 @@ impl Engine {
 
     /// Queue an event, dropping received data when full, as the kernel (never timeout
     /// reports, nor responses to outstanding requests: see `deliver_answer`).
-    fn push_event(&mut self, event: Event) {
+    fn push_event(&mut self, event: Event) -> bool {
         let always = matches!(event, Event::SendTimedOut { .. });
         if !always && self.events.len() >= self.config.max_events {
             self.stats.queue_drops += 1;
-            return;
+            return false;
         }
         if matches!(event, Event::Recv { .. }) {
             self.stats.delivered += 1;
         }
         self.events.push_back(event);
+        true
     }
 
     /// A MAD buffer holding `bytes`, zero-padded: a spare one when there is one.

@@ -212,7 +212,7 @@ impl Engine {
             RmppTx::Running(Box::new(sender))
         };
         if response {
-            self.forget_request(id, &req.addr, tid, class);
+            self.forget_request(&req.addr, tid, class);
         }
         let txn_id = self.txns.insert(Txn {
             agent: id,
@@ -614,12 +614,8 @@ impl Engine {
             }
             return;
         }
-        if pkt.method() != mad::Method::Send && !self.remember_request(now, agent, &src, tid, class)
-        {
-            self.stats.dropped_duplicates += 1;
-            return;
-        }
-        self.deliver(agent, src, message);
+        let filtered = pkt.method() != mad::Method::Send;
+        self.deliver_request(now, agent, src, message, filtered);
     }
 
     pub(super) fn recv_session_timeout(&mut self, now: Instant, sid: u64) {

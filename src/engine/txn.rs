@@ -144,7 +144,7 @@ impl Engine {
             ));
         }
         if response {
-            self.forget_request(id, &req.addr, tid, class);
+            self.forget_request(&req.addr, tid, class);
         }
         if req.timeout_ms == 0 {
             self.tx_queue.push_back(Out::Raw {
