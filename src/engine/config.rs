@@ -37,7 +37,10 @@ pub struct EngineConfig {
     /// receive session's 10 s linger). A request is remembered only once it is
     /// queued for the agent, by peer (GID with a GRH, else LID), QPN, TID and
     /// class; any answer to that peer with that TID and class, from any agent,
-    /// forgets it, so a retry after a lost answer is delivered again. At most
+    /// forgets it, so a retry after a lost answer is delivered again (an answer
+    /// with a GRH also finds a request that came without one; an answer without
+    /// a GRH to a request that came with one does not, and its retries are
+    /// dropped until the window ends). At most
     /// `max_events` requests are remembered: beyond that (a flood), requests
     /// are delivered without being remembered.
     pub duplicate_request_window: Duration,
