@@ -155,8 +155,6 @@ struct Core {
     next_open: u32,
     /// The open that registered each agent, by agent id.
     owners: Vec<Option<u32>>,
-    /// Messages dropped because their open's queue was full.
-    queue_drops: u64,
     /// Most messages one open's queue holds (the engine's `max_events`).
     max_queued: usize,
 }
@@ -179,9 +177,18 @@ impl Core {
                 // Its open closed after the engine queued it: nobody can receive it.
                 continue;
             };
-            let always = matches!(event, Event::SendTimedOut { .. });
-            if !always && open.queue.len() >= self.max_queued {
-                self.queue_drops += 1;
+            // As the engine's own limit: never a timeout report, nor an answer to one of
+            // the open's requests (a response); a dropped request is forgotten by the
+            // duplicate filter, so its retry gets through.
+            let keep = match &event {
+                Event::SendTimedOut { .. } => true,
+                Event::Recv { mad, .. } => {
+                    crate::wire::mad::Packet::new_checked(&mad[..]).is_ok_and(|m| m.is_response())
+                }
+                Event::RmppAborted { .. } => false,
+            };
+            if !keep && open.queue.len() >= self.max_queued {
+                self.engine.undeliver(&event);
                 continue;
             }
             open.queue.push_back(event);
@@ -305,7 +312,7 @@ impl Port {
             burst: config.burst,
             caller_spin: config.caller_spin,
             core: Mutex::new(Core {
-                engine: Engine::new(config.engine.clone()),
+                engine: Engine::new(crate::entropy::seeded(&config.engine)),
                 closed: false,
                 failed: None,
                 rmpp_aborts: 0,
@@ -313,7 +320,6 @@ impl Port {
                 opens: BTreeMap::from([(0, Open::new()?)]),
                 next_open: 1,
                 owners: Vec::new(),
-                queue_drops: 0,
                 max_queued: config.engine.max_events,
             }),
             ready: Condvar::new(),
@@ -531,14 +537,10 @@ impl Port {
             .map_or(-1, |o| o.fd_read.as_raw_fd())
     }
 
-    /// The engine's counters. The receive-queue limit is applied per open, at the port:
-    /// messages it drops count in `queue_drops`, not in `delivered`.
+    /// The engine's counters (the receive-queue limit is applied per open: messages it
+    /// drops count in `queue_drops`, not in `delivered`).
     pub fn stats(&self) -> EngineStats {
-        let core = self.shared.lock();
-        let mut stats = core.engine.stats();
-        stats.delivered = stats.delivered.saturating_sub(core.queue_drops);
-        stats.queue_drops += core.queue_drops;
-        stats
+        self.shared.lock().engine.stats()
     }
 
     /// What the engine and the opens' queues hold now (tests and the soak watch it
@@ -579,12 +581,6 @@ impl Port {
     /// The most recent RMPP abort notice ([`Event::RmppAborted`]), if any.
     pub fn last_rmpp_abort(&self) -> Option<Event> {
         self.shared.lock().last_rmpp_abort.clone()
-    }
-
-    /// Messages dropped because an open's receive queue was full (the engine's
-    /// `max_events` per open), over the port's life.
-    pub fn queue_drops(&self) -> u64 {
-        self.shared.lock().queue_drops
     }
 
     /// Why the transport failed, once it has (then calls fail with EIO).

@@ -541,3 +541,27 @@ fn several_opens_of_one_port_each_get_their_own_agents_and_messages() {
     let again = umad::open_port("umo1", 1).unwrap();
     umad::close_port(again).unwrap();
 }
+
+/// Two ports (like two processes) by default stamp different TID high words, as the
+/// kernel's global hi_tid allocator guarantees; with a seed asked for, they repeat.
+#[test]
+fn ports_draw_different_tid_high_words_unless_seeded() {
+    let first_hi_tid = |p: &Pair| {
+        let a = umad::register(p.a, PERF, 1, 0, None).unwrap();
+        let b = umad::register(p.b, PERF, 1, 0, None).unwrap();
+        let hi = |id, agent: AgentId| umad::port(id).unwrap().hi_tid(agent).unwrap();
+        (hi(p.a, a), hi(p.b, b))
+    };
+    let (a, b) = first_hi_tid(&pair("utida"));
+    assert_ne!(a, b, "two default ports share a TID high word");
+    let seeded = umad::PortConfig {
+        engine: vmad::engine::EngineConfig {
+            rng_seed: Some(7),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let p = pair_config("utidb", Default::default(), seeded);
+    let (a, b) = first_hi_tid(&p);
+    assert_eq!(a, b, "the same seed gives the same TID high words");
+}
