@@ -8,9 +8,9 @@
 # sim:   the embedded fabric (VMAD_TRANSPORT unset): each 56 diag gives what the 44 one gives
 #        on vmad, and what the fabric is (GUIDs, LIDs); a tool whose service the fabric lacks
 #        (no SM, SA or PMA) is reported as such, never counted as passed.
-# ibsim: ibsim with OpenSM on vmad (nothing but the library path): each 56 diag on vmad gives
-#        what the 44 one gives under umad2sim (the reference), and rdma-core's own libibumad
-#        test programs run unmodified.
+# ibsim: ibsim with OpenSM on vmad (nothing but the library path): each diag, 56 and 44, on
+#        vmad gives what the 44 one gives under umad2sim (the reference), and rdma-core's own
+#        libibumad test programs run unmodified.
 # Prints "N passed, N failed".
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -126,13 +126,16 @@ ibsim_tests() {
     printf '%s\n' "$out"
     return 1
   }
-  vs_ref() { # description, filter, command words: 56 on vmad = 44 under umad2sim
-    local what=$1 filter=$2 a b
+  vs_ref() { # description, filter, command words: 56 and 44 on vmad = 44 under umad2sim
+    local what=$1 filter=$2 a b c
     shift 2
-    a=$(new "$@") || { echo "   56: $a" | head -5; check "$what: 56 on vmad: $*" false; return; }
     b=$(ref "$@") || { echo "   ref: $b" | head -5; check "$what: reference $*" false; return; }
+    a=$(new "$@") || { echo "   56: $a" | head -5; check "$what: 56 on vmad: $*" false; return; }
+    c=$(old "$@") || { echo "   44: $c" | head -5; check "$what: 44 on vmad: $*" false; return; }
     check "$what: 56 on vmad = 44 under umad2sim ($*)" \
       diff <(strip <<<"$a" | grep -Ev "$filter") <(strip <<<"$b" | grep -Ev "$filter")
+    check "$what: 44 on vmad = 44 under umad2sim ($*)" \
+      diff <(strip <<<"$c" | grep -Ev "$filter") <(strip <<<"$b" | grep -Ev "$filter")
   }
   local sm_lid sw_lid
   sm_lid=$(new sminfo | sed -n 's/^sminfo: sm lid \([0-9]*\) .*/\1/p')
