@@ -8,8 +8,10 @@
 
 use super::{be, enum_with_unknown, mad, Error, Field, Result};
 
+pub mod comp;
 pub mod node_record;
 pub mod path_record;
+pub mod port_info_record;
 
 mod field {
     use super::Field;

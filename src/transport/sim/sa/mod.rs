@@ -1,0 +1,303 @@
+//! The embedded fabric's subnet administrator (IBA 15): it answers SA
+//! queries (class 0x03, version 2) from the [`SubnetDb`] the SM filled,
+//! keeps the SA's own state (multicast groups, service records,
+//! InformInfo subscriptions), and forwards traps as Reports.
+//!
+//! The service is sans-IO, like the engine it owns: the fabric hands it
+//! each SA MAD with [`SaService::handle_datagram`], sends what
+//! [`SaService::poll_transmit`] writes, arms a timer for
+//! [`SaService::poll_timeout`] and calls [`SaService::handle_timeout`].
+//! GetTable responses go out over RMPP through that engine, so segment
+//! windows, ACKs and resends are the engine's, and `now` comes from the
+//! caller. The SubnetDb is passed into every call rather than held: the SM
+//! owns it and replaces it after each sweep.
+//!
+//! Answers follow OpenSM (`osm_sa.c`, `osm_sa_*_record.c`): a record
+//! matches a query where every field whose ComponentMask bit is set is
+//! equal; SubnAdmGet with no match is ERR_NO_RECORDS, with several
+//! ERR_TOO_MANY_RECORDS; an error response copies the request's header,
+//! turns Set into GetResp, zeroes a GetTable's AttributeOffset and SM_Key;
+//! an attribute or method the SA does not serve is MAD status 0x000c.
+
+mod db;
+mod path;
+mod records;
+
+#[cfg(test)]
+pub(crate) mod fixture;
+#[cfg(test)]
+mod tests;
+
+use super::subnet_db::SubnetDb;
+use crate::engine::{
+    AgentId, AgentSpec, Engine, EngineConfig, Event, RecvMeta, SendRequest, Transmit,
+};
+use crate::time::Instant;
+use crate::types::{MadAddr, Qp, GSI_QKEY};
+use crate::wire::mad::{self, MadStatus, Method, MgmtClass};
+use crate::wire::sa::{self as wsa, AttrId, SaStatus};
+use crate::wire::{rmpp, MAD_SIZE};
+
+/// Methods the SA agent serves: Get, Set, GetTable, Delete.
+const SERVED: [u8; 4] = [0x01, 0x02, 0x12, 0x15];
+/// Resends of each unacknowledged RMPP window (OpenSM's default `--retries`).
+const RMPP_RETRIES: u32 = 3;
+
+/// What a query produced: records to return, or an error status.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    /// Matching records, each `record_len` bytes (8-byte aligned), back to back.
+    Records {
+        /// Bytes of one record on the wire.
+        record_len: usize,
+        /// The records.
+        data: Vec<u8>,
+    },
+    /// An error response with this status.
+    Error(MadStatus),
+}
+
+impl Outcome {
+    /// An error outcome carrying an SA status code.
+    pub(crate) fn sa(status: SaStatus) -> Outcome {
+        Outcome::Error(status.to_mad_status())
+    }
+}
+
+/// One SA request as the handlers see it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Query<'a> {
+    /// The method (Get, Set, GetTable, Delete).
+    pub(crate) method: Method,
+    /// The ComponentMask.
+    pub(crate) comp_mask: u64,
+    /// The record of the request (the SA data, zero-padded to 200 bytes).
+    pub(crate) record: &'a [u8],
+    /// Who asked.
+    pub(crate) from: MadAddr,
+}
+
+/// Counters of what the SA did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct SaStats {
+    /// Requests answered (with records or an error).
+    pub(crate) answered: u64,
+    /// Requests answered with an error status.
+    pub(crate) errors: u64,
+    /// MADs that were not SA requests (responses, bad headers) and were dropped.
+    pub(crate) dropped: u64,
+}
+
+/// The SA of the embedded fabric: its engine and its state.
+#[derive(Debug)]
+pub(crate) struct SaService {
+    engine: Engine,
+    agent: AgentId,
+    stats: SaStats,
+}
+
+impl SaService {
+    /// A new SA whose engine runs with `config` (raise
+    /// `config.rmpp.max_message` for GetTables larger than 16 MiB).
+    pub(crate) fn new(config: EngineConfig) -> SaService {
+        let mut engine = Engine::new(config);
+        let mut mask = [0u64; 2];
+        for m in SERVED {
+            mask[usize::from(m / 64)] |= 1 << (m % 64);
+        }
+        let agent = engine
+            .register(AgentSpec {
+                qp: Qp::Gsi,
+                mgmt_class: u8::from(MgmtClass::SubnAdm),
+                class_version: wsa::CLASS_VERSION,
+                rmpp_version: rmpp::VERSION,
+                method_mask: mask,
+                oui: 0,
+                user_rmpp: false,
+            })
+            .expect("the SA is the only agent of a fresh engine");
+        SaService {
+            engine,
+            agent,
+            stats: SaStats::default(),
+        }
+    }
+
+    /// An SA MAD arrived on the SM port's QP1 (`meta` as the transport saw
+    /// it); any answer is queued for [`SaService::poll_transmit`].
+    pub(crate) fn handle_datagram(
+        &mut self,
+        now: Instant,
+        meta: RecvMeta,
+        mad: &[u8],
+        db: &SubnetDb,
+    ) {
+        self.engine.handle_datagram(now, meta, mad);
+        self.serve(now, db);
+    }
+
+    /// Time passed: RMPP resends and Report retries.
+    pub(crate) fn handle_timeout(&mut self, now: Instant, db: &SubnetDb) {
+        self.engine.handle_timeout(now);
+        self.serve(now, db);
+    }
+
+    /// The next MAD to send, written into `out`.
+    pub(crate) fn poll_transmit(
+        &mut self,
+        now: Instant,
+        out: &mut [u8; MAD_SIZE],
+    ) -> Option<Transmit> {
+        self.engine.poll_transmit(now, out)
+    }
+
+    /// When [`SaService::handle_timeout`] is next due.
+    pub(crate) fn poll_timeout(&self) -> Option<Instant> {
+        self.engine.poll_timeout()
+    }
+
+    /// What the SA did so far.
+    pub(crate) fn stats(&self) -> SaStats {
+        self.stats
+    }
+
+    /// Answer every request the engine delivered.
+    fn serve(&mut self, now: Instant, db: &SubnetDb) {
+        while let Some(event) = self.engine.poll_event() {
+            match event {
+                Event::Recv { addr, mad, .. } => self.answer(now, addr, &mad, db),
+                // A response lost on the way or an RMPP transfer the client
+                // aborted: the client asks again if it still cares.
+                Event::SendTimedOut { .. } | Event::RmppAborted { .. } => {}
+            }
+        }
+    }
+
+    fn answer(&mut self, now: Instant, from: MadAddr, req: &[u8], db: &SubnetDb) {
+        let Ok(hdr) = mad::Packet::new_checked(req).and_then(|p| mad::Repr::parse(&p)) else {
+            self.stats.dropped += 1;
+            return;
+        };
+        if hdr.method.is_response_bit() || req.len() < wsa::DATA_OFFSET {
+            self.stats.dropped += 1;
+            return;
+        }
+        let sa_hdr = wsa::Packet::new_unchecked(req);
+        let mut record = [0u8; wsa::DATA_LEN];
+        let data = sa_hdr.data();
+        let n = data.len().min(record.len());
+        record[..n].copy_from_slice(&data[..n]);
+        let query = Query {
+            method: hdr.method,
+            comp_mask: sa_hdr.comp_mask(),
+            record: &record,
+            from,
+        };
+        let outcome = if hdr.class_version != wsa::CLASS_VERSION {
+            Outcome::Error(MadStatus::BAD_VERSION)
+        } else {
+            self.dispatch(AttrId::from(hdr.attr_id), &query, db)
+        };
+        self.respond(now, from, req, hdr.method, outcome);
+    }
+
+    fn dispatch(&mut self, attr: AttrId, q: &Query<'_>, db: &SubnetDb) -> Outcome {
+        let read_only = matches!(q.method, Method::Get | Method::GetTable);
+        match attr {
+            AttrId::NodeRecord if read_only => records::node_records(db, q),
+            AttrId::PortInfoRecord if read_only => records::port_info_records(db, q),
+            AttrId::PathRecord if read_only => path::path_records(db, q),
+            _ => Outcome::Error(MadStatus::UNSUPPORTED_METHOD_ATTR),
+        }
+    }
+
+    /// Send the response to `req` as OpenSM's `osm_sa_respond` /
+    /// `osm_sa_send_error` shape it.
+    fn respond(&mut self, now: Instant, to: MadAddr, req: &[u8], method: Method, outcome: Outcome) {
+        let outcome = match outcome {
+            Outcome::Records { data, record_len } if method != Method::GetTable => {
+                match data.len() / record_len.max(1) {
+                    0 => Outcome::sa(SaStatus::NoRecords),
+                    1 => Outcome::Records { record_len, data },
+                    _ => Outcome::sa(SaStatus::TooManyRecords),
+                }
+            }
+            // Too large for one RMPP message: OpenSM answers
+            // ERR_NO_RESOURCES when it cannot get a response buffer.
+            Outcome::Records { data, .. }
+                if wsa::DATA_OFFSET + data.len() > self.engine.config().rmpp.max_message =>
+            {
+                Outcome::sa(SaStatus::NoResources)
+            }
+            other => other,
+        };
+        let resp_method = match method {
+            Method::Set => Method::Get.response(),
+            m => m.response(),
+        };
+        let (status, attr_offset, data) = match &outcome {
+            Outcome::Records { record_len, data } => {
+                let offset = if data.is_empty() {
+                    0
+                } else {
+                    wsa::Repr::attr_offset_for(*record_len)
+                };
+                (MadStatus::OK, offset, &data[..])
+            }
+            Outcome::Error(s) => {
+                self.stats.errors += 1;
+                let offset = if method == Method::GetTable {
+                    0
+                } else {
+                    wsa::Packet::new_unchecked(req).attr_offset()
+                };
+                (*s, offset, &[][..])
+            }
+        };
+        self.stats.answered += 1;
+        let table = method == Method::GetTable && status == MadStatus::OK;
+        let len = if table {
+            wsa::DATA_OFFSET + data.len()
+        } else {
+            MAD_SIZE
+        };
+        let mut out = vec![0u8; len];
+        out[..wsa::DATA_OFFSET].copy_from_slice(&req[..wsa::DATA_OFFSET]);
+        {
+            let mut p = mad::Packet::new_unchecked(&mut out[..]);
+            p.set_method(resp_method);
+            p.set_status(status);
+        }
+        // The request's RMPP header is not the response's: a GetTable answer
+        // is one RMPP message (the engine fills type, flags and lengths),
+        // anything else a single MAD.
+        out[rmpp::OFFSET..rmpp::END].fill(0);
+        if table {
+            out[rmpp::OFFSET] = rmpp::VERSION;
+            out[rmpp::OFFSET + 2] = rmpp::FLAG_ACTIVE;
+        }
+        {
+            let mut p = wsa::Packet::new_unchecked(&mut out[..]);
+            p.set_sm_key(0); // C15-0.1.5: responses carry SM_Key 0
+            p.set_attr_offset(attr_offset);
+            let n = data.len().min(p.data_mut().len());
+            p.data_mut()[..n].copy_from_slice(&data[..n]);
+        }
+        let addr = MadAddr {
+            qkey: GSI_QKEY,
+            ..to
+        };
+        // The only send error left is an engine refusing the message (larger
+        // than its RMPP limit was checked above): nothing to answer with.
+        let _ = self.engine.send(
+            now,
+            self.agent,
+            SendRequest {
+                addr,
+                mad: &out,
+                timeout_ms: 0,
+                retries: RMPP_RETRIES,
+            },
+        );
+    }
+}

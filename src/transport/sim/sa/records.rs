@@ -1,0 +1,95 @@
+//! The records the SA reads straight out of the [`SubnetDb`]: NodeRecord,
+//! PortInfoRecord, LinkRecord, SwitchInfoRecord, GUIDInfoRecord. Each
+//! candidate record is written through its wire view, then kept if it
+//! matches the query under the ComponentMask.
+
+use super::db::{self, end_ports};
+use super::{Outcome, Query};
+use crate::transport::sim::subnet_db::SubnetDb;
+use crate::wire::sa::comp::{self, Component};
+use crate::wire::sa::{node_record, port_info_record};
+use crate::wire::smp::{node_desc, node_info};
+
+/// Collects the records that match a query.
+struct Collector<'q> {
+    table: &'q [Component],
+    mask: u64,
+    query: &'q [u8],
+    record_len: usize,
+    data: Vec<u8>,
+}
+
+impl<'q> Collector<'q> {
+    fn new(q: &Query<'q>, table: &'q [Component], record_len: usize) -> Collector<'q> {
+        Collector {
+            table,
+            mask: q.comp_mask,
+            query: q.record,
+            record_len,
+            data: Vec::new(),
+        }
+    }
+
+    /// Keep `rec` (exactly `record_len` bytes) if it matches.
+    fn offer(&mut self, rec: &[u8]) {
+        if comp::matches(self.table, self.mask, self.query, rec) {
+            self.data.extend_from_slice(rec);
+        }
+    }
+
+    fn done(self) -> Outcome {
+        Outcome::Records {
+            record_len: self.record_len,
+            data: self.data,
+        }
+    }
+}
+
+/// NodeRecords: one per end port (a CA with two ports has two), with that
+/// port's GUID and number in the NodeInfo, as OpenSM builds them.
+pub(super) fn node_records(db: &SubnetDb, q: &Query<'_>) -> Outcome {
+    let mut c = Collector::new(q, &node_record::COMPONENTS, node_record::RECORD_LEN);
+    let mut rec = [0u8; node_record::RECORD_LEN];
+    for e in end_ports(db) {
+        let node = &db.nodes[e.node];
+        let port = &node.ports[e.port];
+        let Ok(mut info) = node_info::Repr::parse(&db::node_info(node)) else {
+            continue;
+        };
+        info.port_guid = port.guid;
+        info.local_port_num = port.port_num;
+        let desc = node_desc::Repr {
+            raw: node.node_desc,
+        };
+        node_record::Repr {
+            lid: e.lid,
+            node_info: info,
+            node_desc: desc,
+        }
+        .emit(&mut node_record::Packet::new_unchecked(&mut rec[..]));
+        c.offer(&rec);
+    }
+    c.done()
+}
+
+/// PortInfoRecords: every port of every node (a switch's port 0 and its
+/// external ports, all under the switch's LID), PortInfo as the SMA said.
+pub(super) fn port_info_records(db: &SubnetDb, q: &Query<'_>) -> Outcome {
+    let mut c = Collector::new(
+        q,
+        &port_info_record::COMPONENTS,
+        port_info_record::RECORD_LEN,
+    );
+    let mut rec = [0u8; port_info_record::RECORD_LEN];
+    for node in &db.nodes {
+        for port in &node.ports {
+            let mut p = port_info_record::Packet::new_unchecked(&mut rec[..]);
+            p.set_endport_lid(db::lid_of(node, port));
+            p.set_port_num(port.port_num);
+            p.set_options(0);
+            p.port_info_mut().copy_from_slice(&port.port_info);
+            c.offer(&rec);
+        }
+    }
+    c.done()
+}
