@@ -207,6 +207,9 @@ impl SaService {
             AttrId::NodeRecord if read_only => records::node_records(db, q),
             AttrId::PortInfoRecord if read_only => records::port_info_records(db, q),
             AttrId::PathRecord if read_only => path::path_records(db, q),
+            AttrId::LinkRecord if read_only => records::link_records(db, q),
+            AttrId::SwitchInfoRecord if read_only => records::switch_info_records(db, q),
+            AttrId::GuidInfoRecord if read_only => records::guid_info_records(db, q),
             _ => Outcome::Error(MadStatus::UNSUPPORTED_METHOD_ATTR),
         }
     }

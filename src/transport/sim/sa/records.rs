@@ -7,7 +7,9 @@ use super::db::{self, end_ports};
 use super::{Outcome, Query};
 use crate::transport::sim::subnet_db::SubnetDb;
 use crate::wire::sa::comp::{self, Component};
-use crate::wire::sa::{node_record, port_info_record};
+use crate::wire::sa::{
+    guid_info_record, link_record, node_record, port_info_record, switch_info_record,
+};
 use crate::wire::smp::{node_desc, node_info};
 
 /// Collects the records that match a query.
@@ -90,6 +92,77 @@ pub(super) fn port_info_records(db: &SubnetDb, q: &Query<'_>) -> Outcome {
             p.port_info_mut().copy_from_slice(&port.port_info);
             c.offer(&rec);
         }
+    }
+    c.done()
+}
+
+/// LinkRecords: each direction of each link (OpenSM lists both).
+pub(super) fn link_records(db: &SubnetDb, q: &Query<'_>) -> Outcome {
+    let mut c = Collector::new(q, &link_record::COMPONENTS, link_record::RECORD_LEN);
+    let mut rec = [0u8; link_record::RECORD_LEN];
+    for node in &db.nodes {
+        for port in &node.ports {
+            let Some((peer, peer_port)) = port.peer else {
+                continue;
+            };
+            let far = &db.nodes[peer];
+            let Some(far_port) = far.ports.iter().find(|p| p.port_num == peer_port) else {
+                continue;
+            };
+            link_record::Repr {
+                from_lid: db::lid_of(node, port),
+                from_port: port.port_num,
+                to_port: peer_port,
+                to_lid: db::lid_of(far, far_port),
+            }
+            .emit(&mut link_record::Packet::new_unchecked(&mut rec[..]));
+            c.offer(&rec);
+        }
+    }
+    c.done()
+}
+
+/// SwitchInfoRecords: one per switch, SwitchInfo as its SMA answered it.
+pub(super) fn switch_info_records(db: &SubnetDb, q: &Query<'_>) -> Outcome {
+    let mut c = Collector::new(
+        q,
+        &switch_info_record::COMPONENTS,
+        switch_info_record::RECORD_LEN,
+    );
+    let mut rec = [0u8; switch_info_record::RECORD_LEN];
+    for e in end_ports(db) {
+        let Some(info) = db.nodes[e.node].switch_info else {
+            continue;
+        };
+        switch_info_record::Repr {
+            lid: e.lid,
+            switch_info: info,
+        }
+        .emit(&mut switch_info_record::Packet::new_unchecked(&mut rec[..]));
+        c.offer(&rec);
+    }
+    c.done()
+}
+
+/// GUIDInfoRecords: block 0 of each end port, holding its port GUID (the
+/// embedded fabric assigns no alias GUIDs).
+pub(super) fn guid_info_records(db: &SubnetDb, q: &Query<'_>) -> Outcome {
+    let mut c = Collector::new(
+        q,
+        &guid_info_record::COMPONENTS,
+        guid_info_record::RECORD_LEN,
+    );
+    let mut rec = [0u8; guid_info_record::RECORD_LEN];
+    for e in end_ports(db) {
+        let mut guids = [0u64; guid_info_record::GUIDS_PER_BLOCK];
+        guids[0] = e.guid;
+        guid_info_record::Repr {
+            lid: e.lid,
+            block_num: 0,
+            guids,
+        }
+        .emit(&mut guid_info_record::Packet::new_unchecked(&mut rec[..]));
+        c.offer(&rec);
     }
     c.done()
 }

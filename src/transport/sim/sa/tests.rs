@@ -5,7 +5,10 @@ use super::SaService;
 use crate::engine::EngineConfig;
 use crate::transport::sim::subnet_db::SubnetDb;
 use crate::wire::mad::{MadStatus, Method};
-use crate::wire::sa::{self as wsa, node_record, path_record, port_info_record, AttrId, SaStatus};
+use crate::wire::sa::{
+    self as wsa, guid_info_record, link_record, node_record, path_record, port_info_record,
+    switch_info_record, AttrId, SaStatus,
+};
 
 fn setup() -> (SaService, Client) {
     (
@@ -379,4 +382,85 @@ fn path_records_follow_the_lfts() {
         &q,
     );
     assert_eq!(r.sa_status(), SaStatus::ReqInvalidGid);
+}
+
+#[test]
+fn link_switch_info_and_guid_info_records() {
+    let db = fixture::two_cas_one_switch();
+    let (mut sa, mut c) = setup();
+    let links = ask(
+        &mut sa,
+        &mut c,
+        &db,
+        Method::GetTable,
+        AttrId::LinkRecord,
+        0,
+        &[0; 8],
+    );
+    assert_eq!(links.sa.attr_offset, 1);
+    let mut got: Vec<(u16, u8, u8, u16)> = links
+        .records()
+        .iter()
+        .map(|r| {
+            let p = link_record::Packet::new_checked(&r[..]).unwrap();
+            (p.from_lid(), p.from_port(), p.to_port(), p.to_lid())
+        })
+        .collect();
+    got.sort_unstable();
+    assert_eq!(
+        got,
+        [(1, 1, 1, 2), (2, 1, 1, 1), (2, 2, 1, 3), (3, 1, 2, 2)]
+    );
+
+    let mut q = [0u8; 8];
+    q[..2].copy_from_slice(&2u16.to_be_bytes());
+    q[2] = 2;
+    let mask = link_record::comp::FROM_LID | link_record::comp::FROM_PORT;
+    let one = ask(
+        &mut sa,
+        &mut c,
+        &db,
+        Method::Get,
+        AttrId::LinkRecord,
+        mask,
+        &q,
+    );
+    assert_eq!(
+        link_record::Packet::new_checked(&one.bytes[56..62])
+            .unwrap()
+            .to_lid(),
+        3
+    );
+
+    let sw = ask(
+        &mut sa,
+        &mut c,
+        &db,
+        Method::GetTable,
+        AttrId::SwitchInfoRecord,
+        0,
+        &[0; 24],
+    );
+    let recs = sw.records();
+    assert_eq!((sw.sa.attr_offset, recs.len()), (3, 1));
+    assert_eq!(
+        switch_info_record::Packet::new_checked(&recs[0][..])
+            .unwrap()
+            .lid(),
+        2
+    );
+
+    let mut q = [0u8; 72];
+    q[..2].copy_from_slice(&3u16.to_be_bytes());
+    let g = ask(
+        &mut sa,
+        &mut c,
+        &db,
+        Method::Get,
+        AttrId::GuidInfoRecord,
+        guid_info_record::comp::LID,
+        &q,
+    );
+    let p = guid_info_record::Packet::new_checked(&g.bytes[56..128]).unwrap();
+    assert_eq!((p.lid(), p.guid(0)), (3, db.nodes[2].ports[0].guid));
 }
