@@ -56,6 +56,8 @@ use crossbeam_channel::Sender;
 pub use access::{MkeyConfig, PortCounters, RawFrame};
 pub use endpoint::SimTransport;
 pub use fault::{FaultConfig, LinkStats};
+#[doc(hidden)]
+pub use sa::SaBench;
 
 use crate::transport::registry::{self, CaInfo, CaProvider};
 use crate::transport::{LinkLayer, PortAttrs, Transport};

@@ -211,6 +211,7 @@ fn fill_lfts(nodes: &mut [NodeEntry], max_lid: u16) {
     // which is exactly the port back toward the destination.
 }
 
+#[cfg(test)]
 /// Two CAs on one 8-port switch: `sm` (LID 1, port 1 to switch port 1),
 /// the switch (LID 2), `host` (LID 3, port 1 to switch port 2).
 pub(crate) fn two_cas_one_switch() -> SubnetDb {

@@ -23,7 +23,6 @@ mod db;
 mod path;
 mod records;
 
-#[cfg(test)]
 pub(crate) mod fixture;
 #[cfg(test)]
 mod tests;
@@ -86,6 +85,51 @@ pub(crate) struct SaStats {
     pub(crate) errors: u64,
     /// MADs that were not SA requests (responses, bad headers) and were dropped.
     pub(crate) dropped: u64,
+}
+
+/// For `benches/sa.rs`: an SA over a fat-tree subnet and one client engine,
+/// joined back to back in virtual time (the fabric's types stay private).
+#[doc(hidden)]
+#[derive(Debug)]
+pub struct SaBench {
+    sa: SaService,
+    db: SubnetDb,
+    client: fixture::Client,
+}
+
+impl SaBench {
+    /// A two-level fat tree (`leaves` leaf switches of `hosts` CAs, each
+    /// leaf linked to every one of `spines` spines); both engines allow
+    /// RMPP messages of `max_message` bytes.
+    pub fn fat_tree(leaves: u8, hosts: u8, spines: u8, max_message: usize) -> SaBench {
+        let mut config = EngineConfig::default();
+        config.rmpp.max_message = max_message;
+        SaBench {
+            sa: SaService::new(config),
+            db: fixture::fat_tree(leaves, hosts, spines),
+            client: fixture::Client::new(2, max_message),
+        }
+    }
+
+    /// Nodes in the subnet.
+    pub fn nodes(&self) -> usize {
+        self.db.nodes.len()
+    }
+
+    /// One GetTable of every PathRecord (ComponentMask 0, as `saquery -p`
+    /// asks): the records the client reassembled, or `None` if it failed.
+    pub fn all_path_records(&mut self) -> Option<usize> {
+        let m = self
+            .client
+            .request(Method::GetTable, AttrId::PathRecord, 0, &[0; 64]);
+        let reply = self.client.ask(&mut self.sa, &self.db, &m)?;
+        // Let both engines forget the finished transfer (their 10 s linger)
+        // so that runs do not pile up.
+        self.client.now += core::time::Duration::from_secs(11);
+        self.client.engine.handle_timeout(self.client.now);
+        self.sa.handle_timeout(self.client.now, &self.db);
+        (reply.hdr.status == MadStatus::OK).then(|| reply.records().len())
+    }
 }
 
 /// The SA of the embedded fabric: its engine and its state.
