@@ -20,6 +20,7 @@
 //! an attribute or method the SA does not serve is MAD status 0x000c.
 
 mod db;
+mod mcast;
 mod path;
 mod records;
 
@@ -138,6 +139,7 @@ pub(crate) struct SaService {
     engine: Engine,
     agent: AgentId,
     stats: SaStats,
+    groups: mcast::Groups,
 }
 
 impl SaService {
@@ -164,6 +166,7 @@ impl SaService {
             engine,
             agent,
             stats: SaStats::default(),
+            groups: mcast::Groups::default(),
         }
     }
 
@@ -251,6 +254,10 @@ impl SaService {
             AttrId::NodeRecord if read_only => records::node_records(db, q),
             AttrId::PortInfoRecord if read_only => records::port_info_records(db, q),
             AttrId::PathRecord if read_only => path::path_records(db, q),
+            AttrId::McMemberRecord => {
+                let (outcome, _event) = self.groups.handle(db, q);
+                outcome
+            }
             AttrId::LinkRecord if read_only => records::link_records(db, q),
             AttrId::SwitchInfoRecord if read_only => records::switch_info_records(db, q),
             AttrId::GuidInfoRecord if read_only => records::guid_info_records(db, q),
