@@ -15,6 +15,7 @@ pub mod mcmember_record;
 pub mod node_record;
 pub mod path_record;
 pub mod port_info_record;
+pub mod service_record;
 pub mod switch_info_record;
 
 mod field {

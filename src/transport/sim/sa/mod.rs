@@ -23,6 +23,7 @@ mod db;
 mod mcast;
 mod path;
 mod records;
+mod services;
 
 pub(crate) mod fixture;
 #[cfg(test)]
@@ -140,6 +141,7 @@ pub(crate) struct SaService {
     agent: AgentId,
     stats: SaStats,
     groups: mcast::Groups,
+    services: services::Services,
 }
 
 impl SaService {
@@ -167,6 +169,7 @@ impl SaService {
             agent,
             stats: SaStats::default(),
             groups: mcast::Groups::default(),
+            services: services::Services::default(),
         }
     }
 
@@ -243,12 +246,12 @@ impl SaService {
         let outcome = if hdr.class_version != wsa::CLASS_VERSION {
             Outcome::Error(MadStatus::BAD_VERSION)
         } else {
-            self.dispatch(AttrId::from(hdr.attr_id), &query, db)
+            self.dispatch(now, AttrId::from(hdr.attr_id), &query, db)
         };
         self.respond(now, from, req, hdr.method, outcome);
     }
 
-    fn dispatch(&mut self, attr: AttrId, q: &Query<'_>, db: &SubnetDb) -> Outcome {
+    fn dispatch(&mut self, now: Instant, attr: AttrId, q: &Query<'_>, db: &SubnetDb) -> Outcome {
         let read_only = matches!(q.method, Method::Get | Method::GetTable);
         match attr {
             AttrId::NodeRecord if read_only => records::node_records(db, q),
@@ -258,6 +261,7 @@ impl SaService {
                 let (outcome, _event) = self.groups.handle(db, q);
                 outcome
             }
+            AttrId::ServiceRecord => self.services.handle(now, q),
             AttrId::LinkRecord if read_only => records::link_records(db, q),
             AttrId::SwitchInfoRecord if read_only => records::switch_info_records(db, q),
             AttrId::GuidInfoRecord if read_only => records::guid_info_records(db, q),
