@@ -10,9 +10,11 @@ use super::{be, enum_with_unknown, mad, Error, Field, Result};
 
 pub mod comp;
 pub mod guid_info_record;
+pub mod inform_info;
 pub mod link_record;
 pub mod mcmember_record;
 pub mod node_record;
+pub mod notice;
 pub mod path_record;
 pub mod port_info_record;
 pub mod service_record;

@@ -395,11 +395,10 @@ impl Client {
         Some(Reply { hdr, sa, bytes })
     }
 
-    /// Move MADs both ways, advancing time to the next deadline when both
-    /// sides are quiet, until nothing is left to do. Panics on a livelock.
-    pub(crate) fn drive(&mut self, sa: &mut SaService, db: &SubnetDb) {
+    /// Move MADs both ways at the current time until both sides are quiet.
+    pub(crate) fn pump(&mut self, sa: &mut SaService, db: &SubnetDb) {
         let mut buf = [0u8; MAD_SIZE];
-        for _ in 0..10_000_000 {
+        loop {
             let mut moved = false;
             while let Some(tx) = self.engine.poll_transmit(self.now, &mut buf) {
                 moved = true;
@@ -431,22 +430,29 @@ impl Client {
             while let Some(e) = self.engine.poll_event() {
                 self.events.push(e);
             }
-            if moved {
-                continue;
+            if !moved {
+                return;
             }
+        }
+    }
+
+    /// [`Client::pump`], then advance time to the next deadline and again,
+    /// until only deadlines more than 5 s away (the engines' lingering
+    /// state) are left. Panics on a livelock.
+    pub(crate) fn drive(&mut self, sa: &mut SaService, db: &SubnetDb) {
+        for _ in 0..10_000_000 {
+            self.pump(sa, db);
             let next = [self.engine.poll_timeout(), sa.poll_timeout()]
                 .into_iter()
                 .flatten()
                 .min();
             match next {
-                // Only a response-less linger is left: nothing more will come.
-                Some(t) if t > self.now + core::time::Duration::from_secs(5) => return,
-                Some(t) => {
+                Some(t) if t <= self.now + core::time::Duration::from_secs(5) => {
                     self.now = t.max(self.now);
                     self.engine.handle_timeout(self.now);
                     sa.handle_timeout(self.now, db);
                 }
-                None => return,
+                _ => return,
             }
         }
         panic!("SA client livelock");

@@ -20,6 +20,7 @@
 //! an attribute or method the SA does not serve is MAD status 0x000c.
 
 mod db;
+mod inform;
 mod mcast;
 mod path;
 mod records;
@@ -36,13 +37,17 @@ use crate::engine::{
 use crate::time::Instant;
 use crate::types::{MadAddr, Qp, GSI_QKEY};
 use crate::wire::mad::{self, MadStatus, Method, MgmtClass};
-use crate::wire::sa::{self as wsa, AttrId, SaStatus};
+use crate::wire::sa::{self as wsa, notice, AttrId, SaStatus};
 use crate::wire::{rmpp, MAD_SIZE};
 
 /// Methods the SA agent serves: Get, Set, GetTable, Delete.
 const SERVED: [u8; 4] = [0x01, 0x02, 0x12, 0x15];
 /// Resends of each unacknowledged RMPP window (OpenSM's default `--retries`).
 const RMPP_RETRIES: u32 = 3;
+/// How long a Report waits for its ReportResp (OpenSM's default transaction timeout).
+const REPORT_TIMEOUT_MS: u32 = 200;
+/// Resends of an unanswered Report (OpenSM's default `--retries`).
+const REPORT_RETRIES: u32 = 3;
 
 /// What a query produced: records to return, or an error status.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -87,6 +92,12 @@ pub(crate) struct SaStats {
     pub(crate) errors: u64,
     /// MADs that were not SA requests (responses, bad headers) and were dropped.
     pub(crate) dropped: u64,
+    /// Reports sent to InformInfo subscribers.
+    pub(crate) reports_sent: u64,
+    /// ReportResps received for them.
+    pub(crate) reports_acked: u64,
+    /// Reports that no ReportResp answered after every retry.
+    pub(crate) reports_timed_out: u64,
 }
 
 /// For `benches/sa.rs`: an SA over a fat-tree subnet and one client engine,
@@ -142,6 +153,9 @@ pub(crate) struct SaService {
     stats: SaStats,
     groups: mcast::Groups,
     services: services::Services,
+    informs: inform::Informs,
+    /// Low 32 bits of the next Report's TID (the engine adds the agent's high word).
+    next_report_tid: u32,
 }
 
 impl SaService {
@@ -170,6 +184,8 @@ impl SaService {
             stats: SaStats::default(),
             groups: mcast::Groups::default(),
             services: services::Services::default(),
+            informs: inform::Informs::default(),
+            next_report_tid: 1,
         }
     }
 
@@ -206,6 +222,23 @@ impl SaService {
         self.engine.poll_timeout()
     }
 
+    /// The SM received a trap: report its Notice to every InformInfo
+    /// subscriber that asked for it. `notice` is the Trap SMP's data (the
+    /// first 64 bytes of the Notice) or a whole 80-byte Notice; a shorter
+    /// one is ignored.
+    pub(crate) fn handle_trap(&mut self, now: Instant, notice: &[u8]) {
+        let Ok(n) = notice::Packet::new_checked(notice).and_then(|p| notice::Repr::parse(&p))
+        else {
+            return;
+        };
+        self.report(now, &n);
+    }
+
+    /// InformInfo subscriptions held.
+    pub(crate) fn subscriptions(&self) -> usize {
+        self.informs.len()
+    }
+
     /// What the SA did so far.
     pub(crate) fn stats(&self) -> SaStats {
         self.stats
@@ -216,9 +249,12 @@ impl SaService {
         while let Some(event) = self.engine.poll_event() {
             match event {
                 Event::Recv { addr, mad, .. } => self.answer(now, addr, &mad, db),
-                // A response lost on the way or an RMPP transfer the client
-                // aborted: the client asks again if it still cares.
-                Event::SendTimedOut { .. } | Event::RmppAborted { .. } => {}
+                // Responses need no answer (the engine expects none), so a
+                // timeout is always a Report that no ReportResp answered.
+                Event::SendTimedOut { .. } => self.stats.reports_timed_out += 1,
+                // An RMPP transfer the client aborted: it asks again if it
+                // still cares.
+                Event::RmppAborted { .. } => {}
             }
         }
     }
@@ -228,6 +264,10 @@ impl SaService {
             self.stats.dropped += 1;
             return;
         };
+        if hdr.method == Method::ReportResp {
+            self.stats.reports_acked += 1;
+            return;
+        }
         if hdr.method.is_response_bit() || req.len() < wsa::DATA_OFFSET {
             self.stats.dropped += 1;
             return;
@@ -258,14 +298,83 @@ impl SaService {
             AttrId::PortInfoRecord if read_only => records::port_info_records(db, q),
             AttrId::PathRecord if read_only => path::path_records(db, q),
             AttrId::McMemberRecord => {
-                let (outcome, _event) = self.groups.handle(db, q);
+                let (outcome, event) = self.groups.handle(db, q);
+                if let Some(event) = event {
+                    self.report_group(now, event, db);
+                }
                 outcome
             }
+            AttrId::InformInfo => self.informs.handle(q),
             AttrId::ServiceRecord => self.services.handle(now, q),
             AttrId::LinkRecord if read_only => records::link_records(db, q),
             AttrId::SwitchInfoRecord if read_only => records::switch_info_records(db, q),
             AttrId::GuidInfoRecord if read_only => records::guid_info_records(db, q),
             _ => Outcome::Error(MadStatus::UNSUPPORTED_METHOD_ATTR),
+        }
+    }
+
+    /// Trap 66/67 for a multicast group created or deleted, issued by the SM.
+    fn report_group(&mut self, now: Instant, event: mcast::GroupEvent, db: &SubnetDb) {
+        let (trap, mgid) = match event {
+            mcast::GroupEvent::Created(g) => (inform::TRAP_MCG_CREATED, g),
+            mcast::GroupEvent::Deleted(g) => (inform::TRAP_MCG_DELETED, g),
+        };
+        let mut details = [0u8; notice::DETAILS_LEN];
+        details[6..22].copy_from_slice(&mgid); // reserved 48 bits, then the GID
+        let mut issuer_gid = [0u8; 16];
+        issuer_gid[..8].copy_from_slice(&db.subnet_prefix.to_be_bytes());
+        issuer_gid[8..].copy_from_slice(&db.sm_port_guid.to_be_bytes());
+        let n = notice::Repr {
+            is_generic: true,
+            notice_type: inform::TYPE_INFO,
+            producer: inform::PRODUCER_CLASS_MANAGER,
+            trap_number: trap,
+            issuer_lid: db.sm_lid,
+            toggle: false,
+            count: 0,
+            details,
+            issuer_gid,
+        };
+        self.report(now, &n);
+    }
+
+    /// SubnAdmReport(Notice) to each subscriber of `n`; the ReportResp
+    /// comes back through the engine, which resends until it does.
+    fn report(&mut self, now: Instant, n: &notice::Repr) {
+        let to: Vec<MadAddr> = self.informs.subscribers(n).collect();
+        for addr in to {
+            let mut m = [0u8; MAD_SIZE];
+            mad::Repr {
+                base_version: mad::BASE_VERSION,
+                mgmt_class: MgmtClass::SubnAdm,
+                class_version: wsa::CLASS_VERSION,
+                method: Method::Report,
+                status: MadStatus::OK,
+                class_specific: 0,
+                tid: u64::from(self.next_report_tid),
+                attr_id: AttrId::Notice.into(),
+                attr_mod: 0,
+            }
+            .emit(&mut mad::Packet::new_unchecked(&mut m[..]));
+            self.next_report_tid = self.next_report_tid.wrapping_add(1);
+            wsa::Repr {
+                sm_key: 0,
+                attr_offset: wsa::Repr::attr_offset_for(notice::LEN),
+                comp_mask: 0,
+            }
+            .emit(&mut wsa::Packet::new_unchecked(&mut m[..]));
+            n.emit(&mut notice::Packet::new_unchecked(
+                &mut m[wsa::DATA_OFFSET..],
+            ));
+            let req = SendRequest {
+                addr,
+                mad: &m,
+                timeout_ms: REPORT_TIMEOUT_MS,
+                retries: REPORT_RETRIES,
+            };
+            if self.engine.send(now, self.agent, req).is_ok() {
+                self.stats.reports_sent += 1;
+            }
         }
     }
 

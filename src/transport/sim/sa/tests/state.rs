@@ -3,9 +3,11 @@
 
 use super::super::fixture::{self, Reply};
 use super::{ask, setup};
+use crate::engine::{AgentId, AgentSpec, Event, SendRequest};
 use crate::transport::sim::subnet_db::SubnetDb;
-use crate::wire::mad::{MadStatus, Method};
-use crate::wire::sa::{mcmember_record, service_record, AttrId, SaStatus};
+use crate::types::{MadAddr, Qp, GSI_QKEY};
+use crate::wire::mad::{self, MadStatus, Method};
+use crate::wire::sa::{inform_info, mcmember_record, notice, service_record, AttrId, SaStatus};
 
 fn port_gid(db: &SubnetDb, node: usize) -> [u8; 16] {
     let mut g = [0u8; 16];
@@ -405,4 +407,198 @@ fn service_records_set_get_delete_and_lease() {
         &forever,
     );
     assert_eq!(r.sa_status(), SaStatus::InsufficientComponents);
+}
+
+/// A listener for Reports on the client's port, and a subscription of it
+/// to generic trap `trap` from any issuer.
+fn subscribe(
+    sa: &mut super::super::SaService,
+    c: &mut fixture::Client,
+    db: &SubnetDb,
+    trap: u16,
+    on: bool,
+) -> Reply {
+    let info = inform_info::Repr {
+        lid_range_begin: inform_info::ALL_LIDS,
+        is_generic: true,
+        subscribe: on,
+        trap_type: inform_info::ANY,
+        trap_number: trap,
+        qpn: 1,
+        producer: inform_info::ANY_PRODUCER,
+        ..inform_info::Repr::default()
+    };
+    let mut b = [0u8; inform_info::RECORD_LEN];
+    info.emit(&mut inform_info::Packet::new_unchecked(&mut b[..]));
+    ask(sa, c, db, Method::Set, AttrId::InformInfo, 0, &b)
+}
+
+fn listen(c: &mut fixture::Client) -> AgentId {
+    c.engine
+        .register(AgentSpec {
+            qp: Qp::Gsi,
+            mgmt_class: 0x03,
+            class_version: 2,
+            rmpp_version: 1,
+            method_mask: [1 << 6, 0], // Report
+            oui: 0,
+            user_rmpp: false,
+        })
+        .unwrap()
+}
+
+/// The Reports `agent` received (removed from the client's events).
+fn reports(c: &mut fixture::Client, agent: AgentId) -> Vec<(MadAddr, Vec<u8>)> {
+    let (mine, rest) = core::mem::take(&mut c.events)
+        .into_iter()
+        .partition(|e| matches!(e, Event::Recv { agent: a, .. } if *a == agent));
+    c.events = rest;
+    mine.into_iter()
+        .filter_map(|e| match e {
+            Event::Recv { addr, mad, .. } => Some((addr, mad)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn trap(number: u16, issuer: u16) -> [u8; notice::SMP_LEN] {
+    let mut b = [0u8; notice::SMP_LEN];
+    let mut p = notice::Packet::new_unchecked(&mut b[..]);
+    p.set_head(true, 1, 2); // urgent, from a switch
+    p.set_trap_number(number);
+    p.set_issuer_lid(issuer);
+    b
+}
+
+#[test]
+fn inform_info_subscribers_get_traps_as_reports() {
+    let db = fixture::two_cas_one_switch();
+    let (mut sa, mut c) = setup();
+    let listener = listen(&mut c);
+    let r = subscribe(&mut sa, &mut c, &db, 128, true);
+    assert_eq!(
+        (r.hdr.method, r.hdr.status),
+        (Method::GetResp, MadStatus::OK)
+    );
+    let echoed = inform_info::Packet::new_checked(&r.bytes[56..]).unwrap();
+    assert_eq!((echoed.trap_number(), echoed.subscribe()), (128, true));
+    assert_eq!(sa.subscriptions(), 1);
+
+    // Trap 128 from the switch: one Report, which the listener answers
+    // before the SA's 200 ms timer runs out.
+    sa.handle_trap(c.now, &trap(128, 2));
+    c.pump(&mut sa, &db);
+    let got = reports(&mut c, listener);
+    assert_eq!(got.len(), 1);
+    let (from, m) = &got[0];
+    let hdr = mad::Repr::parse(&mad::Packet::new_checked(&m[..]).unwrap()).unwrap();
+    assert_eq!((hdr.method, hdr.attr_id), (Method::Report, 0x0002));
+    let n = notice::Packet::new_checked(&m[56..]).unwrap();
+    assert_eq!(
+        (n.trap_number(), n.issuer_lid(), n.is_generic()),
+        (128, 2, true)
+    );
+    let mut resp = m.clone();
+    resp[3] = 0x86; // ReportResp, same TID
+    let req = SendRequest {
+        addr: MadAddr {
+            qkey: GSI_QKEY,
+            ..*from
+        },
+        mad: &resp[..256],
+        timeout_ms: 0,
+        retries: 0,
+    };
+    c.engine.send(c.now, listener, req).unwrap();
+    c.drive(&mut sa, &db);
+    let st = sa.stats();
+    assert_eq!(
+        (st.reports_sent, st.reports_acked, st.reports_timed_out),
+        (1, 1, 0)
+    );
+
+    // Trap 129 was not asked for.
+    sa.handle_trap(c.now, &trap(129, 2));
+    c.drive(&mut sa, &db);
+    assert!(reports(&mut c, listener).is_empty());
+
+    // Unsubscribe; a second time there is nothing to remove.
+    assert_eq!(
+        subscribe(&mut sa, &mut c, &db, 128, false).hdr.status,
+        MadStatus::OK
+    );
+    assert_eq!(sa.subscriptions(), 0);
+    let r = subscribe(&mut sa, &mut c, &db, 128, false);
+    assert_eq!(r.sa_status(), SaStatus::ReqInvalid);
+}
+
+#[test]
+fn an_unanswered_report_is_resent_then_given_up() {
+    let db = fixture::two_cas_one_switch();
+    let (mut sa, mut c) = setup();
+    let listener = listen(&mut c);
+    subscribe(&mut sa, &mut c, &db, 128, true);
+    let t0 = c.now;
+    sa.handle_trap(c.now, &trap(128, 2));
+    c.drive(&mut sa, &db);
+    // The listener's engine drops the resends of a request it already
+    // delivered: it sees one Report; the SA gives up after 4 × 200 ms.
+    assert_eq!(reports(&mut c, listener).len(), 1);
+    assert_eq!(sa.stats().reports_timed_out, 1);
+    assert!(c.now - t0 >= core::time::Duration::from_millis(800));
+}
+
+#[test]
+fn creating_and_deleting_a_group_raises_traps_66_and_67() {
+    use mcmember_record::comp as m;
+    let db = fixture::two_cas_one_switch();
+    let (mut sa, mut c) = setup();
+    let listener = listen(&mut c);
+    subscribe(&mut sa, &mut c, &db, inform_info::ANY, true);
+    let create = m::MGID
+        | m::PORT_GID
+        | m::QKEY
+        | m::TCLASS
+        | m::PKEY
+        | m::SL
+        | m::FLOW_LABEL
+        | m::JOIN_STATE;
+    let q = mcm(|r| {
+        r.port_gid = port_gid(&db, 2);
+        r.pkey = 0xffff;
+        r.join_state = mcmember_record::JOIN_FULL;
+    });
+    let r = ask(
+        &mut sa,
+        &mut c,
+        &db,
+        Method::Set,
+        AttrId::McMemberRecord,
+        create,
+        &q,
+    );
+    let g = mcm_of(&r);
+    let leave = mcm(|r| {
+        r.mgid = g.mgid;
+        r.port_gid = port_gid(&db, 2);
+        r.join_state = mcmember_record::JOIN_FULL;
+    });
+    let join = m::MGID | m::PORT_GID | m::JOIN_STATE;
+    ask(
+        &mut sa,
+        &mut c,
+        &db,
+        Method::Delete,
+        AttrId::McMemberRecord,
+        join,
+        &leave,
+    );
+    let traps: Vec<(u16, Vec<u8>)> = reports(&mut c, listener)
+        .iter()
+        .map(|(_, m)| {
+            let n = notice::Packet::new_checked(&m[56..]).unwrap();
+            (n.trap_number(), n.details()[6..22].to_vec())
+        })
+        .collect();
+    assert_eq!(traps, [(66, g.mgid.to_vec()), (67, g.mgid.to_vec())]);
 }
