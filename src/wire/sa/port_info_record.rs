@@ -27,6 +27,8 @@ const _: () = assert!(field::PORT_INFO.end - field::PORT_INFO.start == port_info
 pub const COMP_LID: u64 = 1 << 0;
 /// ComponentMask bit of PortNum.
 pub const COMP_PORT_NUM: u64 = 1 << 1;
+/// ComponentMask bit of PortInfo:CapabilityMask.
+pub const COMP_CAPABILITY_MASK: u64 = 1 << 7;
 
 /// The ComponentMask layout (IBA table 211), by bit: the record keys, then
 /// PortInfo's fields in order. Bits from 32 on (VLStallCount onwards) are

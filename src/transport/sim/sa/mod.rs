@@ -294,6 +294,7 @@ impl SaService {
     fn dispatch(&mut self, now: Instant, attr: AttrId, q: &Query<'_>, db: &SubnetDb) -> Outcome {
         let read_only = matches!(q.method, Method::Get | Method::GetTable);
         match attr {
+            AttrId::ClassPortInfo => records::class_port_info(q),
             AttrId::NodeRecord if read_only => records::node_records(db, q),
             AttrId::PortInfoRecord if read_only => records::port_info_records(db, q),
             AttrId::PathRecord if read_only => path::path_records(db, q),

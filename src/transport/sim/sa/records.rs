@@ -6,6 +6,7 @@
 use super::db::{self, end_ports};
 use super::{Outcome, Query};
 use crate::transport::sim::subnet_db::SubnetDb;
+use crate::wire::class_port_info;
 use crate::wire::sa::comp::{self, Component};
 use crate::wire::sa::{
     guid_info_record, link_record, node_record, port_info_record, switch_info_record,
@@ -76,9 +77,21 @@ pub(super) fn node_records(db: &SubnetDb, q: &Query<'_>) -> Outcome {
 
 /// PortInfoRecords: every port of every node (a switch's port 0 and its
 /// external ports, all under the switch's LID), PortInfo as the SMA said.
+/// CapabilityMask matches as OpenSM matches it (and advertises in
+/// ClassPortInfo): every bit set in the query must be set in the port, so
+/// `saquery -s` finds the ports with IsSM.
 pub(super) fn port_info_records(db: &SubnetDb, q: &Query<'_>) -> Outcome {
+    let want_caps = (q.comp_mask & port_info_record::COMP_CAPABILITY_MASK != 0).then(|| {
+        port_info_record::Packet::new_unchecked(q.record)
+            .port_info()
+            .capability_mask()
+    });
+    let q = Query {
+        comp_mask: q.comp_mask & !port_info_record::COMP_CAPABILITY_MASK,
+        ..*q
+    };
     let mut c = Collector::new(
-        q,
+        &q,
         &port_info_record::COMPONENTS,
         port_info_record::RECORD_LEN,
     );
@@ -90,7 +103,10 @@ pub(super) fn port_info_records(db: &SubnetDb, q: &Query<'_>) -> Outcome {
             p.set_port_num(port.port_num);
             p.set_options(0);
             p.port_info_mut().copy_from_slice(&port.port_info);
-            c.offer(&rec);
+            let caps = db::port_info(port).capability_mask();
+            if want_caps.is_none_or(|w| caps & w == w) {
+                c.offer(&rec);
+            }
         }
     }
     c.done()
@@ -166,3 +182,28 @@ pub(super) fn guid_info_records(db: &SubnetDb, q: &Query<'_>) -> Outcome {
     }
     c.done()
 }
+
+/// The SA's ClassPortInfo (OpenSM's `osm_cpi_rcv_process`): class version
+/// 2, no redirection, CapabilityMask IsPortInfoCapMaskMatchSupported.
+pub(super) fn class_port_info(q: &Query<'_>) -> Outcome {
+    if q.method != crate::wire::mad::Method::Get {
+        return Outcome::Error(crate::wire::mad::MadStatus::UNSUPPORTED_METHOD_ATTR);
+    }
+    let mut data = vec![0u8; CPI_RECORD_LEN];
+    let mut p = class_port_info::Packet::new_unchecked(&mut data[..]);
+    p.set_base_version(crate::wire::mad::BASE_VERSION);
+    p.set_class_version(crate::wire::sa::CLASS_VERSION);
+    p.set_capability_mask(CPI_CAP_PORT_INFO_CAPMASK_MATCH);
+    p.set_capability_mask2_resp_time(0, CPI_RESP_TIME_VALUE);
+    Outcome::Records {
+        record_len: CPI_RECORD_LEN,
+        data,
+    }
+}
+
+/// ClassPortInfo is 72 bytes, already 8-byte aligned.
+const CPI_RECORD_LEN: usize = class_port_info::LEN;
+/// OpenSM's `OSM_CAP_IS_PORT_INFO_CAPMASK_MATCH_SUPPORTED`.
+const CPI_CAP_PORT_INFO_CAPMASK_MATCH: u16 = 1 << 13;
+/// RespTimeValue: 4.096 µs × 2^18 ≈ 1 s.
+const CPI_RESP_TIME_VALUE: u8 = 18;

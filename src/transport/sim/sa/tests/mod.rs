@@ -466,3 +466,55 @@ fn link_switch_info_and_guid_info_records() {
     let p = guid_info_record::Packet::new_checked(&g.bytes[56..128]).unwrap();
     assert_eq!((p.lid(), p.guid(0)), (3, db.nodes[2].ports[0].guid));
 }
+
+#[test]
+fn class_port_info_and_capability_mask_match() {
+    let mut db = fixture::two_cas_one_switch();
+    let (mut sa, mut c) = setup();
+    let r = ask(
+        &mut sa,
+        &mut c,
+        &db,
+        Method::Get,
+        AttrId::ClassPortInfo,
+        0,
+        &[],
+    );
+    assert_eq!(
+        (r.hdr.method, r.hdr.status),
+        (Method::GetResp, MadStatus::OK)
+    );
+    let cpi = crate::wire::class_port_info::Packet::new_checked(&r.bytes[56..]).unwrap();
+    assert_eq!(
+        (cpi.base_version(), cpi.class_version(), cpi.redirect_lid()),
+        (1, 2, 0)
+    );
+    assert_ne!(cpi.capability_mask() & (1 << 13), 0);
+
+    // The SM's port has IsSM; a query for IsSM finds it and only it
+    // (saquery -s), although the port has other bits set too.
+    {
+        let sm = &mut db.nodes[0].ports[0].port_info;
+        let mut p = crate::wire::smp::port_info::Packet::new_unchecked(&mut sm[..]);
+        p.set_capability_mask(crate::wire::smp::port_info::CAP_IS_SM | 0x0848);
+    }
+    let mut q = [0u8; 72];
+    port_info_record::Packet::new_unchecked(&mut q[..]).port_info_mut()[20..24]
+        .copy_from_slice(&crate::wire::smp::port_info::CAP_IS_SM.to_be_bytes());
+    let mask = port_info_record::COMP_CAPABILITY_MASK;
+    let r = ask(
+        &mut sa,
+        &mut c,
+        &db,
+        Method::GetTable,
+        AttrId::PortInfoRecord,
+        mask,
+        &q,
+    );
+    let lids: Vec<u16> = r
+        .records()
+        .iter()
+        .map(|r| u16::from_be_bytes([r[0], r[1]]))
+        .collect();
+    assert_eq!(lids, [1]);
+}
