@@ -412,7 +412,7 @@ impl Client {
                 };
                 sa.handle_datagram(self.now, meta, &buf[..tx.len], db);
             }
-            while let Some(tx) = sa.poll_transmit(self.now, &mut buf) {
+            for (tx, mad) in sa.drain(self.now) {
                 moved = true;
                 if tx.dest.lid != self.lid {
                     continue; // to another client: this test fabric has one
@@ -425,7 +425,7 @@ impl Client {
                         ..MadAddr::default()
                     },
                 };
-                self.engine.handle_datagram(self.now, meta, &buf[..tx.len]);
+                self.engine.handle_datagram(self.now, meta, &mad[..tx.len]);
             }
             while let Some(e) = self.engine.poll_event() {
                 self.events.push(e);

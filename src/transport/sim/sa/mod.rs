@@ -202,6 +202,33 @@ impl SaService {
         self.serve(now, db);
     }
 
+    /// For a fabric that answers each MAD synchronously: fire what is due
+    /// at `now`, take `mad`, and return every MAD the SA then wants sent
+    /// (an RMPP window, an ACK, a Report), in order. Equivalent to
+    /// [`SaService::handle_timeout`], [`SaService::handle_datagram`], then
+    /// [`SaService::poll_transmit`] until `None`.
+    pub(crate) fn exchange(
+        &mut self,
+        now: Instant,
+        meta: RecvMeta,
+        mad: &[u8],
+        db: &SubnetDb,
+    ) -> Vec<(Transmit, Box<[u8; MAD_SIZE]>)> {
+        self.handle_timeout(now, db);
+        self.handle_datagram(now, meta, mad, db);
+        self.drain(now)
+    }
+
+    /// Every MAD the SA wants sent now, in order.
+    pub(crate) fn drain(&mut self, now: Instant) -> Vec<(Transmit, Box<[u8; MAD_SIZE]>)> {
+        let mut out = Vec::new();
+        let mut buf = Box::new([0u8; MAD_SIZE]);
+        while let Some(tx) = self.engine.poll_transmit(now, &mut buf) {
+            out.push((tx, core::mem::replace(&mut buf, Box::new([0u8; MAD_SIZE]))));
+        }
+        out
+    }
+
     /// Time passed: RMPP resends and Report retries.
     pub(crate) fn handle_timeout(&mut self, now: Instant, db: &SubnetDb) {
         self.engine.handle_timeout(now);

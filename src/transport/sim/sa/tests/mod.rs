@@ -518,3 +518,63 @@ fn class_port_info_and_capability_mask_match() {
         .collect();
     assert_eq!(lids, [1]);
 }
+
+#[test]
+fn every_node_record_of_234_and_1612_node_fabrics() {
+    // 12 leaves × 18 CAs + 6 spines = 234 nodes; 40 × 39 + 12 = 1,612.
+    for (leaves, hosts, spines, nodes) in [(12, 18, 6, 234), (40, 39, 12, 1612)] {
+        let db = fixture::fat_tree(leaves, hosts, spines);
+        assert_eq!(db.nodes.len(), nodes);
+        let (mut sa, mut c) = setup();
+        let r = ask(
+            &mut sa,
+            &mut c,
+            &db,
+            Method::GetTable,
+            AttrId::NodeRecord,
+            0,
+            &node_rec_lid(0),
+        );
+        let recs = r.records();
+        assert_eq!(recs.len(), nodes);
+        let mut guids: Vec<u64> = recs
+            .iter()
+            .map(|b| {
+                node_record::Packet::new_checked(&b[..])
+                    .unwrap()
+                    .node_info()
+                    .node_guid()
+            })
+            .collect();
+        guids.sort_unstable();
+        guids.dedup();
+        assert_eq!(guids.len(), nodes, "each node once");
+    }
+}
+
+#[test]
+fn all_path_records_of_a_234_node_fabric() {
+    let db = fixture::fat_tree(12, 18, 6);
+    let (mut sa, mut c) = setup();
+    let r = ask(
+        &mut sa,
+        &mut c,
+        &db,
+        Method::GetTable,
+        AttrId::PathRecord,
+        0,
+        &[0; 64],
+    );
+    let recs = r.records();
+    assert_eq!(recs.len(), 234 * 234);
+    // CA to CA on different leaves: CA, leaf, spine, leaf, CA; on the same leaf: 2.
+    let hops = |slid: u16, dlid: u16| {
+        recs.iter()
+            .map(|b| path_record::Packet::new_checked(&b[..]).unwrap())
+            .find(|p| p.slid() == slid && p.dlid() == dlid)
+            .map(|p| p.hop_limit())
+    };
+    assert_eq!(hops(1, 2), Some(2));
+    assert_eq!(hops(1, 19), Some(4));
+    assert_eq!(hops(5, 5), Some(0));
+}
