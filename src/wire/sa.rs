@@ -11,6 +11,7 @@ use super::{be, enum_with_unknown, mad, Error, Field, Result};
 pub mod comp;
 pub mod guid_info_record;
 pub mod inform_info;
+pub mod inform_info_record;
 pub mod link_record;
 pub mod mcmember_record;
 pub mod node_record;

@@ -88,3 +88,17 @@ impl Index {
         ix
     }
 }
+
+/// The port GID of a requester: its GRH's source GID, else the subnet
+/// prefix and the GUID of the end port at its LID (zero if none).
+pub(super) fn port_gid_of(db: &SubnetDb, from: &crate::types::MadAddr) -> [u8; 16] {
+    if let Some(grh) = from.grh {
+        return grh.gid;
+    }
+    let mut g = [0u8; 16];
+    if let Some(e) = end_ports(db).find(|e| e.lid == from.lid) {
+        g[..8].copy_from_slice(&db.subnet_prefix.to_be_bytes());
+        g[8..].copy_from_slice(&e.guid.to_be_bytes());
+    }
+    g
+}

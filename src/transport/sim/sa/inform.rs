@@ -8,7 +8,8 @@ use super::{Outcome, Query};
 use crate::types::{MadAddr, GSI_QKEY};
 use crate::wire::mad::{MadStatus, Method};
 use crate::wire::sa::inform_info::{self as ii, ALL_LIDS, ANY, ANY_PRODUCER};
-use crate::wire::sa::{notice, SaStatus};
+use crate::wire::sa::inform_info_record as iir;
+use crate::wire::sa::{comp, notice, SaStatus};
 
 /// Notice type "informational" (IBA table 125).
 pub(super) const TYPE_INFO: u8 = 4;
@@ -23,6 +24,10 @@ pub(super) const TRAP_MCG_DELETED: u16 = 67;
 struct Subscription {
     /// Where Reports go: the subscriber's address, its InformInfo QPN.
     to: MadAddr,
+    /// The subscriber's port GID.
+    gid: [u8; 16],
+    /// Its number among the subscriber's subscriptions (InformInfoRecord's Enum).
+    id: u16,
     /// What it asked for (Subscribe set).
     info: ii::Repr,
 }
@@ -49,8 +54,8 @@ fn wants(info: &ii::Repr, n: &notice::Repr) -> bool {
 }
 
 impl Informs {
-    /// Serve SubnAdmSet(InformInfo) from `q.from`.
-    pub(super) fn handle(&mut self, q: &Query<'_>) -> Outcome {
+    /// Serve SubnAdmSet(InformInfo) from `q.from`, whose port GID is `gid`.
+    pub(super) fn handle(&mut self, q: &Query<'_>, gid: [u8; 16]) -> Outcome {
         if q.method != Method::Set {
             return Outcome::Error(MadStatus::UNSUPPORTED_METHOD_ATTR);
         }
@@ -74,7 +79,13 @@ impl Informs {
         };
         let pos = self.subs.iter().position(same);
         match (info.subscribe, pos) {
-            (true, None) => self.subs.push(Subscription { to, info }),
+            (true, None) => {
+                // The lowest Enum this subscriber does not use yet.
+                let id = (0..=u16::MAX)
+                    .find(|n| !self.subs.iter().any(|s| s.gid == gid && s.id == *n))
+                    .unwrap_or(u16::MAX);
+                self.subs.push(Subscription { to, gid, id, info });
+            }
             (true, Some(_)) => {}
             (false, Some(i)) => {
                 self.subs.remove(i);
@@ -95,6 +106,30 @@ impl Informs {
         n: &'a notice::Repr,
     ) -> impl Iterator<Item = MadAddr> + 'a {
         self.subs.iter().filter(|s| wants(&s.info, n)).map(|s| s.to)
+    }
+
+    /// InformInfoRecords (Get/GetTable) of the subscriptions.
+    pub(super) fn records(&self, q: &Query<'_>) -> Outcome {
+        if !matches!(q.method, Method::Get | Method::GetTable) {
+            return Outcome::Error(MadStatus::UNSUPPORTED_METHOD_ATTR);
+        }
+        let mut data = Vec::new();
+        let mut rec = [0u8; iir::RECORD_LEN];
+        for s in &self.subs {
+            iir::Repr {
+                subscriber_gid: s.gid,
+                subscriber_enum: s.id,
+                inform_info: s.info,
+            }
+            .emit(&mut iir::Packet::new_unchecked(&mut rec[..]));
+            if comp::matches(&iir::COMPONENTS, q.comp_mask, q.record, &rec) {
+                data.extend_from_slice(&rec);
+            }
+        }
+        Outcome::Records {
+            record_len: iir::RECORD_LEN,
+            data,
+        }
     }
 
     /// Subscriptions held.

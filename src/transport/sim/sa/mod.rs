@@ -40,8 +40,10 @@ use crate::wire::mad::{self, MadStatus, Method, MgmtClass};
 use crate::wire::sa::{self as wsa, notice, AttrId, SaStatus};
 use crate::wire::{rmpp, MAD_SIZE};
 
-/// Methods the SA agent serves: Get, Set, GetTable, Delete.
-const SERVED: [u8; 4] = [0x01, 0x02, 0x12, 0x15];
+/// Methods the SA agent takes: Get, Set, GetTable, GetTraceTable,
+/// GetMulti, Delete (the two it does not serve are answered 0x000c, as
+/// OpenSM answers them for the attributes it lacks, rather than dropped).
+const SERVED: [u8; 6] = [0x01, 0x02, 0x12, 0x13, 0x14, 0x15];
 /// Resends of each unacknowledged RMPP window (OpenSM's default `--retries`).
 const RMPP_RETRIES: u32 = 3;
 /// How long a Report waits for its ReportResp (OpenSM's default transaction timeout).
@@ -332,7 +334,11 @@ impl SaService {
                 }
                 outcome
             }
-            AttrId::InformInfo => self.informs.handle(q),
+            AttrId::InformInfo => {
+                let gid = db::port_gid_of(db, &q.from);
+                self.informs.handle(q, gid)
+            }
+            AttrId::InformInfoRecord => self.informs.records(q),
             AttrId::ServiceRecord => self.services.handle(now, q),
             AttrId::LinkRecord if read_only => records::link_records(db, q),
             AttrId::SwitchInfoRecord if read_only => records::switch_info_records(db, q),

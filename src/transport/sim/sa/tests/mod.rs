@@ -169,13 +169,28 @@ fn unknown_attributes_methods_and_versions_are_refused() {
     );
     assert_eq!(r.sa.attr_offset, 14);
 
+    // GetMulti and GetTraceTable reach the SA and are refused, not dropped.
+    let r = ask(
+        &mut sa,
+        &mut c,
+        &db,
+        Method::GetTraceTable,
+        AttrId::PathRecord,
+        0,
+        &[0; 64],
+    );
+    assert_eq!(
+        (r.hdr.method, r.hdr.status),
+        (Method::Unknown(0x93), MadStatus::UNSUPPORTED_METHOD_ATTR)
+    );
+
     let mut m = c.request(Method::Get, AttrId::NodeRecord, 1, &node_rec_lid(1));
     m[2] = 1; // class version 1
               // The engine routes by class version: a version-1 request reaches no agent
               // and Get is answered by the engine itself with 0x000c.
     let r = c.ask(&mut sa, &db, &m).expect("answered");
     assert_eq!(r.hdr.status, MadStatus::UNSUPPORTED_METHOD_ATTR);
-    assert_eq!(sa.stats().answered, 2);
+    assert_eq!(sa.stats().answered, 3);
 }
 
 #[test]

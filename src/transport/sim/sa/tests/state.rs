@@ -7,7 +7,9 @@ use crate::engine::{AgentId, AgentSpec, Event, SendRequest};
 use crate::transport::sim::subnet_db::SubnetDb;
 use crate::types::{MadAddr, Qp, GSI_QKEY};
 use crate::wire::mad::{self, MadStatus, Method};
-use crate::wire::sa::{inform_info, mcmember_record, notice, service_record, AttrId, SaStatus};
+use crate::wire::sa::{
+    inform_info, inform_info_record, mcmember_record, notice, service_record, AttrId, SaStatus,
+};
 
 fn port_gid(db: &SubnetDb, node: usize) -> [u8; 16] {
     let mut g = [0u8; 16];
@@ -521,6 +523,25 @@ fn inform_info_subscribers_get_traps_as_reports() {
     sa.handle_trap(c.now, &trap(129, 2));
     c.drive(&mut sa, &db);
     assert!(reports(&mut c, listener).is_empty());
+
+    // The SA lists the subscription as an InformInfoRecord of the client's port.
+    let r = ask(
+        &mut sa,
+        &mut c,
+        &db,
+        Method::GetTable,
+        AttrId::InformInfoRecord,
+        0,
+        &[0; 64],
+    );
+    let recs = r.records();
+    assert_eq!((r.sa.attr_offset, recs.len()), (8, 1));
+    let rec = inform_info_record::Packet::new_checked(&recs[0][..]).unwrap();
+    assert_eq!(
+        (rec.subscriber_gid(), rec.subscriber_enum()),
+        (port_gid(&db, 2), 0)
+    );
+    assert_eq!(rec.inform_info().trap_number(), 128);
 
     // Unsubscribe; a second time there is nothing to remove.
     assert_eq!(
