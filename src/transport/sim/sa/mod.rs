@@ -312,11 +312,9 @@ impl SaService {
             record: &record,
             from,
         };
-        let outcome = if hdr.class_version != wsa::CLASS_VERSION {
-            Outcome::Error(MadStatus::BAD_VERSION)
-        } else {
-            self.dispatch(now, AttrId::from(hdr.attr_id), &query, db)
-        };
+        // (Other class versions never get here: the engine routes by class
+        // version, and answers an unclaimed Get/Set itself with 0x000c.)
+        let outcome = self.dispatch(now, AttrId::from(hdr.attr_id), &query, db);
         self.respond(now, from, req, hdr.method, outcome);
     }
 
@@ -452,7 +450,9 @@ impl SaService {
                 } else {
                     wsa::Packet::new_unchecked(req).attr_offset()
                 };
-                (*s, offset, &[][..])
+                // OpenSM's error answer is the request MAD itself, record
+                // included, with the status and method changed.
+                (*s, offset, &req[wsa::DATA_OFFSET..req.len().min(MAD_SIZE)])
             }
         };
         self.stats.answered += 1;

@@ -110,6 +110,11 @@ fn get_answers_one_record_or_the_opensm_status() {
     );
     assert_eq!(none.sa_status(), SaStatus::NoRecords);
     assert_eq!(none.hdr.method, Method::GetResp);
+    assert_eq!(
+        &none.bytes[56..58],
+        &[0, 9],
+        "the error echoes the query's record"
+    );
 
     let many = ask(
         &mut sa,
