@@ -12,6 +12,25 @@
 //! caller. The SubnetDb is passed into every call rather than held: the SM
 //! owns it and replaces it after each sweep.
 //!
+//! # Feeding it
+//!
+//! - Build one [`SaService::new`] per fabric (its engine's
+//!   `rmpp.max_message` bounds a GetTable: larger answers are
+//!   ERR_NO_RESOURCES, as OpenSM answers when it has no buffer).
+//! - Every MAD of class 0x03 that reaches the master SM's port on QP1
+//!   (requests, and the clients' RMPP ACKs and ReportResps) goes to
+//!   [`SaService::handle_datagram`] with `RecvMeta { qp: Qp::Gsi, src }`,
+//!   `src` being the sender's LID, QPN, SL, P_Key index and GRH as received.
+//! - Then each [`Transmit`] from [`SaService::poll_transmit`] is sent from
+//!   the SM's port QP1 to `dest` (LID, QPN, Q_Key, GRH). A fabric that
+//!   answers synchronously uses [`SaService::exchange`] (both steps, plus
+//!   timers due) instead.
+//! - Timers: when [`SaService::poll_timeout`] passes, call
+//!   [`SaService::handle_timeout`] (RMPP resends under loss, Report
+//!   retries); calling it early does nothing. `exchange` fires them too.
+//! - Traps the SM receives (Trap(Notice) SMPs): their data to
+//!   [`SaService::handle_trap`], then drain the transmits (the Reports).
+//!
 //! Answers follow OpenSM (`osm_sa.c`, `osm_sa_*_record.c`): a record
 //! matches a query where every field whose ComponentMask bit is set is
 //! equal; SubnAdmGet with no match is ERR_NO_RECORDS, with several
