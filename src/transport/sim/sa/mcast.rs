@@ -183,7 +183,7 @@ impl Groups {
     }
 
     /// Make a group from a request; its MGID is the request's or, for a
-    /// zero MGID, one the SA assigns (ff1<scope>:a01b:<P_Key>::<n>, as
+    /// zero MGID, one the SA assigns (`ff1<scope>:a01b:<P_Key>::<n>`, as
     /// OpenSM's SA-assigned MGIDs).
     fn create(&mut self, mask: u64, req: &mcr::Repr, assign: bool) -> Result<[u8; 16], Outcome> {
         let mlid = self.next_mlid;
