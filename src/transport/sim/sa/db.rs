@@ -36,7 +36,8 @@ pub(super) struct EndPort {
     pub(super) guid: u64,
 }
 
-/// Every end port of the subnet, in node order.
+/// Every end port of the subnet that the SM gave a LID, in node order (a
+/// CA port that is down has none, and OpenSM lists no records for it).
 pub(super) fn end_ports(db: &SubnetDb) -> impl Iterator<Item = EndPort> + '_ {
     db.nodes.iter().enumerate().flat_map(|(ni, n)| {
         let switch = is_switch(n);
@@ -50,6 +51,7 @@ pub(super) fn end_ports(db: &SubnetDb) -> impl Iterator<Item = EndPort> + '_ {
                 lid: port_info(p).lid(),
                 guid: p.guid,
             })
+            .filter(|e| e.lid != 0)
     })
 }
 
@@ -76,13 +78,11 @@ pub(super) struct Index {
 }
 
 impl Index {
-    /// Index every end port of `db` that has a LID.
+    /// Index every end port of `db`.
     pub(super) fn new(db: &SubnetDb) -> Index {
         let mut ix = Index::default();
         for e in end_ports(db) {
-            if e.lid != 0 {
-                ix.by_lid.insert(e.lid, e);
-            }
+            ix.by_lid.insert(e.lid, e);
             ix.by_guid.insert(e.guid, e);
         }
         ix

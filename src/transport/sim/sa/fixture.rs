@@ -43,8 +43,8 @@ impl Builder {
         self.links.push(((a, pa), (b, pb)));
     }
 
-    /// The SubnetDb: LIDs from 1 in node order (a CA's ports, a switch's
-    /// port 0), every linked port Active at 4x QDR with a 2048-byte MTU,
+    /// The SubnetDb: LIDs from 1 in node order (a CA's linked ports, a
+    /// switch's port 0), every linked port Active at 4x QDR with a 2048-byte MTU,
     /// node 0's first port the SM, LFTs by shortest path.
     pub(crate) fn finish(&self) -> SubnetDb {
         let mut lid = 0u16;
@@ -54,7 +54,12 @@ impl Builder {
             let first = u8::from(!*switch);
             let mut ports = Vec::new();
             for pn in (if *switch { 0 } else { 1 })..=*nports {
-                let end = (pn == 0) == *switch;
+                // A CA port the SM never reached (unlinked) gets no LID.
+                let linked = self
+                    .links
+                    .iter()
+                    .any(|&(a, b)| a == (i, pn) || b == (i, pn));
+                let end = (pn == 0) == *switch && (*switch || linked);
                 let my_lid = if end {
                     lid += 1;
                     lid

@@ -196,7 +196,7 @@ fn ends(
     if mask & lid_bit != 0 {
         return Ok(ix.by_lid.get(&lid).copied().into_iter().collect());
     }
-    Ok(end_ports(db).filter(|e| e.lid != 0).collect())
+    Ok(end_ports(db).collect())
 }
 
 fn gid(prefix: u64, guid: u64) -> [u8; 16] {

@@ -598,3 +598,64 @@ fn all_path_records_of_a_234_node_fabric() {
     assert_eq!(hops(1, 19), Some(4));
     assert_eq!(hops(5, 5), Some(0));
 }
+
+#[test]
+fn a_port_without_a_lid_has_no_records() {
+    // A two-port CA with only port 1 cabled: one NodeRecord (port 1's), no
+    // path to port 2, but both PortInfoRecords.
+    let mut b = fixture::Builder::default();
+    let a = b.ca("a", 2);
+    let sw = b.switch("sw", 4);
+    let z = b.ca("z", 1);
+    b.link(a, 1, sw, 1);
+    b.link(z, 1, sw, 2);
+    let db = b.finish();
+    let (mut sa, mut c) = setup();
+    let r = ask(
+        &mut sa,
+        &mut c,
+        &db,
+        Method::GetTable,
+        AttrId::NodeRecord,
+        0,
+        &node_rec_lid(0),
+    );
+    let ports: Vec<(u16, u8)> = r
+        .records()
+        .iter()
+        .map(|b| {
+            let p = node_record::Packet::new_checked(&b[..]).unwrap();
+            (p.lid(), p.node_info().local_port_num())
+        })
+        .collect();
+    assert_eq!(ports, [(1, 1), (2, 0), (3, 1)]);
+    let r = ask(
+        &mut sa,
+        &mut c,
+        &db,
+        Method::GetTable,
+        AttrId::PathRecord,
+        0,
+        &[0; 64],
+    );
+    assert_eq!(r.records().len(), 9);
+    // PortInfoRecords list every port, the uncabled one too (under LID 0).
+    let r = ask(
+        &mut sa,
+        &mut c,
+        &db,
+        Method::GetTable,
+        AttrId::PortInfoRecord,
+        0,
+        &[0; 72],
+    );
+    let a_ports: Vec<(u16, u8)> = r
+        .records()
+        .iter()
+        .map(|b| port_info_record::Packet::new_checked(&b[..]).unwrap())
+        .take(2)
+        .map(|p| (p.endport_lid(), p.port_num()))
+        .collect();
+    assert_eq!(a_ports, [(1, 1), (0, 2)]);
+    assert_eq!(r.records().len(), 2 + 5 + 1);
+}
