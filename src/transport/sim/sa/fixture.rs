@@ -313,7 +313,7 @@ impl Client {
     /// A client on LID `lid` whose engine allows `max_message` RMPP bytes.
     pub(crate) fn new(lid: u16, max_message: usize) -> Client {
         let mut config = EngineConfig {
-            rng_seed: u64::from(lid),
+            rng_seed: Some(u64::from(lid)),
             ..EngineConfig::default()
         };
         config.rmpp.max_message = max_message;
