@@ -96,6 +96,7 @@
 mod trace;
 
 pub mod engine;
+mod entropy;
 pub mod error;
 pub mod pcap;
 pub mod port;

@@ -50,6 +50,8 @@ cc "${cflags[@]}" -fsanitize=address -fno-omit-frame-pointer -o "$out/umad_test-
 cc "${cflags[@]}" -o "$out/umad_test" capi/tests/c/umad_test.c "${link[@]}"
 cc "${cflags[@]}" -fsanitize=address -fno-omit-frame-pointer -o "$out/robust-asan" \
   capi/tests/c/robust.c "${link[@]}"
+cc "${cflags[@]}" -fsanitize=address -fno-omit-frame-pointer -o "$out/opens-asan" \
+  capi/tests/c/opens.c "${link[@]}"
 if ! ldd "$out/umad_test" | grep -q "libibumad.so.3 => $(cd "$libdir" && pwd)"; then
   echo "FAIL: umad_test does not resolve libibumad.so.3 to vmad's library:"
   ldd "$out/umad_test"
@@ -69,6 +71,7 @@ unset VMAD_TRANSPORT VMAD_SIM_FAULTS
 asan=(ASAN_OPTIONS=detect_leaks=1:abort_on_error=0)
 run "umad_test (ASan)" "${asan[@]}" "$out/umad_test-asan" main
 run "robust: NULL/misaligned/short/closed/unregistered/double close/panic (ASan)" "${asan[@]}" "$out/robust-asan"
+run "opens: several opens of one port, umad_poll(0) (ASan)" "${asan[@]}" "$out/opens-asan" sim
 run "umad_test faults (ASan)" "${asan[@]}" VMAD_SIM_FAULTS=loss=1,seed=3 "$out/umad_test-asan" faults
 run "umad_test lossy link (ASan)" "${asan[@]}" VMAD_SIM_FAULTS=loss=0.1,dup=0.05,reorder=0.1,seed=7 "$out/umad_test-asan" lossy
 run "umad_test bad VMAD_TRANSPORT (ASan)" "${asan[@]}" VMAD_TRANSPORT=bogus "$out/umad_test-asan" badenv

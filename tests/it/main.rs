@@ -6,6 +6,7 @@ mod access;
 mod cli;
 mod cli_perf;
 mod counters;
+mod dead_transport;
 mod dr_walk;
 mod hostile;
 mod ibsim;
@@ -18,5 +19,7 @@ mod roce;
 #[cfg(feature = "verbs")]
 mod rxe;
 mod sim_fabric;
+mod sm_role;
+mod test_transport;
 mod umad_semantics;
 mod util;

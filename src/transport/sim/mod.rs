@@ -42,6 +42,8 @@ mod access;
 mod endpoint;
 mod fault;
 mod route;
+#[allow(dead_code)] // the fabric routes SA MADs to it once the built-in SM lands
+mod sa;
 mod sma;
 #[allow(dead_code)] // filled by the built-in SM, read by the SA (both being written)
 mod subnet_db;
@@ -54,6 +56,8 @@ use crossbeam_channel::Sender;
 pub use access::{MkeyConfig, PortCounters, RawFrame};
 pub use endpoint::SimTransport;
 pub use fault::{FaultConfig, LinkStats};
+#[doc(hidden)]
+pub use sa::SaBench;
 
 use crate::transport::registry::{self, CaInfo, CaProvider};
 use crate::transport::{LinkLayer, PortAttrs, Transport};
