@@ -202,7 +202,8 @@ const ERRORS: &[&str] = &[
 /// One port to read: where its PMA is and what to call it.
 struct Target {
     node: String,
-    guid: u64,
+    /// The node GUID, when a sweep found the port (not for a bare LID).
+    guid: Option<u64>,
     lid: u16,
     port: u8,
 }
@@ -225,7 +226,7 @@ fn targets_from(topo: &Topology) -> Vec<Target> {
             let lid = if n.is_switch() { n.lid() } else { p.lid };
             v.push(Target {
                 node: n.desc(),
-                guid: n.guid(),
+                guid: Some(n.guid()),
                 lid,
                 port: num,
             });
@@ -344,6 +345,10 @@ fn text(rows: &[Row]) -> String {
     out
 }
 
+fn guid_text(g: u64) -> String {
+    format!("0x{g:016x}")
+}
+
 fn row_json(r: &Row) -> Value {
     let t = &r.target;
     let map = |l: &[(&str, u64)]| -> Value {
@@ -355,7 +360,7 @@ fn row_json(r: &Row) -> Value {
     };
     let mut o = json!({
         "node": t.node,
-        "guid": format!("0x{:016x}", t.guid),
+        "guid": t.guid.map(guid_text),
         "lid": t.lid,
         "port": t.port,
     });
@@ -393,8 +398,8 @@ fn prometheus(rows: &[Row]) -> String {
                 let node = t.node.replace('\\', "\\\\").replace('"', "\\\"");
                 let _ = writeln!(
                     out,
-                    "{prefix}{name}_total{{guid=\"0x{:016x}\",node=\"{node}\",lid=\"{}\",port=\"{}\"}} {}",
-                    t.guid,
+                    "{prefix}{name}_total{{guid=\"{}\",node=\"{node}\",lid=\"{}\",port=\"{}\"}} {}",
+                    t.guid.map(guid_text).unwrap_or_default(),
                     t.lid,
                     t.port,
                     value(list, name)
@@ -419,7 +424,7 @@ pub(crate) fn run(s: &Session, a: &PerfArgs) -> CmdResult {
             let lid = addr::resolve_lid(s, arg)?;
             vec![Target {
                 node: format!("lid {lid}"),
-                guid: 0,
+                guid: None,
                 lid,
                 port: a.port.unwrap_or(1),
             }]
