@@ -361,7 +361,7 @@ fn exit_statuses_tell_failures_apart() {
         (&["--pcap", md, "ping", "-c", "1"], &[], 74),
         (&["-t", "20", "--retries", "0", "sa-query", "--sa-lid", "9"], &[], 75),
         (&["-t", "20", "--retries", "0", "ping", "-c", "1", "9"], &[], 75),
-        (&["--transport", "verbs", "ping"], &[], verbs_missing),
+        (&["--transport", "verbs", "-C", "nosuch0", "ping"], &[], verbs_missing),
         // sysfs refuses writes to a read-only attribute even to root (EACCES).
         (&["--pcap", "/sys/kernel/uevent_seqnum", "ping", "-c", "1"], &[], 77),
     ];
