@@ -40,6 +40,9 @@ pub(super) struct DeviceEntry {
     pub(super) name: String,
     pub(super) node_guid: u64,
     pub(super) node_type: u8,
+    /// The device's uverbs node in sysfs (`/sys/class/infiniband_verbs/uverbsN`):
+    /// the kernel removes it first when the device goes away.
+    pub(super) uverbs_path: String,
 }
 
 /// The open device chosen from the list, and the list's other names.
@@ -78,10 +81,15 @@ pub(super) fn open_device(want: Option<&str>, all: &mut Vec<String>) -> io::Resu
         if chosen.is_none() && want.is_none_or(|w| w == name) {
             // SAFETY: `dev` is valid; reading plain fields of the device struct.
             let (guid, node_type) = unsafe { (sys::ibv_get_device_guid(dev), (*dev).node_type) };
+            // SAFETY: `dev_path` is a NUL-terminated array inside the live device struct.
+            let uverbs_path = unsafe { CStr::from_ptr((*dev).dev_path.as_ptr()) }
+                .to_string_lossy()
+                .into_owned();
             let entry = DeviceEntry {
                 name,
                 node_guid: u64::from_be(guid),
                 node_type: u8::try_from(node_type).unwrap_or(0),
+                uverbs_path,
             };
             chosen = Some((dev, entry));
         }
@@ -171,6 +179,61 @@ impl Context {
         out
     }
 
+    /// The async event fd, made non-blocking so that reading it never parks the port.
+    pub(super) fn async_fd_nonblocking(&self) -> io::Result<c_int> {
+        // SAFETY: the context is open; `async_fd` is a plain field.
+        let fd = unsafe { (*self.as_ptr()).async_fd };
+        // SAFETY: `fd` is the context's open async fd; F_GETFL/F_SETFL take no pointers.
+        let rc = unsafe {
+            let flags = fcntl(fd, F_GETFL);
+            if flags < 0 {
+                flags
+            } else {
+                fcntl(fd, F_SETFL, flags | O_NONBLOCK)
+            }
+        };
+        if rc < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(fd)
+    }
+
+    /// The next async event, acknowledged, or `None` when there is none now
+    /// (the fd is non-blocking, see [`Context::async_fd_nonblocking`]).
+    pub(super) fn next_async_event(&self) -> io::Result<Option<AsyncEvent>> {
+        let mut ev = sys::ibv_async_event {
+            element: sys::ibv_async_event__bindgen_ty_1 { port_num: 0 },
+            event_type: 0,
+        };
+        // SAFETY: the context is open; `ev` is a valid out-struct.
+        let rc = unsafe { sys::ibv_get_async_event(self.as_ptr(), &mut ev) };
+        if rc != 0 {
+            let e = io::Error::last_os_error();
+            return match e.kind() {
+                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(None),
+                _ => Err(e),
+            };
+        }
+        let port = match ev.event_type {
+            sys::IBV_EVENT_PORT_ACTIVE
+            | sys::IBV_EVENT_PORT_ERR
+            | sys::IBV_EVENT_LID_CHANGE
+            | sys::IBV_EVENT_PKEY_CHANGE
+            | sys::IBV_EVENT_SM_CHANGE
+            | sys::IBV_EVENT_CLIENT_REREGISTER
+            | sys::IBV_EVENT_GID_CHANGE => {
+                // SAFETY: for port events the union holds the port number.
+                u8::try_from(unsafe { ev.element.port_num }).ok()
+            }
+            _ => None,
+        };
+        let kind = ev.event_type;
+        // SAFETY: `ev` came from ibv_get_async_event and is acked exactly once
+        // (destroying the QP or closing the context waits for every ack).
+        unsafe { sys::ibv_ack_async_event(&mut ev) };
+        Ok(Some(AsyncEvent { kind, port }))
+    }
+
     pub(super) fn query_pkey(&self, port: u8, index: u16) -> io::Result<u16> {
         let mut pkey: u16 = 0;
         // SAFETY: `pkey` is a valid out-pointer.
@@ -180,6 +243,23 @@ impl Context {
         }
         Ok(u16::from_be(pkey))
     }
+}
+
+/// An async event of the context, already acknowledged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct AsyncEvent {
+    /// `IBV_EVENT_*`.
+    pub(super) kind: sys::ibv_event_type,
+    /// The port, for port events.
+    pub(super) port: Option<u8>,
+}
+
+const F_GETFL: c_int = 3;
+const F_SETFL: c_int = 4;
+const O_NONBLOCK: c_int = 0o4000;
+
+extern "C" {
+    fn fcntl(fd: c_int, cmd: c_int, ...) -> c_int;
 }
 
 /// A protection domain.
@@ -533,6 +613,35 @@ impl Qp {
             ..Default::default()
         };
         self.modify(&mut a, m::IBV_QP_STATE.0 | m::IBV_QP_SQ_PSN.0)
+    }
+
+    /// The QP's current state (`IBV_QPS_*`).
+    pub(super) fn state(&self) -> io::Result<sys::ibv_qp_state::Type> {
+        let mut a = sys::ibv_qp_attr::default();
+        let mut init = sys::ibv_qp_init_attr::default();
+        let mask = sys::ibv_qp_attr_mask::IBV_QP_STATE.0;
+        // SAFETY: the QP is alive; both out-structs are valid.
+        let rc = unsafe {
+            sys::ibv_query_qp(
+                self.raw.as_ptr(),
+                &mut a,
+                c_int::try_from(mask).unwrap_or(0),
+                &mut init,
+            )
+        };
+        if rc != 0 {
+            return Err(rc_error(rc));
+        }
+        Ok(a.qp_state)
+    }
+
+    /// Move the QP to `state` alone (RESET to start over, ERR to test recovery).
+    pub(super) fn to_state(&self, state: sys::ibv_qp_state::Type) -> io::Result<()> {
+        let mut a = sys::ibv_qp_attr {
+            qp_state: state,
+            ..Default::default()
+        };
+        self.modify(&mut a, sys::ibv_qp_attr_mask::IBV_QP_STATE.0)
     }
 
     /// Post a chain of receives, one SGE each: `(wr_id, addr, len)` per slot.
