@@ -135,8 +135,23 @@ impl Context {
         self.0.as_ptr()
     }
 
+    /// The port's attributes, `active_speed_ex` and `port_cap_flags2` included
+    /// where the library knows them: through the extended context's
+    /// `query_port` with the full struct size, as `verbs.h`'s inline
+    /// `ibv_query_port` does; else the exported entry point, which fills
+    /// only the older fields (those two stay 0).
     pub(super) fn query_port(&self, port: u8) -> io::Result<sys::ibv_port_attr> {
         let mut attr = sys::ibv_port_attr::default();
+        if let Some(query) = self.extended_query_port() {
+            let size = std::mem::size_of::<sys::ibv_port_attr>();
+            // SAFETY: the library's own `query_port` of this open context, given a
+            // buffer of the size it is told.
+            let rc = unsafe { query(self.as_ptr(), port, &mut attr, size) };
+            if rc != 0 {
+                return Err(rc_error(rc));
+            }
+            return Ok(attr);
+        }
         // SAFETY: the compat entry point writes at most the (older, smaller)
         // compat struct, which fits in `ibv_port_attr`.
         let rc = unsafe {
@@ -150,6 +165,28 @@ impl Context {
             return Err(rc_error(rc));
         }
         Ok(attr)
+    }
+
+    /// The extended context's `query_port`, when the library has one (what
+    /// `verbs_get_ctx_op(ctx, query_port)` finds).
+    fn extended_query_port(&self) -> Option<QueryPortFn> {
+        let ctx = self.as_ptr();
+        // SAFETY: reading a plain field of the open context.
+        let compat = unsafe { (*ctx).abi_compat };
+        // `__VERBS_ABI_IS_EXTENDED`: the context is the last field of a `verbs_context`.
+        if compat as usize != usize::MAX || std::mem::size_of::<usize>() != 8 {
+            return None;
+        }
+        let offset = std::mem::offset_of!(VerbsContextTail, context);
+        // SAFETY: an extended context is embedded in a `verbs_context`, whose
+        // fields from `query_port` to `context` `VerbsContextTail` mirrors (this
+        // part of the struct only grows at its start, so its layout is fixed).
+        let vctx = unsafe { &*ctx.cast::<u8>().sub(offset).cast::<VerbsContextTail>() };
+        // The library's struct must reach back as far as `query_port`.
+        if vctx.sz < std::mem::size_of::<VerbsContextTail>() {
+            return None;
+        }
+        vctx.query_port
     }
 
     /// The valid GID entries of `port` (index, GID, type), one query per index.
@@ -243,6 +280,23 @@ impl Context {
         }
         Ok(u16::from_be(pkey))
     }
+}
+
+type QueryPortFn =
+    unsafe extern "C" fn(*mut sys::ibv_context, u8, *mut sys::ibv_port_attr, usize) -> c_int;
+
+/// The end of libibverbs' `struct verbs_context` (rdma-core 55's `verbs.h`;
+/// the bindings do not carry it): `query_port`, the 38 older 8-byte entries
+/// after it (function pointers and one `uint64_t`, on the 64-bit targets
+/// vmad builds for), `sz` (the library's own size of the struct) and the
+/// context itself. New entries are only ever added before `query_port`, so
+/// this part does not move between library versions.
+#[repr(C)]
+struct VerbsContextTail {
+    query_port: Option<QueryPortFn>,
+    _older_ops: [u64; 38],
+    sz: usize,
+    context: sys::ibv_context,
 }
 
 /// An async event of the context, already acknowledged.

@@ -333,3 +333,20 @@ fn rxe_an_idle_busy_polling_port_sleeps() {
         "the idle port thread used {ticks} ticks in {wall:?}"
     );
 }
+
+#[test]
+#[ignore = "needs the rxe VM: run by scripts/rxe-test"]
+fn rxe_port_rate_is_the_kernels() {
+    let dev = env("RXE0_DEV");
+    let t = open(&dev, |_| {});
+    let a = t.attrs();
+    let sysfs = std::fs::read_to_string(format!(
+        "/sys/class/infiniband/{dev}/ports/{}/rate",
+        a.port_num
+    ))
+    .unwrap();
+    // "10 Gb/sec (1X QDR)": the kernel's rate from the same width and speed.
+    let gbps: f64 = sysfs.split_whitespace().next().unwrap().parse().unwrap();
+    assert!(a.rate > 0, "{sysfs}");
+    assert_eq!(a.rate, gbps as u32, "sysfs says {sysfs}");
+}
