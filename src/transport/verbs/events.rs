@@ -1,8 +1,10 @@
 //! Async events: what the device says about its port, its QP and itself.
 //!
 //! The context's async fd is non-blocking and polled next to the completion
-//! channel in [`Transport::wait`](crate::transport::Transport::wait), and
-//! drained (each event acknowledged) before every receive burst:
+//! channel in [`Transport::wait`](crate::transport::Transport::wait). It is
+//! drained (each event acknowledged) when a wait starts, when it says the fd
+//! is readable, and at least once a second under traffic (reading it before
+//! every receive burst would add a system call to the busy-polled path):
 //!
 //! | event | what the transport does |
 //! |---|---|
@@ -92,12 +94,18 @@ pub(super) fn gone(why: &str) -> io::Error {
 }
 
 impl VerbsTransport {
-    /// Read and act on every pending async event; look for the device in
-    /// sysfs when it is time. `Err` once the device is gone (and from then on).
-    pub(super) fn poll_events(&mut self) -> io::Result<()> {
+    /// Read and act on every pending async event when `now` (or when a wait
+    /// saw the fd readable, or a second has passed); look for the device in
+    /// sysfs once a second. `Err` once the device is gone (and from then on).
+    pub(super) fn poll_events(&mut self, now: bool) -> io::Result<()> {
         if let Some(why) = &self.dead {
             return Err(gone(why));
         }
+        let due = self.last_liveness.elapsed() >= LIVENESS_EVERY;
+        if !(now || due || self.async_ready) {
+            return Ok(());
+        }
+        self.async_ready = false;
         let mut refresh = false;
         while let Some(ev) = self.ctx.next_async_event()? {
             match self.stats.events.note(ev.kind) {
@@ -109,7 +117,7 @@ impl VerbsTransport {
                 Action::Nothing => {}
             }
         }
-        if self.dead.is_none() && self.last_liveness.elapsed() >= LIVENESS_EVERY {
+        if self.dead.is_none() && due {
             self.last_liveness = Clock::now();
             if !self.uverbs_path.is_empty() && !Path::new(&self.uverbs_path).exists() {
                 self.stats.events.device_fatal += 1;
@@ -148,5 +156,54 @@ impl VerbsTransport {
             self.attrs.pkeys = pkeys;
         }
         self.stats.port_refreshes += 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_event_is_counted_under_its_kind_and_asks_for_its_action() {
+        let mut c = AsyncEventCounts::default();
+        assert_eq!(c.note(sys::IBV_EVENT_PORT_ERR), Action::RefreshPort);
+        assert_eq!(c.note(sys::IBV_EVENT_PORT_ACTIVE), Action::RefreshPort);
+        assert_eq!(c.note(sys::IBV_EVENT_LID_CHANGE), Action::RefreshPort);
+        assert_eq!(c.note(sys::IBV_EVENT_PKEY_CHANGE), Action::RefreshPort);
+        assert_eq!(c.note(sys::IBV_EVENT_SM_CHANGE), Action::RefreshPort);
+        assert_eq!(
+            c.note(sys::IBV_EVENT_CLIENT_REREGISTER),
+            Action::RefreshPort
+        );
+        assert_eq!(c.note(sys::IBV_EVENT_GID_CHANGE), Action::RefreshPort);
+        assert_eq!(c.note(sys::IBV_EVENT_QP_FATAL), Action::RecoverQp);
+        assert_eq!(c.note(sys::IBV_EVENT_QP_REQ_ERR), Action::RecoverQp);
+        assert_eq!(c.note(sys::IBV_EVENT_QP_ACCESS_ERR), Action::RecoverQp);
+        assert_eq!(c.note(sys::IBV_EVENT_DEVICE_FATAL), Action::Fatal);
+        assert_eq!(c.note(sys::IBV_EVENT_CQ_ERR), Action::Nothing);
+        assert_eq!(
+            c,
+            AsyncEventCounts {
+                port_active: 1,
+                port_err: 1,
+                lid_change: 1,
+                pkey_change: 1,
+                sm_change: 1,
+                client_reregister: 1,
+                gid_change: 1,
+                qp_error: 3,
+                device_fatal: 1,
+                other: 1,
+            }
+        );
+    }
+
+    #[test]
+    fn the_gone_error_is_not_transient() {
+        let e = gone("x");
+        assert!(!matches!(
+            e.kind(),
+            io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted | io::ErrorKind::TimedOut
+        ));
     }
 }

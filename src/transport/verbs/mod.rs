@@ -138,6 +138,8 @@ pub struct VerbsTransport {
     grh_required: bool,
     /// The context's async event fd (non-blocking).
     async_fd: c_int,
+    /// A wait saw the async fd readable.
+    async_ready: bool,
     /// Where the device's uverbs node is (see `events.rs`).
     uverbs_path: String,
     last_liveness: Clock,
@@ -359,6 +361,7 @@ impl VerbsTransport {
             attrs,
             grh_required: pattr.flags & attrs::QPF_GRH_REQUIRED != 0,
             async_fd,
+            async_ready: false,
             uverbs_path: opened.entry.uverbs_path.clone(),
             last_liveness: Clock::now(),
             dead: None,
@@ -570,7 +573,7 @@ impl Transport for VerbsTransport {
         max: usize,
         sink: &mut dyn FnMut(RecvMeta, &[u8]),
     ) -> io::Result<usize> {
-        self.poll_events()?;
+        self.poll_events(false)?;
         self.flush_sends()?;
         let mut stash = std::mem::take(&mut self.stash);
         let room = max.saturating_sub(stash.len()).min(self.wcs.len());
@@ -661,7 +664,7 @@ impl Transport for VerbsTransport {
     }
 
     fn wait(&mut self, timeout: Option<Duration>) -> io::Result<()> {
-        self.poll_events()?;
+        self.poll_events(true)?;
         self.flush_sends()?;
         // Reposts held back for batching must not starve an idle port.
         self.flush_reposts(true)?;
@@ -699,14 +702,15 @@ impl Transport for VerbsTransport {
         let left = deadline.map(|d| d.saturating_duration_since(Clock::now()));
         let limit = left.map_or(events::LIVENESS_EVERY, |l| l.min(events::LIVENESS_EVERY));
         let fds = [self.channel.fd(), self.wake.fd(), self.async_fd];
-        let [event, woken, _async] = wake::readable(fds, Some(limit))?;
+        let [event, woken, async_ready] = wake::readable(fds, Some(limit))?;
+        self.async_ready |= async_ready;
         if woken {
             self.wake.take();
         }
         if event && self.channel.take_event(&self.recv_cq) {
             self.armed = false;
         }
-        // Async events are read by the next call (`poll_events`).
+        // Async events are read by the next call (`poll_events`), liveness too.
         Ok(())
     }
 

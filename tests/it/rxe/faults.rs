@@ -350,3 +350,44 @@ fn rxe_port_rate_is_the_kernels() {
     assert!(a.rate > 0, "{sysfs}");
     assert_eq!(a.rate, gbps as u32, "sysfs says {sysfs}");
 }
+
+#[test]
+#[ignore = "needs the rxe VM: run by scripts/rxe-test"]
+fn rxe_sends_it_cannot_address_time_out_and_the_port_lives_on() {
+    let _g = serial();
+    let _agent = KernelAgent::start("RXE1_DEV", "RXE1_PORT");
+    let (port, _, _) = vmad_port(&env("RXE0_DEV"));
+    let a = port.register(spec(0x09, false, &[])).unwrap();
+    let no_gid = MadAddr {
+        grh: None,
+        ..kernel_qp1()
+    };
+    let other_pkey = MadAddr {
+        pkey_index: 1,
+        ..kernel_qp1()
+    };
+    for (tid, to) in [(0xd1, no_gid), (0xd2, other_pkey)] {
+        request(
+            &port,
+            a,
+            to,
+            &mad(0x09, 0x01, tid, ECHO, 0, false, &[]),
+            300,
+            0,
+        );
+        match recv(&port, Duration::from_secs(20)) {
+            Event::SendTimedOut { header, .. } => assert_eq!(tid_of(&header) & 0xffff_ffff, tid),
+            other => panic!("expected a timeout for {tid:#x}, got {other:?}"),
+        }
+    }
+    request(
+        &port,
+        a,
+        kernel_qp1(),
+        &mad(0x09, 0x01, 0xd3, ECHO, 0, false, &[]),
+        2000,
+        2,
+    );
+    let (_, resp) = recv_mad(&port, Duration::from_secs(20));
+    assert_eq!(tid_of(&resp) & 0xffff_ffff, 0xd3);
+}
