@@ -41,10 +41,15 @@
 //! [`VerbsTransport::stats`] counts all of it.
 //!
 //! What rxe (the only device the tests have) cannot show: it never raises
-//! DEVICE_FATAL, QP_FATAL, LID, SM, P_Key or client-reregister events (a
-//! RoCE port has no SM, LIDs or P_Key changes), and it reports no
-//! `active_speed_ex`. The tests cover what it can: port down and up, the
-//! device removed under a blocked receive, a QP forced into the error state.
+//! DEVICE_FATAL (its removal is seen through sysfs, see `events.rs`),
+//! QP_FATAL, LID, SM, P_Key or client-reregister events (a RoCE port has no
+//! SM, LIDs or P_Key changes, and rxe ignores P_Keys); Debian's libibverbs
+//! 44 leaves `active_speed_ex` 0; and as a RoCE port it needs a GRH anyway,
+//! so `IBV_QPF_GRH_REQUIRED` (which rxe sets) changes nothing there. The
+//! tests (`tests/it/rxe/faults.rs`) cover what it can: port down and up
+//! under traffic, the device removed under a blocked receive, a QP forced
+//! into the error state, ring exhaustion, the AH bound, an idle port's CPU
+//! time, the rate, and sends it cannot address.
 //!
 //! # P_Keys and GRHs
 //!
@@ -437,13 +442,13 @@ impl VerbsTransport {
         if self.repost.is_empty() || (!force && self.repost.len() < self.config.repost_batch) {
             return Ok(());
         }
-        let r = self.qp.post_recvs(self.ring.lkey(), &self.repost);
-        if r.is_ok() {
-            self.recv_posted += self.repost.len();
-        } else {
-            // A QP in the error state refuses posts: recovery reposts every slot.
+        if self.qp.post_recvs(self.ring.lkey(), &self.repost).is_err() {
+            // A QP in the error state refuses posts (recovery then reposts every
+            // slot); otherwise the slots wait here for the next try.
             self.qp_suspect = true;
+            return Ok(());
         }
+        self.recv_posted += self.repost.len();
         self.repost.clear();
         Ok(())
     }
