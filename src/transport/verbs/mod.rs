@@ -367,7 +367,11 @@ impl VerbsTransport {
             grh_required: pattr.flags & attrs::QPF_GRH_REQUIRED != 0,
             async_fd,
             async_ready: false,
-            uverbs_path: opened.entry.uverbs_path.clone(),
+            // Only a node seen now can vanish later (a sysfs elsewhere: no check).
+            uverbs_path: Some(&opened.entry.uverbs_path)
+                .filter(|p| std::path::Path::new(p).exists())
+                .cloned()
+                .unwrap_or_default(),
             last_liveness: Clock::now(),
             dead: None,
             qp_suspect: false,
