@@ -281,6 +281,32 @@ fn rxe_address_handles_stay_within_the_bound() {
     let s = tx.stats();
     assert_eq!(s.ah_created, 10, "each send needed a new AH: {s:?}");
     assert_eq!(s.ah_evicted, 8, "two live at most: {s:?}");
+    // A burst: AHs are evicted while sends that use them are queued or in
+    // flight; each must still reach its destination (an AH destroyed too
+    // early would fail or misroute the send).
+    for k in 0..20u64 {
+        let mut to = dest(rx.source_gid().0, rx.qpn());
+        to.grh.as_mut().unwrap().hop_limit = 40 + (k % 5) as u8;
+        let m = mad(0x09, 0x01, 0xe0 + k, ECHO, 0, false, &[]);
+        let queued = tx
+            .transmit(&mut |slot| {
+                slot.copy_from_slice(&m[..256]);
+                Some(Transmit {
+                    qp: Qp::Gsi,
+                    dest: to,
+                    len: 256,
+                })
+            })
+            .expect("transmit");
+        assert!(queued);
+    }
+    tx.recv_burst(0, &mut |_, _| {}).expect("flush");
+    let mut got = receive_tids(&mut rx, 20);
+    got.sort_unstable();
+    assert_eq!(got, (0xe0..0xe0 + 20).collect::<Vec<u64>>());
+    let s = tx.stats();
+    assert_eq!(s.ah_evicted, 8 + 20, "{s:?}");
+    assert_eq!(s.send_errors, 0, "{s:?}");
 }
 
 /// utime + stime of the calling process's thread named `prefix…`, in clock
