@@ -19,15 +19,48 @@
 //! - Sends are queued and posted as one chained `post_send` (one doorbell,
 //!   a system call on rxe) when the engine has nothing more to send or
 //!   [`VerbsConfig::send_batch`] are queued.
-//! - Separate send and receive CQs, polled in batches (busy polling);
-//!   optionally a completion channel on the receive CQ so that
-//!   [`Transport::wait`] sleeps in the kernel on idle ports
-//!   ([`VerbsConfig::completion_channel`]; on a CPU-starved host, e.g. the
-//!   TCG-emulated test VM, it is also the faster mode). Either way
+//! - Separate send and receive CQs, polled in batches (busy polling). An
+//!   idle [`Transport::wait`] polls for [`VerbsConfig::idle_spin`], then
+//!   sleeps in the kernel on a completion channel (at once with
+//!   [`VerbsConfig::completion_channel`]; on a CPU-starved host, e.g. the
+//!   TCG-emulated test VM, that is also the faster mode). Either way
 //!   [`Transport::waker`] ends a wait at once.
-//! - Address handles are cached per destination; a send's GRH always uses
-//!   this port's source GID index, and its remote Q_Key is always the QP's
-//!   (as the kernel's QP1 does, whatever the caller's `qkey`).
+//! - Address handles are cached per destination, at most
+//!   [`VerbsConfig::max_address_handles`] (least recently used out first,
+//!   `ah_cache.rs`); a send's GRH always uses this port's source GID index,
+//!   and its remote Q_Key is always the QP's (as the kernel's QP1 does,
+//!   whatever the caller's `qkey`).
+//!
+//! # Events, failures, recovery
+//!
+//! Async events are read as they come (`events.rs`): port changes refresh
+//! [`Transport::attrs`]; a fatal device error, or the device removed, ends
+//! the transport (every call then fails with a non-transient error, which
+//! the port turns into EIO for its callers); a QP that fell into the error
+//! state is reset and its receives reposted (`recovery.rs`).
+//! [`VerbsTransport::stats`] counts all of it.
+//!
+//! What rxe (the only device the tests have) cannot show: it never raises
+//! DEVICE_FATAL (its removal is seen through sysfs, see `events.rs`),
+//! QP_FATAL, LID, SM, P_Key or client-reregister events (a RoCE port has no
+//! SM, LIDs or P_Key changes, and rxe ignores P_Keys); Debian's libibverbs
+//! 44 leaves `active_speed_ex` 0; and as a RoCE port it needs a GRH anyway,
+//! so `IBV_QPF_GRH_REQUIRED` (which rxe sets) changes nothing there. The
+//! tests (`tests/it/rxe/faults.rs`) cover what it can: port down and up
+//! under traffic, the device removed under a blocked receive, a QP forced
+//! into the error state, ring exhaustion, the AH bound, an idle port's CPU
+//! time, the rate, and sends it cannot address.
+//!
+//! # P_Keys and GRHs
+//!
+//! A UD send carries the QP's P_Key: neither `ibv_post_send`'s UD work
+//! request nor `ibv_wr_set_ud_addr` has a P_Key index (the kernel's QP1
+//! alone has one per send). So one transport serves one P_Key index,
+//! [`VerbsConfig::pkey_index`]; a MAD addressed with another index is not
+//! sent under the wrong partition but dropped and counted
+//! ([`VerbsStats::unroutable`]), and the engine's timers report it. A port
+//! flagged `IBV_QPF_GRH_REQUIRED` gets a GRH on every send; a destination
+//! without a GID cannot be reached there and is dropped the same way.
 //!
 //! # RoCE
 //!
@@ -44,99 +77,35 @@
 //! [`crate::Error::NotPermitted`].
 #![allow(unsafe_code)]
 
+mod addr;
+mod ah_cache;
+mod attrs;
+mod config;
+mod events;
 mod ffi;
+mod recovery;
 mod ring;
 mod wake;
 
-use std::collections::HashMap;
 use std::io;
+use std::os::raw::c_int;
 use std::sync::Arc;
 use std::time::{Duration, Instant as Clock};
 
 use ibverbs_sys as sys;
 
+pub use self::config::{VerbsConfig, VerbsStats};
+pub use self::events::AsyncEventCounts;
+
+use self::ah_cache::AhCache;
+use self::attrs::gid_rank;
 use self::ffi::{Ah, Channel, Context, Cq, Pd, Qp as QueuePair, UdSend};
 use self::ring::{Layout, Ring};
 use super::{Caps, LinkLayer, PortAttrs, Transport, Waker};
 use crate::engine::{RecvMeta, Transmit};
-use crate::types::{GrhAddr, MadAddr, Qp, GSI_QKEY};
+use crate::types::{GrhAddr, Qp};
 use crate::wire::{grh, MAD_SIZE};
 use crate::{Error, Result};
-
-/// How to open a verbs transport. Build with struct update syntax:
-/// `VerbsConfig { device: Some("rxe0".into()), ..Default::default() }`.
-#[derive(Debug, Clone)]
-pub struct VerbsConfig {
-    /// Device name (`mlx5_0`, `rxe0`); `None`: the first device.
-    pub device: Option<String>,
-    /// Port number; `None`: the first active port (else port 1).
-    pub port: Option<u8>,
-    /// Source GID index; `None`: on Ethernet the first RoCE v2 IPv6 GID that
-    /// is neither link-local nor IPv4-mapped (falling back to IPv4-mapped,
-    /// then any), on InfiniBand index 0.
-    pub gid_index: Option<u16>,
-    /// P_Key index of the QP (one UD QP serves one P_Key).
-    pub pkey_index: u16,
-    /// The QP's Q_Key, also used as the remote Q_Key of every send.
-    pub qkey: u32,
-    /// Receive slots (each with a posted receive).
-    pub recv_slots: usize,
-    /// Send slots (at most this many sends in flight).
-    pub send_slots: usize,
-    /// Back the rings with huge pages when the system has some reserved.
-    pub huge_pages: bool,
-    /// Sleep on a completion channel in [`Transport::wait`] instead of busy polling.
-    pub completion_channel: bool,
-    /// Most completions taken from a CQ per poll.
-    pub poll_batch: usize,
-    /// Consumed receive slots are reposted once this many have gathered.
-    pub repost_batch: usize,
-    /// Most sends posted with one doorbell (the queue is also posted
-    /// whenever the engine has nothing more to send).
-    pub send_batch: usize,
-    /// Hop limit of the GRH on sends whose destination gives none.
-    pub hop_limit: u8,
-    /// Most cached address handles before the cache is flushed (when idle).
-    pub max_address_handles: usize,
-}
-
-impl Default for VerbsConfig {
-    fn default() -> Self {
-        VerbsConfig {
-            device: None,
-            port: None,
-            gid_index: None,
-            pkey_index: 0,
-            qkey: GSI_QKEY,
-            recv_slots: 512,
-            send_slots: 128,
-            huge_pages: false,
-            completion_channel: false,
-            poll_batch: 32,
-            repost_batch: 16,
-            send_batch: 32,
-            hop_limit: 64,
-            max_address_handles: 4096,
-        }
-    }
-}
-
-/// Counters of the verbs data path.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct VerbsStats {
-    /// MADs handed up.
-    pub received: u64,
-    /// Sends posted.
-    pub sent: u64,
-    /// Receive completions with an error status.
-    pub recv_errors: u64,
-    /// Send completions with an error status.
-    pub send_errors: u64,
-    /// Address handles created.
-    pub ah_created: u64,
-    /// Receives shorter than a MAD header (dropped).
-    pub runts: u64,
-}
 
 /// Identifies an address handle: everything of the destination the AH encodes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -162,14 +131,32 @@ pub struct VerbsTransport {
     // uses, and everything before the CQs, PD and context (which the Arcs
     // inside the handles keep alive in any case).
     qp: QueuePair,
-    ahs: HashMap<AhKey, Ah>,
+    ahs: AhCache<AhKey, Ah>,
     ring: Ring,
     send_cq: Arc<Cq>,
     recv_cq: Arc<Cq>,
-    channel: Option<Arc<Channel>>,
+    channel: Arc<Channel>,
     pd: Arc<Pd>,
-    _ctx: Arc<Context>,
+    ctx: Arc<Context>,
     attrs: PortAttrs,
+    /// The port wants a GRH on every AH (`IBV_QPF_GRH_REQUIRED`).
+    grh_required: bool,
+    /// The context's async event fd (non-blocking).
+    async_fd: c_int,
+    /// A wait saw the async fd readable.
+    async_ready: bool,
+    /// Where the device's uverbs node is (see `events.rs`).
+    uverbs_path: String,
+    last_liveness: Clock,
+    /// Why the transport is gone, once it is.
+    dead: Option<String>,
+    /// Something suggests the QP is in the error state (see `recovery.rs`).
+    qp_suspect: bool,
+    /// Receives posted and not completed.
+    recv_posted: usize,
+    /// Sends posted and sends completed, since open (sends complete in order).
+    posted_sends: u64,
+    completed_sends: u64,
     config: VerbsConfig,
     sgid_index: u8,
     sgid: [u8; 16],
@@ -207,52 +194,6 @@ pub fn devices() -> Result<Vec<String>> {
     // Opening the first device is the price of sharing one path with `open`.
     ffi::open_device(Some("\0no such device"), &mut all)?;
     Ok(all)
-}
-
-fn is_ipv4_mapped(g: &[u8; 16]) -> bool {
-    g[..10].iter().all(|&b| b == 0) && g[10] == 0xff && g[11] == 0xff
-}
-
-fn is_link_local(g: &[u8; 16]) -> bool {
-    g[0] == 0xfe && g[1] & 0xc0 == 0x80
-}
-
-/// Rank a RoCE GID for use as the source: lower is better; `None`: unusable.
-fn gid_rank(gid: &[u8; 16], gid_type: u32) -> Option<u8> {
-    if gid.iter().all(|&b| b == 0) {
-        return None;
-    }
-    let v2 = gid_type == sys::IBV_GID_TYPE_ROCE_V2;
-    Some(match (v2, is_ipv4_mapped(gid), is_link_local(gid)) {
-        (true, false, false) => 0,
-        (true, true, _) => 1,
-        (true, false, true) => 2,
-        (false, ..) => 3,
-    })
-}
-
-/// Gb/s of an `ibv_port_attr` width and speed, as `umad_get_port` reports `rate`.
-fn rate_gbps(width: u8, speed: u8) -> u32 {
-    let lanes = match width {
-        1 => 1,
-        2 => 4,
-        4 => 8,
-        8 => 12,
-        16 => 2,
-        _ => 0,
-    };
-    // Per-lane data rate in tenths of Gb/s (SDR, DDR, QDR, FDR10, FDR, EDR, HDR, NDR).
-    let per_lane_tenths = match speed {
-        1 => 25,
-        2 => 50,
-        4 | 8 => 100,
-        16 => 140,
-        32 => 250,
-        64 => 500,
-        128 => 1000,
-        _ => 0,
-    };
-    lanes * per_lane_tenths / 10
 }
 
 fn qkey_error(e: &io::Error, qkey: u32) -> Error {
@@ -337,13 +278,13 @@ impl VerbsTransport {
         }
 
         let pd = Pd::new(&ctx).map_err(step("ibv_alloc_pd"))?;
-        let channel = match config.completion_channel {
-            true => Some(Channel::new(&ctx).map_err(step("ibv_create_comp_channel"))?),
-            false => None,
-        };
+        let channel = Channel::new(&ctx).map_err(step("ibv_create_comp_channel"))?;
+        let async_fd = ctx
+            .async_fd_nonblocking()
+            .map_err(step("fcntl(async_fd)"))?;
         let send_cq =
             Cq::new(&ctx, config.send_slots, None).map_err(step("ibv_create_cq(send)"))?;
-        let recv_cq = Cq::new(&ctx, config.recv_slots, channel.as_ref())
+        let recv_cq = Cq::new(&ctx, config.recv_slots, Some(&channel))
             .map_err(step("ibv_create_cq(recv)"))?;
         let mut qp = QueuePair::new_ud(
             &pd,
@@ -387,24 +328,25 @@ impl VerbsTransport {
                 opened.entry.node_guid,
             ),
         };
-        let attrs = PortAttrs {
+        let mut attrs = PortAttrs {
             ca_name: opened.entry.name.clone(),
             port_num: port,
             node_type: opened.entry.node_type,
             node_guid: opened.entry.node_guid,
             port_guid,
             gid_prefix,
-            lid: pattr.lid,
-            lmc: pattr.lmc,
-            sm_lid: pattr.sm_lid,
-            sm_sl: pattr.sm_sl,
-            state: u8::try_from(pattr.state).unwrap_or(0),
-            phys_state: pattr.phys_state,
-            rate: rate_gbps(pattr.active_width, pattr.active_speed),
-            capmask: pattr.port_cap_flags,
+            lid: 0,
+            lmc: 0,
+            sm_lid: 0,
+            sm_sl: 0,
+            state: 0,
+            phys_state: 0,
+            rate: 0,
+            capmask: 0,
             pkeys,
             link_layer,
         };
+        attrs::apply(&mut attrs, &pattr);
         Ok(VerbsTransport {
             free_send: (0..u32::try_from(config.send_slots).unwrap_or(u32::MAX))
                 .rev()
@@ -414,14 +356,28 @@ impl VerbsTransport {
             stash: Vec::new(),
             wcs: vec![Self::zero_wc(); config.poll_batch],
             qp,
-            ahs: HashMap::new(),
+            ahs: AhCache::new(config.max_address_handles),
             ring,
             send_cq,
             recv_cq,
             channel,
             pd,
-            _ctx: ctx,
+            ctx,
             attrs,
+            grh_required: pattr.flags & attrs::QPF_GRH_REQUIRED != 0,
+            async_fd,
+            async_ready: false,
+            // Only a node seen now can vanish later (a sysfs elsewhere: no check).
+            uverbs_path: Some(&opened.entry.uverbs_path)
+                .filter(|p| std::path::Path::new(p).exists())
+                .cloned()
+                .unwrap_or_default(),
+            last_liveness: Clock::now(),
+            dead: None,
+            qp_suspect: false,
+            recv_posted: config.recv_slots,
+            posted_sends: 0,
+            completed_sends: 0,
             sgid_index,
             sgid,
             config,
@@ -470,54 +426,35 @@ impl VerbsTransport {
         (p.huge, p.locked)
     }
 
-    /// Data-path counters.
+    /// Data-path counters, recoveries and async events.
     pub fn stats(&self) -> VerbsStats {
         self.stats
     }
 
-    fn meta(&self, wc: &sys::ibv_wc, slot: &[u8]) -> RecvMeta {
-        let grh = if wc.wc_flags.0 & sys::ibv_wc_flags::IBV_WC_GRH.0 != 0 {
-            grh::Packet::new_checked(&slot[..grh::LEN])
-                .ok()
-                .and_then(|p| {
-                    let gid = p.source_gid()?;
-                    let (hop_limit, traffic_class, flow_label) = match p.ip_version() {
-                        grh::IpVersion::V4 => (p.ipv4_ttl(), p.ipv4_tos(), 0),
-                        _ => (p.hop_limit(), p.tclass(), p.flow_label()),
-                    };
-                    Some(GrhAddr {
-                        gid,
-                        gid_index: self.sgid_index,
-                        hop_limit,
-                        traffic_class,
-                        flow_label,
-                    })
-                })
-        } else {
-            None
-        };
-        RecvMeta {
-            qp: Qp::Gsi,
-            src: MadAddr {
-                qpn: wc.src_qp & 0x00ff_ffff,
-                qkey: 0,
-                lid: wc.slid,
-                sl: wc.sl,
-                path_bits: wc.dlid_path_bits,
-                grh,
-                // A UD QP's completions carry no valid P_Key index: it is the QP's.
-                pkey_index: self.config.pkey_index,
-            },
-        }
+    /// Put the QP in the error state, as a fatal QP error would, to test
+    /// recovery: the transport finds it and resets the QP by itself.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Io`] when the device refuses the state change.
+    #[doc(hidden)]
+    pub fn inject_qp_error(&mut self) -> Result<()> {
+        self.break_qp().map_err(step("ibv_modify_qp(ERR)"))
     }
 
     fn flush_reposts(&mut self, force: bool) -> io::Result<()> {
         if self.repost.is_empty() || (!force && self.repost.len() < self.config.repost_batch) {
             return Ok(());
         }
-        let r = self.qp.post_recvs(self.ring.lkey(), &self.repost);
+        if self.qp.post_recvs(self.ring.lkey(), &self.repost).is_err() {
+            // A QP in the error state refuses posts (recovery then reposts every
+            // slot); otherwise the slots wait here for the next try.
+            self.qp_suspect = true;
+            return Ok(());
+        }
+        self.recv_posted += self.repost.len();
         self.repost.clear();
-        r
+        Ok(())
     }
 
     /// Free the send slots whose sends completed.
@@ -529,79 +466,27 @@ impl VerbsTransport {
             }
             self.free_send.push(u32::try_from(wc.wr_id()).unwrap_or(0));
         }
-        Ok(())
-    }
-
-    /// The AH key of a destination: the GRH always uses this port's source GID.
-    fn ah_key(&self, dest: &MadAddr) -> io::Result<AhKey> {
-        let grh = match (dest.grh, self.attrs.link_layer) {
-            (Some(g), _) => Some(GrhAddr {
-                gid_index: self.sgid_index,
-                hop_limit: if g.hop_limit == 0 {
-                    self.config.hop_limit
-                } else {
-                    g.hop_limit
-                },
-                ..g
-            }),
-            (None, LinkLayer::Ethernet) => {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    "verbs: a RoCE destination needs a GRH (destination GID)",
-                ))
-            }
-            (None, LinkLayer::InfiniBand) => None,
-        };
-        Ok(AhKey {
-            lid: dest.lid,
-            sl: dest.sl,
-            path_bits: dest.path_bits,
-            grh,
-        })
-    }
-
-    /// Make sure the cache holds an AH for `key`.
-    fn cache_ah(&mut self, key: AhKey) -> io::Result<()> {
-        if self.ahs.contains_key(&key) {
-            return Ok(());
-        }
-        let in_flight = self.config.send_slots - self.free_send.len();
-        // An AH may be destroyed only when no posted send still uses it.
-        if self.ahs.len() >= self.config.max_address_handles && in_flight == 0 {
-            self.ahs.clear();
-        }
-        let mut attr = sys::ibv_ah_attr {
-            dlid: key.lid,
-            sl: key.sl,
-            src_path_bits: key.path_bits,
-            port_num: self.attrs.port_num,
-            ..Default::default()
-        };
-        if let Some(g) = key.grh {
-            attr.is_global = 1;
-            attr.grh.dgid.raw = g.gid;
-            attr.grh.sgid_index = g.gid_index;
-            attr.grh.hop_limit = g.hop_limit;
-            attr.grh.traffic_class = g.traffic_class;
-            attr.grh.flow_label = g.flow_label;
-        }
-        let ah = Ah::new(&self.pd, &mut attr)?;
-        self.stats.ah_created += 1;
-        self.ahs.insert(key, ah);
+        self.completed_sends += n as u64;
+        self.ahs.release(self.completed_sends);
         Ok(())
     }
 
     /// Queue a filled send slot; the queue is posted as one chain (one
     /// doorbell, which on rxe is one system call) when it is full or the
     /// engine has nothing more to send.
-    fn queue(&mut self, slot: u32, t: &Transmit) -> io::Result<()> {
+    /// `Ok(false)`: dropped, unroutable (the slot is free again).
+    fn queue(&mut self, slot: u32, t: &Transmit) -> io::Result<bool> {
         if t.qp == Qp::Smi {
             return Err(io::Error::new(
                 io::ErrorKind::Unsupported,
                 "verbs: QP0 (SMPs) cannot be used from userspace verbs",
             ));
         }
-        let key = self.ah_key(&t.dest)?;
+        let Some(key) = self.ah_key(&t.dest) else {
+            // Lost as on a fabric that cannot route it; the engine's timers report it.
+            self.stats.unroutable += 1;
+            return Ok(false);
+        };
         self.cache_ah(key)?;
         self.pending.push(Pending {
             slot,
@@ -609,45 +494,56 @@ impl VerbsTransport {
             len: u32::try_from(t.len.min(MAD_SIZE)).unwrap_or(0),
             qpn: t.dest.qpn,
         });
-        Ok(())
+        Ok(true)
     }
 
     /// Post the queued sends. A chain the device refuses loses its MADs as
     /// a datagram network would (the engine's timers and retries cover
-    /// requests); the error is returned and counted.
+    /// requests): counted, and the QP is checked (a QP in the error state
+    /// refuses posts; recovery resets it).
     fn flush_sends(&mut self) -> io::Result<()> {
         if self.pending.is_empty() {
             return Ok(());
         }
         let (ring, ahs, qkey) = (&self.ring, &self.ahs, self.config.qkey);
+        // Every queued key is live: `cache_ah` posts the queue before it evicts.
         let sends: Vec<UdSend<'_>> = self
             .pending
             .iter()
-            .map(|p| UdSend {
-                wr_id: u64::from(p.slot),
-                addr: ring.send_addr(p.slot as usize),
-                len: p.len,
-                lkey: ring.lkey(),
-                ah: &ahs[&p.key],
-                remote_qpn: p.qpn,
-                // As the kernel's QP1: every send carries the GSI Q_Key,
-                // whatever the caller put in `qkey`.
-                remote_qkey: qkey,
+            .filter_map(|p| {
+                Some(UdSend {
+                    wr_id: u64::from(p.slot),
+                    addr: ring.send_addr(p.slot as usize),
+                    len: p.len,
+                    lkey: ring.lkey(),
+                    ah: ahs.peek(&p.key)?,
+                    remote_qpn: p.qpn,
+                    // As the kernel's QP1: every send carries the GSI Q_Key,
+                    // whatever the caller put in `qkey`.
+                    remote_qkey: qkey,
+                })
             })
             .collect();
-        let result = self.qp.post_sends(&sends);
+        let result = match sends.len() == self.pending.len() {
+            true => self.qp.post_sends(&sends),
+            false => Err((0, io::ErrorKind::NotFound.into())),
+        };
         drop(sends);
         let posted = match &result {
             Ok(()) => self.pending.len(),
             Err((n, _)) => *n,
         };
         self.stats.sent += posted as u64;
+        self.posted_sends += posted as u64;
         for p in self.pending.drain(posted..) {
             self.stats.send_errors += 1;
             self.free_send.push(p.slot);
         }
         self.pending.clear();
-        result.map_err(|(_, e)| e)
+        if result.is_err() {
+            self.qp_suspect = true;
+        }
+        Ok(())
     }
 
     /// Take receive completions into the stash (used by `wait`); returns whether any.
@@ -663,7 +559,9 @@ impl VerbsTransport {
 impl Drop for VerbsTransport {
     fn drop(&mut self) {
         // Sends the engine already handed over still leave (best effort).
-        let _ = self.flush_sends();
+        if self.dead.is_none() {
+            let _ = self.flush_sends();
+        }
     }
 }
 
@@ -684,6 +582,7 @@ impl Transport for VerbsTransport {
         max: usize,
         sink: &mut dyn FnMut(RecvMeta, &[u8]),
     ) -> io::Result<usize> {
+        self.poll_events(false)?;
         self.flush_sends()?;
         let mut stash = std::mem::take(&mut self.stash);
         let room = max.saturating_sub(stash.len()).min(self.wcs.len());
@@ -699,6 +598,20 @@ impl Transport for VerbsTransport {
             if slot >= self.config.recv_slots {
                 continue;
             }
+            let flushed = wc
+                .error()
+                .is_some_and(|(status, _)| status == sys::ibv_wc_status::IBV_WC_WR_FLUSH_ERR);
+            if flushed {
+                // The QP is (or was, before a recovery) in the error state: the
+                // slot is reposted by the recovery, not here.
+                self.stats.recv_flushed += 1;
+                self.qp_suspect = true;
+                continue;
+            }
+            self.recv_posted = self.recv_posted.saturating_sub(1);
+            if self.recv_posted == 0 {
+                self.stats.recv_ring_empty += 1;
+            }
             if wc.is_valid() {
                 let bytes = self.ring.recv_slot(slot);
                 let end = wc.len().min(bytes.len());
@@ -711,13 +624,6 @@ impl Transport for VerbsTransport {
                 }
             } else {
                 self.stats.recv_errors += 1;
-                if wc
-                    .error()
-                    .is_some_and(|(status, _)| status == sys::ibv_wc_status::IBV_WC_WR_FLUSH_ERR)
-                {
-                    // The QP is in the error state: reposting would fail too.
-                    continue;
-                }
             }
             let (addr, len) = self.ring.recv_sge(slot);
             self.repost.push((slot as u64, addr, len));
@@ -726,6 +632,9 @@ impl Transport for VerbsTransport {
         self.stash = stash;
         self.stats.received += delivered as u64;
         self.flush_reposts(false)?;
+        if self.qp_suspect {
+            self.check_qp()?;
+        }
         Ok(delivered)
     }
 
@@ -746,9 +655,16 @@ impl Transport for VerbsTransport {
             self.flush_sends()?;
             return Ok(false);
         };
-        if let Err(e) = self.queue(slot, &t) {
-            self.free_send.push(slot);
-            return Err(e);
+        match self.queue(slot, &t) {
+            Ok(true) => {}
+            Ok(false) => {
+                self.free_send.push(slot);
+                return Ok(true);
+            }
+            Err(e) => {
+                self.free_send.push(slot);
+                return Err(e);
+            }
         }
         if self.pending.len() >= self.config.send_batch {
             self.flush_sends()?;
@@ -757,22 +673,32 @@ impl Transport for VerbsTransport {
     }
 
     fn wait(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+        self.poll_events(true)?;
         self.flush_sends()?;
         // Reposts held back for batching must not starve an idle port.
         self.flush_reposts(true)?;
         if !self.stash.is_empty() || self.wake.take() {
             return Ok(());
         }
-        let Some(channel) = self.channel.clone() else {
-            let deadline = timeout.map(|t| Clock::now() + t);
+        let start = Clock::now();
+        let deadline = timeout.map(|t| start + t);
+        if !self.config.completion_channel {
+            // Busy-poll a while: a reply that comes soon costs no wake-up.
+            let spin_until = start + self.config.idle_spin;
+            let until = deadline.map_or(spin_until, |d| d.min(spin_until));
             while !self.peek_recv()? {
-                if self.wake.take() || deadline.is_some_and(|d| Clock::now() >= d) {
+                if self.wake.take() {
+                    return Ok(());
+                }
+                if Clock::now() >= until {
                     break;
                 }
                 std::thread::yield_now();
             }
-            return Ok(());
-        };
+            if !self.stash.is_empty() || deadline.is_some_and(|d| Clock::now() >= d) {
+                return Ok(());
+            }
+        }
         if !self.armed {
             self.recv_cq.arm()?;
             self.armed = true;
@@ -781,13 +707,19 @@ impl Transport for VerbsTransport {
         if self.peek_recv()? {
             return Ok(());
         }
-        let [event, woken] = wake::readable([channel.fd(), self.wake.fd()], timeout)?;
+        // Sleep, but wake to look for the device now and then (see `events.rs`).
+        let left = deadline.map(|d| d.saturating_duration_since(Clock::now()));
+        let limit = left.map_or(events::LIVENESS_EVERY, |l| l.min(events::LIVENESS_EVERY));
+        let fds = [self.channel.fd(), self.wake.fd(), self.async_fd];
+        let [event, woken, async_ready] = wake::readable(fds, Some(limit))?;
+        self.async_ready |= async_ready;
         if woken {
             self.wake.take();
         }
-        if event && channel.take_event(&self.recv_cq) {
+        if event && self.channel.take_event(&self.recv_cq) {
             self.armed = false;
         }
+        // Async events are read by the next call (`poll_events`), liveness too.
         Ok(())
     }
 

@@ -1,6 +1,8 @@
 //! Unit tests of the verbs transport that need no device.
 
+use super::attrs::rate_gbps;
 use super::*;
+use crate::types::GSI_QKEY;
 
 #[test]
 fn gid_preference_is_roce_v2_ipv6_global_first() {
@@ -25,6 +27,7 @@ fn rates() {
     assert_eq!(rate_gbps(2, 1), 10); // 4x SDR
     assert_eq!(rate_gbps(2, 32), 100); // 4x EDR
     assert_eq!(rate_gbps(1, 0), 0);
+    assert_eq!(rate_gbps(2, 256), 800); // 4x XDR: only in active_speed_ex
 }
 
 #[test]

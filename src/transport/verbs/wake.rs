@@ -68,7 +68,10 @@ extern "C" {
 }
 
 /// Wait until one of `fds` is readable or `timeout` passes; which ones are.
-pub(super) fn readable(fds: [c_int; 2], timeout: Option<Duration>) -> io::Result<[bool; 2]> {
+pub(super) fn readable<const N: usize>(
+    fds: [c_int; N],
+    timeout: Option<Duration>,
+) -> io::Result<[bool; N]> {
     let ms = match timeout {
         None => -1,
         // Round up: a sub-millisecond wait must not become a busy loop of zero waits.
@@ -79,12 +82,12 @@ pub(super) fn readable(fds: [c_int; 2], timeout: Option<Duration>) -> io::Result
         events: POLLIN,
         revents: 0,
     });
-    // SAFETY: two valid pollfds; `poll` does not keep the pointer.
-    let rc = unsafe { poll(p.as_mut_ptr(), 2, ms) };
+    // SAFETY: `N` valid pollfds; `poll` does not keep the pointer.
+    let rc = unsafe { poll(p.as_mut_ptr(), N as u64, ms) };
     if rc < 0 {
         let e = io::Error::last_os_error();
         if e.kind() == io::ErrorKind::Interrupted {
-            return Ok([false; 2]);
+            return Ok([false; N]);
         }
         return Err(e);
     }

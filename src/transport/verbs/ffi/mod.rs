@@ -9,6 +9,7 @@
 //! `ibv_post_send`, `ibv_post_recv`, `ibv_poll_cq` and `ibv_req_notify_cq`
 //! are static inlines in `verbs.h`, so bindgen does not see them; they are
 //! called here through the provider's ops table, exactly as the inlines do.
+//! The QP and its posts are in `qp.rs`.
 
 use std::ffi::CStr;
 use std::io;
@@ -18,10 +19,14 @@ use std::sync::Arc;
 
 use ibverbs_sys as sys;
 
+mod qp;
+
+pub(super) use self::qp::{Qp, UdSend};
+
 const ENOSYS: i32 = 38;
 
 /// The OS error libibverbs left in `errno`, or `fallback` when it left none.
-fn last_error(fallback: i32) -> io::Error {
+pub(super) fn last_error(fallback: i32) -> io::Error {
     let e = io::Error::last_os_error();
     match e.raw_os_error() {
         Some(0) | None => io::Error::from_raw_os_error(fallback),
@@ -30,7 +35,7 @@ fn last_error(fallback: i32) -> io::Error {
 }
 
 /// A positive errno returned directly (the modify/post/destroy convention).
-fn rc_error(rc: c_int) -> io::Error {
+pub(super) fn rc_error(rc: c_int) -> io::Error {
     io::Error::from_raw_os_error(rc.abs())
 }
 
@@ -40,6 +45,9 @@ pub(super) struct DeviceEntry {
     pub(super) name: String,
     pub(super) node_guid: u64,
     pub(super) node_type: u8,
+    /// The device's uverbs node in sysfs (`/sys/class/infiniband_verbs/uverbsN`):
+    /// the kernel removes it first when the device goes away.
+    pub(super) uverbs_path: String,
 }
 
 /// The open device chosen from the list, and the list's other names.
@@ -78,10 +86,15 @@ pub(super) fn open_device(want: Option<&str>, all: &mut Vec<String>) -> io::Resu
         if chosen.is_none() && want.is_none_or(|w| w == name) {
             // SAFETY: `dev` is valid; reading plain fields of the device struct.
             let (guid, node_type) = unsafe { (sys::ibv_get_device_guid(dev), (*dev).node_type) };
+            // SAFETY: `dev_path` is a NUL-terminated array inside the live device struct.
+            let uverbs_path = unsafe { CStr::from_ptr((*dev).dev_path.as_ptr()) }
+                .to_string_lossy()
+                .into_owned();
             let entry = DeviceEntry {
                 name,
                 node_guid: u64::from_be(guid),
                 node_type: u8::try_from(node_type).unwrap_or(0),
+                uverbs_path,
             };
             chosen = Some((dev, entry));
         }
@@ -127,8 +140,23 @@ impl Context {
         self.0.as_ptr()
     }
 
+    /// The port's attributes, `active_speed_ex` and `port_cap_flags2` included
+    /// where the library knows them: through the extended context's
+    /// `query_port` with the full struct size, as `verbs.h`'s inline
+    /// `ibv_query_port` does; else the exported entry point, which fills
+    /// only the older fields (those two stay 0).
     pub(super) fn query_port(&self, port: u8) -> io::Result<sys::ibv_port_attr> {
         let mut attr = sys::ibv_port_attr::default();
+        if let Some(query) = self.extended_query_port() {
+            let size = std::mem::size_of::<sys::ibv_port_attr>();
+            // SAFETY: the library's own `query_port` of this open context, given a
+            // buffer of the size it is told.
+            let rc = unsafe { query(self.as_ptr(), port, &mut attr, size) };
+            if rc != 0 {
+                return Err(rc_error(rc));
+            }
+            return Ok(attr);
+        }
         // SAFETY: the compat entry point writes at most the (older, smaller)
         // compat struct, which fits in `ibv_port_attr`.
         let rc = unsafe {
@@ -142,6 +170,28 @@ impl Context {
             return Err(rc_error(rc));
         }
         Ok(attr)
+    }
+
+    /// The extended context's `query_port`, when the library has one (what
+    /// `verbs_get_ctx_op(ctx, query_port)` finds).
+    fn extended_query_port(&self) -> Option<QueryPortFn> {
+        let ctx = self.as_ptr();
+        // SAFETY: reading a plain field of the open context.
+        let compat = unsafe { (*ctx).abi_compat };
+        // `__VERBS_ABI_IS_EXTENDED`: the context is the last field of a `verbs_context`.
+        if compat as usize != usize::MAX || std::mem::size_of::<usize>() != 8 {
+            return None;
+        }
+        let offset = std::mem::offset_of!(VerbsContextTail, context);
+        // SAFETY: an extended context is embedded in a `verbs_context`, whose
+        // fields from `query_port` to `context` `VerbsContextTail` mirrors (this
+        // part of the struct only grows at its start, so its layout is fixed).
+        let vctx = unsafe { &*ctx.cast::<u8>().sub(offset).cast::<VerbsContextTail>() };
+        // The library's struct must reach back as far as `query_port`.
+        if vctx.sz < std::mem::size_of::<VerbsContextTail>() {
+            return None;
+        }
+        vctx.query_port
     }
 
     /// The valid GID entries of `port` (index, GID, type), one query per index.
@@ -171,6 +221,61 @@ impl Context {
         out
     }
 
+    /// The async event fd, made non-blocking so that reading it never parks the port.
+    pub(super) fn async_fd_nonblocking(&self) -> io::Result<c_int> {
+        // SAFETY: the context is open; `async_fd` is a plain field.
+        let fd = unsafe { (*self.as_ptr()).async_fd };
+        // SAFETY: `fd` is the context's open async fd; F_GETFL/F_SETFL take no pointers.
+        let rc = unsafe {
+            let flags = fcntl(fd, F_GETFL);
+            if flags < 0 {
+                flags
+            } else {
+                fcntl(fd, F_SETFL, flags | O_NONBLOCK)
+            }
+        };
+        if rc < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(fd)
+    }
+
+    /// The next async event, acknowledged, or `None` when there is none now
+    /// (the fd is non-blocking, see [`Context::async_fd_nonblocking`]).
+    pub(super) fn next_async_event(&self) -> io::Result<Option<AsyncEvent>> {
+        let mut ev = sys::ibv_async_event {
+            element: sys::ibv_async_event__bindgen_ty_1 { port_num: 0 },
+            event_type: 0,
+        };
+        // SAFETY: the context is open; `ev` is a valid out-struct.
+        let rc = unsafe { sys::ibv_get_async_event(self.as_ptr(), &mut ev) };
+        if rc != 0 {
+            let e = io::Error::last_os_error();
+            return match e.kind() {
+                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(None),
+                _ => Err(e),
+            };
+        }
+        let port = match ev.event_type {
+            sys::IBV_EVENT_PORT_ACTIVE
+            | sys::IBV_EVENT_PORT_ERR
+            | sys::IBV_EVENT_LID_CHANGE
+            | sys::IBV_EVENT_PKEY_CHANGE
+            | sys::IBV_EVENT_SM_CHANGE
+            | sys::IBV_EVENT_CLIENT_REREGISTER
+            | sys::IBV_EVENT_GID_CHANGE => {
+                // SAFETY: for port events the union holds the port number.
+                u8::try_from(unsafe { ev.element.port_num }).ok()
+            }
+            _ => None,
+        };
+        let kind = ev.event_type;
+        // SAFETY: `ev` came from ibv_get_async_event and is acked exactly once
+        // (destroying the QP or closing the context waits for every ack).
+        unsafe { sys::ibv_ack_async_event(&mut ev) };
+        Ok(Some(AsyncEvent { kind, port }))
+    }
+
     pub(super) fn query_pkey(&self, port: u8, index: u16) -> io::Result<u16> {
         let mut pkey: u16 = 0;
         // SAFETY: `pkey` is a valid out-pointer.
@@ -180,6 +285,40 @@ impl Context {
         }
         Ok(u16::from_be(pkey))
     }
+}
+
+type QueryPortFn =
+    unsafe extern "C" fn(*mut sys::ibv_context, u8, *mut sys::ibv_port_attr, usize) -> c_int;
+
+/// The end of libibverbs' `struct verbs_context` (rdma-core 55's `verbs.h`;
+/// the bindings do not carry it): `query_port`, the 38 older 8-byte entries
+/// after it (function pointers and one `uint64_t`, on the 64-bit targets
+/// vmad builds for), `sz` (the library's own size of the struct) and the
+/// context itself. New entries are only ever added before `query_port`, so
+/// this part does not move between library versions.
+#[repr(C)]
+struct VerbsContextTail {
+    query_port: Option<QueryPortFn>,
+    _older_ops: [u64; 38],
+    sz: usize,
+    context: sys::ibv_context,
+}
+
+/// An async event of the context, already acknowledged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct AsyncEvent {
+    /// `IBV_EVENT_*`.
+    pub(super) kind: sys::ibv_event_type,
+    /// The port, for port events.
+    pub(super) port: Option<u8>,
+}
+
+const F_GETFL: c_int = 3;
+const F_SETFL: c_int = 4;
+const O_NONBLOCK: c_int = 0o4000;
+
+extern "C" {
+    fn fcntl(fd: c_int, cmd: c_int, ...) -> c_int;
 }
 
 /// A protection domain.
@@ -421,231 +560,5 @@ impl Drop for Ah {
     fn drop(&mut self) {
         // SAFETY: the AH exists; the transport drops AHs only with no send in flight.
         unsafe { sys::ibv_destroy_ah(self.raw.as_ptr()) };
-    }
-}
-
-/// A UD queue pair.
-pub(super) struct Qp {
-    raw: NonNull<sys::ibv_qp>,
-    /// Scratch for chained receive posts (reused: no allocation per batch).
-    sges: Vec<sys::ibv_sge>,
-    recv_wrs: Vec<sys::ibv_recv_wr>,
-    send_sges: Vec<sys::ibv_sge>,
-    send_wrs: Vec<sys::ibv_send_wr>,
-    _send_cq: Arc<Cq>,
-    _recv_cq: Arc<Cq>,
-    _pd: Arc<Pd>,
-}
-
-// SAFETY: QP verbs are thread-safe in libibverbs providers; vmad posts from one thread.
-unsafe impl Send for Qp {}
-
-/// A send to post: slot address and length, and where it goes.
-pub(super) struct UdSend<'a> {
-    pub(super) wr_id: u64,
-    pub(super) addr: u64,
-    pub(super) len: u32,
-    pub(super) lkey: u32,
-    pub(super) ah: &'a Ah,
-    pub(super) remote_qpn: u32,
-    pub(super) remote_qkey: u32,
-}
-
-impl Qp {
-    /// A UD QP with both queues as given.
-    pub(super) fn new_ud(
-        pd: &Arc<Pd>,
-        send_cq: &Arc<Cq>,
-        recv_cq: &Arc<Cq>,
-        send_wr: usize,
-        recv_wr: usize,
-    ) -> io::Result<Qp> {
-        let mut init = sys::ibv_qp_init_attr {
-            send_cq: send_cq.as_ptr(),
-            recv_cq: recv_cq.as_ptr(),
-            qp_type: sys::ibv_qp_type::IBV_QPT_UD,
-            sq_sig_all: 0,
-            ..Default::default()
-        };
-        init.cap.max_send_wr = u32::try_from(send_wr).unwrap_or(u32::MAX);
-        init.cap.max_recv_wr = u32::try_from(recv_wr).unwrap_or(u32::MAX);
-        init.cap.max_send_sge = 1;
-        init.cap.max_recv_sge = 1;
-        // SAFETY: PD and CQs are alive and belong to the same context.
-        let raw = unsafe { sys::ibv_create_qp(pd.as_ptr(), &mut init) };
-        let raw = NonNull::new(raw).ok_or_else(|| last_error(12))?;
-        Ok(Qp {
-            raw,
-            sges: Vec::with_capacity(recv_wr),
-            recv_wrs: Vec::with_capacity(recv_wr),
-            send_sges: Vec::with_capacity(send_wr),
-            send_wrs: Vec::with_capacity(send_wr),
-            _send_cq: send_cq.clone(),
-            _recv_cq: recv_cq.clone(),
-            _pd: pd.clone(),
-        })
-    }
-
-    pub(super) fn qp_num(&self) -> u32 {
-        // SAFETY: the QP is alive; `qp_num` is a plain field.
-        unsafe { (*self.raw.as_ptr()).qp_num }
-    }
-
-    fn modify(&self, attr: &mut sys::ibv_qp_attr, mask: u32) -> io::Result<()> {
-        // SAFETY: the QP is alive; `attr` is initialised for the bits in `mask`.
-        let rc = unsafe {
-            sys::ibv_modify_qp(self.raw.as_ptr(), attr, c_int::try_from(mask).unwrap_or(0))
-        };
-        if rc != 0 {
-            return Err(rc_error(rc));
-        }
-        Ok(())
-    }
-
-    /// RESET -> INIT (P_Key index, port, Q_Key); the step that needs
-    /// CAP_NET_RAW for a controlled Q_Key.
-    pub(super) fn to_init(&self, port: u8, pkey_index: u16, qkey: u32) -> io::Result<()> {
-        use sys::ibv_qp_attr_mask as m;
-        let mut a = sys::ibv_qp_attr {
-            qp_state: sys::ibv_qp_state::IBV_QPS_INIT,
-            pkey_index,
-            port_num: port,
-            qkey,
-            ..Default::default()
-        };
-        self.modify(
-            &mut a,
-            m::IBV_QP_STATE.0 | m::IBV_QP_PKEY_INDEX.0 | m::IBV_QP_PORT.0 | m::IBV_QP_QKEY.0,
-        )
-    }
-
-    /// INIT -> RTR -> RTS.
-    pub(super) fn to_rts(&self) -> io::Result<()> {
-        use sys::ibv_qp_attr_mask as m;
-        let mut a = sys::ibv_qp_attr {
-            qp_state: sys::ibv_qp_state::IBV_QPS_RTR,
-            ..Default::default()
-        };
-        self.modify(&mut a, m::IBV_QP_STATE.0)?;
-        let mut a = sys::ibv_qp_attr {
-            qp_state: sys::ibv_qp_state::IBV_QPS_RTS,
-            sq_psn: 0,
-            ..Default::default()
-        };
-        self.modify(&mut a, m::IBV_QP_STATE.0 | m::IBV_QP_SQ_PSN.0)
-    }
-
-    /// Post a chain of receives, one SGE each: `(wr_id, addr, len)` per slot.
-    pub(super) fn post_recvs(&mut self, lkey: u32, slots: &[(u64, u64, u32)]) -> io::Result<()> {
-        if slots.is_empty() {
-            return Ok(());
-        }
-        self.sges.clear();
-        self.recv_wrs.clear();
-        self.sges
-            .extend(
-                slots
-                    .iter()
-                    .map(|&(_, addr, length)| sys::ibv_sge { addr, length, lkey }),
-            );
-        // The chain points into `sges` and into itself: both are complete
-        // (no more reallocation) before any pointer is taken.
-        for (i, &(wr_id, _, _)) in slots.iter().enumerate() {
-            self.recv_wrs.push(sys::ibv_recv_wr {
-                wr_id,
-                next: ptr::null_mut(),
-                sg_list: ptr::addr_of_mut!(self.sges[i]),
-                num_sge: 1,
-            });
-        }
-        for i in 1..self.recv_wrs.len() {
-            let next = ptr::addr_of_mut!(self.recv_wrs[i]);
-            self.recv_wrs[i - 1].next = next;
-        }
-        let qp = self.raw.as_ptr();
-        let mut bad: *mut sys::ibv_recv_wr = ptr::null_mut();
-        // SAFETY: the QP and its context are alive; the chain and its SGEs
-        // live until the call returns (the provider copies them); the slots
-        // they name are inside the registered MR.
-        let rc = unsafe {
-            let post = (*(*qp).context)
-                .ops
-                .post_recv
-                .ok_or(io::ErrorKind::Unsupported)?;
-            post(qp, self.recv_wrs.as_mut_ptr(), &mut bad)
-        };
-        if rc != 0 {
-            return Err(rc_error(rc));
-        }
-        Ok(())
-    }
-
-    /// Post a chain of signalled UD sends with one doorbell. On failure,
-    /// returns how many of them were posted (the provider stops at the first
-    /// bad one) with the error.
-    pub(super) fn post_sends(&mut self, sends: &[UdSend<'_>]) -> Result<(), (usize, io::Error)> {
-        if sends.is_empty() {
-            return Ok(());
-        }
-        self.send_sges.clear();
-        self.send_wrs.clear();
-        self.send_sges.extend(sends.iter().map(|s| sys::ibv_sge {
-            addr: s.addr,
-            length: s.len,
-            lkey: s.lkey,
-        }));
-        for (i, s) in sends.iter().enumerate() {
-            let mut wr = sys::ibv_send_wr {
-                wr_id: s.wr_id,
-                next: ptr::null_mut(),
-                sg_list: ptr::addr_of_mut!(self.send_sges[i]),
-                num_sge: 1,
-                opcode: sys::ibv_wr_opcode::IBV_WR_SEND,
-                send_flags: sys::ibv_send_flags::IBV_SEND_SIGNALED.0,
-                ..Default::default()
-            };
-            // The bindgen name of the UD member is unstable across versions:
-            // it is named in this one place only.
-            wr.wr.ud = sys::ibv_send_wr__bindgen_ty_2__bindgen_ty_3 {
-                ah: s.ah.as_ptr(),
-                remote_qpn: s.remote_qpn,
-                remote_qkey: s.remote_qkey,
-            };
-            self.send_wrs.push(wr);
-        }
-        // Linked only now: `send_wrs` no longer reallocates.
-        for i in 1..self.send_wrs.len() {
-            let next = ptr::addr_of_mut!(self.send_wrs[i]);
-            self.send_wrs[i - 1].next = next;
-        }
-        let qp = self.raw.as_ptr();
-        let first = self.send_wrs.as_mut_ptr();
-        let mut bad: *mut sys::ibv_send_wr = ptr::null_mut();
-        // SAFETY: QP, context and AHs are alive; the chain and its SGEs live
-        // until the call returns (the provider copies them); the slots are
-        // inside the registered MR.
-        let rc = unsafe {
-            let Some(post) = (*(*qp).context).ops.post_send else {
-                return Err((0, io::ErrorKind::Unsupported.into()));
-            };
-            post(qp, first, &mut bad)
-        };
-        if rc != 0 {
-            let posted = if bad.is_null() {
-                0
-            } else {
-                // SAFETY: `bad` points into the chain, which starts at `first`.
-                usize::try_from(unsafe { bad.offset_from(first) }).unwrap_or(0)
-            };
-            return Err((posted, rc_error(rc)));
-        }
-        Ok(())
-    }
-}
-
-impl Drop for Qp {
-    fn drop(&mut self) {
-        // SAFETY: the QP exists; its CQs and PD outlive it (held by Arc).
-        unsafe { sys::ibv_destroy_qp(self.raw.as_ptr()) };
     }
 }
