@@ -240,7 +240,8 @@ struct Shared {
     ready: Condvar,
     waker: Option<Waker>,
     epoch: Clock,
-    attrs: PortAttrs,
+    /// The transport's view of the port, refreshed when it says it changed.
+    attrs: std::sync::RwLock<PortAttrs>,
     caps: Caps,
     /// The port thread, joined when the last open closes.
     thread: Mutex<Option<JoinHandle<()>>>,
@@ -287,8 +288,8 @@ pub struct Port {
 impl core::fmt::Debug for Port {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("Port")
-            .field("ca", &self.shared.attrs.ca_name)
-            .field("port", &self.shared.attrs.port_num)
+            .field("ca", &self.attrs().ca_name)
+            .field("port", &self.attrs().port_num)
             .field("open", &self.key)
             .finish_non_exhaustive()
     }
@@ -325,14 +326,14 @@ impl Port {
             ready: Condvar::new(),
             waker,
             epoch: Clock::now(),
-            attrs,
+            attrs: std::sync::RwLock::new(attrs),
             caps,
             thread: Mutex::new(None),
         });
-        let name = format!(
-            "vmad-port {}:{}",
-            shared.attrs.ca_name, shared.attrs.port_num
-        );
+        let name = {
+            let a = shared.attrs.read().unwrap_or_else(PoisonError::into_inner);
+            format!("vmad-port {}:{}", a.ca_name, a.port_num)
+        };
         let driver = shared.clone();
         let thread = std::thread::Builder::new()
             .name(name)
@@ -368,9 +369,14 @@ impl Port {
         self.shared.lock().opens.len()
     }
 
-    /// What the transport reports about the port (`umad_get_port`).
-    pub fn attrs(&self) -> &PortAttrs {
-        &self.shared.attrs
+    /// What the transport reports about the port (`umad_get_port`), as of its last
+    /// refresh (a transport that reads port events keeps it current).
+    pub fn attrs(&self) -> PortAttrs {
+        self.shared
+            .attrs
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// What the transport can carry.
@@ -826,6 +832,9 @@ fn turn(shared: &Shared, io: &mut Io) -> (bool, Option<Instant>) {
     };
     let engine = &mut core.engine;
     transport.take_undelivered(&mut |header| engine.handle_undelivered(now, header));
+    if transport.attrs_changed() {
+        *shared.attrs.write().unwrap_or_else(PoisonError::into_inner) = transport.attrs().clone();
+    }
     if engine.poll_timeout().is_some_and(|t| t <= now) {
         engine.handle_timeout(now);
     }

@@ -121,6 +121,13 @@ pub trait Transport: Send {
     /// [`crate::engine::Engine::handle_undelivered`]. Default: none.
     fn take_undelivered(&mut self, _sink: &mut dyn FnMut(&[u8])) {}
 
+    /// Whether [`Transport::attrs`] changed since the last call (the transport re-read
+    /// them after a port event: state, LID, SM, P_Keys). The port then copies them, so
+    /// that [`crate::port::Port::attrs`] shows them. Default: never.
+    fn attrs_changed(&mut self) -> bool {
+        false
+    }
+
     /// Take (`on`) or give up the SM role on this port, as opening and closing the
     /// kernel's `/dev/infiniband/issmN` does: PortInfo:CapabilityMask.IsSM set or
     /// cleared, and SM-bound traffic (traps, SA requests) sent to this port.

@@ -156,6 +156,7 @@ impl VerbsTransport {
             self.attrs.pkeys = pkeys;
         }
         self.stats.port_refreshes += 1;
+        self.attrs_dirty = true;
     }
 }
 

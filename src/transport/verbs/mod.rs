@@ -139,6 +139,8 @@ pub struct VerbsTransport {
     pd: Arc<Pd>,
     ctx: Arc<Context>,
     attrs: PortAttrs,
+    /// `attrs` was re-read since [`Transport::attrs_changed`] last said so.
+    attrs_dirty: bool,
     /// The port wants a GRH on every AH (`IBV_QPF_GRH_REQUIRED`).
     grh_required: bool,
     /// The context's async event fd (non-blocking).
@@ -364,6 +366,7 @@ impl VerbsTransport {
             pd,
             ctx,
             attrs,
+            attrs_dirty: false,
             grh_required: pattr.flags & attrs::QPF_GRH_REQUIRED != 0,
             async_fd,
             async_ready: false,
@@ -721,6 +724,10 @@ impl Transport for VerbsTransport {
         }
         // Async events are read by the next call (`poll_events`), liveness too.
         Ok(())
+    }
+
+    fn attrs_changed(&mut self) -> bool {
+        std::mem::take(&mut self.attrs_dirty)
     }
 
     fn waker(&self) -> Option<Waker> {

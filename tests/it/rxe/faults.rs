@@ -152,11 +152,14 @@ fn rxe_link_down_and_up_during_traffic() {
             "request {k} sent while the link was down ended without ETIMEDOUT: {timed_out:x?}"
         );
     }
+    // The port itself shows it too: its transport re-read the attributes on the event.
+    port_state_until(&port, "the port shows the link down", |s| s != 4);
     sh("ip link set veth0 up");
     restore_routes();
     drive_until(&mut watch, "port up seen", |t| t.attrs().state == 4);
     assert!(watch.stats().events.port_active >= 1);
     assert!(watch.stats().port_refreshes >= 2);
+    port_state_until(&port, "the port shows the link up", |s| s == 4);
     // Traffic resumes on the same port, same QP.
     request(
         &port,
@@ -168,6 +171,16 @@ fn rxe_link_down_and_up_during_traffic() {
     );
     let (_, resp) = recv_mad(&port, Duration::from_secs(30));
     assert_eq!(tid_of(&resp) & 0xffff_ffff, 0x9ff);
+}
+
+/// Drive `port` (polls of 50 ms, each a turn that reads the async events) until its
+/// attributes' state satisfies `ok`, for at most 30 s.
+fn port_state_until(port: &vmad::port::Port, what: &str, ok: impl Fn(u8) -> bool) {
+    let give_up = std::time::Instant::now() + Duration::from_secs(30);
+    while !ok(port.attrs().state) {
+        assert!(std::time::Instant::now() < give_up, "{what}: never");
+        let _ = port.poll(Some(Duration::from_millis(50)));
+    }
 }
 
 /// The rdma tool deleting a device; it blocks until every user closed it.
