@@ -278,6 +278,10 @@ pub struct Engine {
     rmpp_ready: VecDeque<u64>,
     recv_sessions: hash::IdMap<u64, sessions::RecvSession>,
     recv_index: HashMap<sessions::RecvKey, u64>,
+    /// The receive session the last DATA segment went to: the next segment
+    /// is almost always for it too, and an equal key skips `recv_index`'s
+    /// SipHash (keyed by what peers send), the largest cost of a segment.
+    recv_last: Option<(sessions::RecvKey, u64)>,
     /// Reassemblies in progress per peer.
     peer_active: HashMap<sessions::PeerKey, usize>,
     stats: EngineStats,
@@ -310,6 +314,7 @@ impl Engine {
             rmpp_ready: VecDeque::new(),
             recv_sessions: hash::IdMap::default(),
             recv_index: HashMap::new(),
+            recv_last: None,
             peer_active: HashMap::new(),
             stats: EngineStats::default(),
             mad_pool: Vec::new(),
