@@ -10,15 +10,19 @@
 //! new to the process each time: the page faults are part of any design that
 //! hands the caller a buffer of its own).
 //!
-//! Rows, each the median (and best) of the rounds, in ms per transfer:
-//! - `floor_reused_1MiB`, `floor_fresh_1MiB`: the floor;
+//! Rows, each the median (and best) of the rounds, in ms per transfer, in
+//! two groups, each interleaved within itself, its first row its floor:
+//! - `floor_fresh_1MiB`, `floor_reused_1MiB`: the floor;
 //! - `state_machines_1MiB`: the RMPP sender and receiver back to back;
 //! - `engines_1MiB`: two engines back to back through their public API;
+//! - `floor_fresh_6.4MB`: the floor for 6.4 MB;
 //! - `sa_gettable_100k`: GetTable(PathRecord) request → 100,000 records of
 //!   64 bytes (6.4 MB, 32,000 segments) → reassembled response, through two
 //!   engines (the records are built once; no path computation).
 //!
-//! Run: `cargo bench --bench rmpp_ratio` (about 30 s).
+//! A free argument runs only the rows whose names contain it (for profiling).
+//!
+//! Run: `cargo bench --bench rmpp_ratio` (about 10 s).
 
 use core::time::Duration;
 use std::hint::black_box;
@@ -206,7 +210,7 @@ fn pump(
     moved
 }
 
-fn time_ms(mut f: impl FnMut()) -> f64 {
+fn time_ms(f: &mut dyn FnMut()) -> f64 {
     let start = Wall::now();
     f();
     start.elapsed().as_secs_f64() * 1e3
@@ -215,6 +219,47 @@ fn time_ms(mut f: impl FnMut()) -> f64 {
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
+}
+
+/// A row: its name, the bytes it moves, one transfer.
+type Row<'a> = (&'static str, usize, Box<dyn FnMut() + 'a>);
+
+/// Run `rows` in turn, `rounds` times, and print each one's median (best)
+/// beside its rate and its ratio per byte to the first row (the floor).
+fn run(title: &str, rounds: usize, filter: Option<&String>, mut rows: Vec<Row<'_>>) {
+    rows.retain(|(name, ..)| filter.is_none_or(|f| name.contains(f.as_str())));
+    if rows.is_empty() {
+        return;
+    }
+    let mut times = vec![Vec::new(); rows.len()];
+    for round in 0..rounds {
+        for (t, (_, _, f)) in times.iter_mut().zip(rows.iter_mut()) {
+            t.push(time_ms(f));
+        }
+        eprint!("\r{title}: round {}/{rounds}", round + 1);
+    }
+    eprintln!();
+    println!("{title}: ms per transfer, median (best) of {rounds} interleaved rounds");
+    let mut floor = None;
+    for (t, (name, bytes, _)) in times.iter_mut().zip(&rows) {
+        let best = t.iter().copied().fold(f64::MAX, f64::min);
+        let mid = median(t);
+        let per_byte = mid / *bytes as f64;
+        let floor = *floor.get_or_insert(per_byte);
+        println!(
+            "{name:>24} {mid:>8.3} ({best:.3})  {:>6.0} MiB/s  {:>5.2}× the floor per byte",
+            *bytes as f64 / (mid / 1e3) / (1 << 20) as f64,
+            per_byte / floor,
+        );
+    }
+}
+
+/// The floor into a fresh buffer, as a delivered message is.
+fn floor_fresh(msg: &[u8]) {
+    let mut fresh = Vec::with_capacity(msg.len());
+    floor(msg, &mut fresh);
+    assert_eq!(fresh.len(), msg.len());
+    black_box(fresh);
 }
 
 fn main() {
@@ -229,56 +274,61 @@ fn main() {
     } else {
         2
     };
+    // A free argument runs only the rows whose names contain it (for profiling).
+    let filter = args[1..].iter().find(|a| !a.starts_with('-'));
+
     let msg = sa_message(0x14, 1, DATA); // GetMulti
     let mut reused = Vec::with_capacity(msg.len());
     let mut one_way = Pair::new([1 << 0x14, 0]);
+    let rows: Vec<Row<'_>> = vec![
+        ("floor_fresh_1MiB", DATA, Box::new(|| floor_fresh(&msg))),
+        (
+            "floor_reused_1MiB",
+            DATA,
+            Box::new(|| {
+                floor(&msg, &mut reused);
+                assert_eq!(reused.len(), msg.len());
+            }),
+        ),
+        (
+            "state_machines_1MiB",
+            DATA,
+            Box::new(|| {
+                let got = vmad::engine::rmpp::loopback(msg.clone(), SA_HDR).expect("loopback");
+                assert_eq!(got.len(), msg.len());
+            }),
+        ),
+        (
+            "engines_1MiB",
+            DATA,
+            Box::new(|| assert_eq!(one_way.one_way(&msg), msg.len())),
+        ),
+    ];
+    run("RMPP 1 MiB", rounds, filter, rows);
+
+    // Apart from the 1 MiB rows: freeing their buffers moves the allocator's
+    // mmap threshold, and with it whether a 6.4 MB buffer is fresh pages.
     let mut table = Pair::new([1 << 0x12, 0]);
     let mut resp = sa_message(0x92, 0, PATHS * PATH_RECORD); // GetTableResp
     resp[16..18].copy_from_slice(&0x35u16.to_be_bytes());
     resp[44..46].copy_from_slice(&((PATH_RECORD / 8) as u16).to_be_bytes()); // AttributeOffset
-
-    let names = [
-        "floor_reused_1MiB",
-        "floor_fresh_1MiB",
-        "state_machines_1MiB",
-        "engines_1MiB",
-        "sa_gettable_100k",
+    let records = resp.clone();
+    let mut tid = 0;
+    let rows: Vec<Row<'_>> = vec![
+        (
+            "floor_fresh_6.4MB",
+            PATHS * PATH_RECORD,
+            Box::new(|| floor_fresh(&records)),
+        ),
+        (
+            "sa_gettable_100k",
+            PATHS * PATH_RECORD,
+            Box::new(|| {
+                tid += 1;
+                let len = resp.len();
+                assert_eq!(table.get_table(tid, &mut resp), len);
+            }),
+        ),
     ];
-    let mut times: Vec<Vec<f64>> = vec![Vec::new(); names.len()];
-    for round in 0..rounds {
-        let tid = round as u64 + 1;
-        times[0].push(time_ms(|| floor(&msg, &mut reused)));
-        assert_eq!(reused, msg);
-        times[1].push(time_ms(|| {
-            let mut fresh = Vec::with_capacity(msg.len());
-            floor(&msg, &mut fresh);
-            black_box(fresh);
-        }));
-        times[2].push(time_ms(|| {
-            let got = vmad::engine::rmpp::loopback(msg.clone(), SA_HDR).expect("loopback");
-            assert_eq!(got.len(), msg.len());
-        }));
-        times[3].push(time_ms(|| assert_eq!(one_way.one_way(&msg), msg.len())));
-        times[4].push(time_ms(|| {
-            assert_eq!(table.get_table(tid, &mut resp), resp.len());
-        }));
-        eprint!("\rround {}/{rounds}", round + 1);
-    }
-    eprintln!();
-    println!("ms per transfer, median (best) of {rounds} interleaved rounds");
-    let floor_ms = median(&mut times[1].clone());
-    for (name, t) in names.iter().zip(times.iter_mut()) {
-        let best = t.iter().copied().fold(f64::MAX, f64::min);
-        let mid = median(t);
-        let bytes = if name.starts_with("sa_") {
-            (PATHS * PATH_RECORD) as f64
-        } else {
-            DATA as f64
-        };
-        println!(
-            "{name:>20} {mid:>8.3} ({best:.3})  {:>7.0} MiB/s  {:>5.2}× the fresh floor per byte",
-            bytes / (mid / 1e3) / (1 << 20) as f64,
-            (mid / bytes) / (floor_ms / DATA as f64),
-        );
-    }
+    run("SA GetTable, 100,000 PathRecords", rounds, filter, rows);
 }
