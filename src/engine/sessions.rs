@@ -514,6 +514,14 @@ impl Engine {
                 let before = dropped(&session.rx);
                 let progress = session.rx.handle_data(now, &buf[..]);
                 self.stats.dropped_rmpp_segments += dropped(&session.rx) - before;
+                // Most segments change nothing the engine acts on: still
+                // running, no reply due, the same deadline.
+                if progress == Progress::Pending
+                    && !session.rx.has_reply()
+                    && session.deadline == session.rx.deadline()
+                {
+                    return;
+                }
                 self.recv_progress(now, sid, progress);
             }
             return;

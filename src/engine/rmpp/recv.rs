@@ -392,6 +392,11 @@ impl Receiver {
         self.reply.take()
     }
 
+    /// Whether an ACK, ABORT or STOP is due.
+    pub(crate) fn has_reply(&self) -> bool {
+        self.reply.is_some()
+    }
+
     /// The reassembled message (headers of the first segment, then all the
     /// data), once, after `Complete`.
     pub(crate) fn take_message(&mut self) -> Option<Vec<u8>> {
