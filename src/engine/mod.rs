@@ -127,6 +127,15 @@
 //! requests' memory costs (the bench's "memory floor"); the test
 //! `timers_work_per_mad_does_not_grow_with_100k_outstanding` pins the
 //! structures.
+//!
+//! An RMPP segment allocates nothing but its window's ACK: the sender
+//! writes each segment from the message straight into the caller's slot,
+//! the receiver appends its data to the message buffer (which doubles, from
+//! 64 KiB, as data arrives), and only a window's last segment is ACKed (as
+//! the kernel ACKs), the ACK's buffer going to the transmit queue as it is. The receive session of the previous segment is
+//! remembered, so a transfer's segments are found without hashing their key.
+//! `cargo bench --bench rmpp_ratio` measures 1 MiB through two engines
+//! against the memory-copy floor in the same run.
 
 pub mod rmpp;
 
