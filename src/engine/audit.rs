@@ -134,6 +134,11 @@ impl Engine {
         if self.recv_index.len() != self.recv_sessions.len() {
             return fail("recv_index and recv_sessions differ in size".into());
         }
+        if let Some((key, sid)) = self.recv_last {
+            if self.recv_index.get(&key) != Some(&sid) {
+                return fail(format!("recv_last names session {sid}, not in recv_index"));
+            }
+        }
         let mut peers: HashMap<super::sessions::PeerKey, usize> = HashMap::new();
         let limit =
             self.config.rmpp.max_message + self.config.rmpp.window as usize * crate::wire::MAD_SIZE;

@@ -127,6 +127,15 @@
 //! requests' memory costs (the bench's "memory floor"); the test
 //! `timers_work_per_mad_does_not_grow_with_100k_outstanding` pins the
 //! structures.
+//!
+//! An RMPP segment allocates nothing but its window's ACK: the sender
+//! writes each segment from the message straight into the caller's slot,
+//! the receiver appends its data to the message buffer (which doubles, from
+//! 64 KiB, as data arrives), and only a window's last segment is ACKed (as
+//! the kernel ACKs), the ACK's buffer going to the transmit queue as it is. The receive session of the previous segment is
+//! remembered, so a transfer's segments are found without hashing their key.
+//! `cargo bench --bench rmpp_ratio` measures 1 MiB through two engines
+//! against the memory-copy floor in the same run.
 
 pub mod rmpp;
 
@@ -278,6 +287,10 @@ pub struct Engine {
     rmpp_ready: VecDeque<u64>,
     recv_sessions: hash::IdMap<u64, sessions::RecvSession>,
     recv_index: HashMap<sessions::RecvKey, u64>,
+    /// The receive session the last DATA segment went to: the next segment
+    /// is almost always for it too, and an equal key skips `recv_index`'s
+    /// SipHash (keyed by what peers send), the largest cost of a segment.
+    recv_last: Option<(sessions::RecvKey, u64)>,
     /// Reassemblies in progress per peer.
     peer_active: HashMap<sessions::PeerKey, usize>,
     stats: EngineStats,
@@ -310,6 +323,7 @@ impl Engine {
             rmpp_ready: VecDeque::new(),
             recv_sessions: hash::IdMap::default(),
             recv_index: HashMap::new(),
+            recv_last: None,
             peer_active: HashMap::new(),
             stats: EngineStats::default(),
             mad_pool: Vec::new(),

@@ -500,7 +500,12 @@ impl Engine {
     /// A DATA segment: to its session, or the first one starts a session.
     fn rmpp_data(&mut self, now: Instant, agent: AgentId, meta: RecvMeta, buf: &[u8; MAD_SIZE]) {
         let key = RecvKey::new(agent, &meta.src, &buf[..], buf[3]);
-        if let Some(&sid) = self.recv_index.get(&key) {
+        let found = match self.recv_last {
+            Some((last, sid)) if last == key => Some(sid),
+            _ => self.recv_index.get(&key).copied(),
+        };
+        if let Some(sid) = found {
+            self.recv_last = Some((key, sid));
             if let Some(session) = self.recv_sessions.get_mut(&sid) {
                 let dropped = |rx: &Receiver| {
                     let s = rx.stats();
@@ -509,6 +514,14 @@ impl Engine {
                 let before = dropped(&session.rx);
                 let progress = session.rx.handle_data(now, &buf[..]);
                 self.stats.dropped_rmpp_segments += dropped(&session.rx) - before;
+                // Most segments change nothing the engine acts on: still
+                // running, no reply due, the same deadline.
+                if progress == Progress::Pending
+                    && !session.rx.has_reply()
+                    && session.deadline == session.rx.deadline()
+                {
+                    return;
+                }
                 self.recv_progress(now, sid, progress);
             }
             return;
@@ -531,6 +544,7 @@ impl Engine {
         }
         let sid = self.alloc_id();
         self.recv_index.insert(key, sid);
+        self.recv_last = Some((key, sid));
         self.recv_sessions.insert(
             sid,
             RecvSession {
@@ -554,14 +568,8 @@ impl Engine {
         };
         let (agent, qp, src) = (session.agent, session.qp, session.src);
         let dest = reply_addr(qp, &src);
-        let mut replies = Vec::new();
-        loop {
-            let mut buf = Box::new([0u8; MAD_SIZE]);
-            if !session.rx.poll_transmit(now, &mut buf) {
-                break;
-            }
-            replies.push(buf);
-        }
+        // A receiver holds at most one reply; most segments owe none.
+        let reply = session.rx.take_reply();
         let message = match progress {
             Progress::Complete => session.rx.take_message(),
             _ => None,
@@ -573,7 +581,7 @@ impl Engine {
         let old_deadline = core::mem::replace(&mut session.deadline, new_deadline);
         self.timers
             .set(TimerKey::Recv(sid), old_deadline, new_deadline);
-        for reply in replies {
+        if let Some(reply) = reply {
             self.queue_raw(Some(agent), qp, dest, reply);
         }
         if uncount {
@@ -637,6 +645,9 @@ impl Engine {
             return;
         };
         self.recv_index.remove(&session.key);
+        if self.recv_last.is_some_and(|(_, last)| last == sid) {
+            self.recv_last = None;
+        }
         self.timers.set(TimerKey::Recv(sid), session.deadline, None);
         if session.counted {
             let peer = session.peer();

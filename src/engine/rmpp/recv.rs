@@ -385,6 +385,18 @@ impl Receiver {
         }
     }
 
+    /// The ACK, ABORT or STOP due, as its buffer (what `poll_transmit` would
+    /// copy out): the engine queues it as it is, and a segment that owes
+    /// nothing costs no buffer.
+    pub(crate) fn take_reply(&mut self) -> Option<Box<[u8; MAD_SIZE]>> {
+        self.reply.take()
+    }
+
+    /// Whether an ACK, ABORT or STOP is due.
+    pub(crate) fn has_reply(&self) -> bool {
+        self.reply.is_some()
+    }
+
     /// The reassembled message (headers of the first segment, then all the
     /// data), once, after `Complete`.
     pub(crate) fn take_message(&mut self) -> Option<Vec<u8>> {
