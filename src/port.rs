@@ -288,11 +288,18 @@ impl core::fmt::Debug for Port {
 }
 
 impl Port {
-    /// Start driving `transport`; the handle returned is the port's first open.
+    /// Start driving `transport`; the handle returned is the port's first open. A
+    /// transport that says spinning does not help ([`Transport::busy_poll`]) runs with
+    /// `spin` and `caller_spin` zero.
     ///
     /// # Errors
     /// EIO if the descriptor pair, the port thread or the capture file cannot be created.
-    pub fn open(transport: Box<dyn Transport>, config: PortConfig) -> Result<Port> {
+    pub fn open(transport: Box<dyn Transport>, mut config: PortConfig) -> Result<Port> {
+        if !transport.busy_poll() {
+            // See Transport::busy_poll: spinning would only slow the kernel down.
+            config.spin = Duration::ZERO;
+            config.caller_spin = Duration::ZERO;
+        }
         let capture = match &config.pcap {
             Some(c) => Some(Capture::open(c, transport.attrs())?),
             None => None,

@@ -116,6 +116,15 @@ pub trait Transport: Send {
         None
     }
 
+    /// Whether spinning (the port thread's [`crate::port::PortConfig::spin`], a waiting
+    /// caller's `caller_spin`) can get a MAD sooner. `false` where the work is done by
+    /// the kernel behind a descriptor the port blocks on ([`Transport::wait`]): there
+    /// spinning only takes CPU from the kernel, and the port runs without it.
+    /// Default: `true`.
+    fn busy_poll(&self) -> bool {
+        true
+    }
+
     /// Hand `sink` the first 24 bytes of each MAD this transport has learned
     /// never reached its destination since the last call (ibsim's status-110
     /// echoes, under `DropPolicy::Timeout`). The port feeds them to
