@@ -141,6 +141,8 @@ pub struct KernelTransport {
     held: VecDeque<Held>,
     /// Segment counts of the RMPP requests being sent, by kernel agent and TID low word.
     rmpp_totals: HashMap<(u32, u32), u32>,
+    /// The transmit buffer when no MAD waits in it.
+    tx_spare: Option<Box<[u8; HEADER_LEN + MAD_SIZE]>>,
     rx: Box<[u8; HEADER_LEN + MAD_SIZE]>,
     wake_rx: UnixStream,
     wake_tx: Arc<UnixStream>,
@@ -187,6 +189,7 @@ impl KernelTransport {
             outstanding: HashSet::new(),
             held: VecDeque::new(),
             rmpp_totals: HashMap::new(),
+            tx_spare: None,
             rx: Box::new([0; HEADER_LEN + MAD_SIZE]),
             wake_rx,
             wake_tx: Arc::new(wake_tx),
@@ -217,6 +220,7 @@ impl KernelTransport {
         match self.umad.write(&h.bytes[..]) {
             Ok(_) => {
                 self.outstanding.extend(h.key);
+                self.tx_spare.get_or_insert(h.bytes);
                 Ok(None)
             }
             Err(e) => match e.raw_os_error() {
@@ -359,11 +363,17 @@ impl Transport for KernelTransport {
         fill: &mut dyn FnMut(&mut [u8; MAD_SIZE]) -> Option<Transmit>,
     ) -> io::Result<bool> {
         self.flush_held()?;
-        let mut bytes = Box::new([0u8; HEADER_LEN + MAD_SIZE]);
+        // One buffer, reused until a MAD has to wait in it (the port asks once per
+        // turn more than there is to send).
+        let mut bytes = self
+            .tx_spare
+            .take()
+            .unwrap_or_else(|| Box::new([0u8; HEADER_LEN + MAD_SIZE]));
         let slot: &mut [u8; MAD_SIZE] = (&mut bytes[HEADER_LEN..])
             .try_into()
             .expect("MAD_SIZE bytes");
         let Some(tx) = fill(slot) else {
+            self.tx_spare = Some(bytes);
             return Ok(false);
         };
         let mad = Mad::new_unchecked(&bytes[HEADER_LEN..]);
