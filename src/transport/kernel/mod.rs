@@ -453,8 +453,9 @@ impl Transport for KernelTransport {
     fn busy_poll(&self) -> bool {
         // The kernel does the receiving (and, for RMPP, most of the work of the far
         // side on the same host); a spinning port only takes its CPU. In the rxe VM
-        // (2 vCPUs) spinning made RMPP 4x slower than classic libibumad; without it
-        // RMPP is on par (scripts/bench-kernel).
+        // (2 vCPUs, TCG) without spinning RMPP 64 KiB / 1 MiB took 0.88x / 0.96x the
+        // time of classic libibumad on an idle host (scripts/bench-kernel); the runs
+        // with spinning were 4x slower, though on a busier host.
         false
     }
 
