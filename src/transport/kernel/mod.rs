@@ -574,3 +574,55 @@ pub fn register_host_cas() -> Result<Vec<String>> {
     registry::register_cas(&names, Arc::new(KernelCas::new(Sysfs::host())))?;
     Ok(names)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn port(n: u8, state: u8, phys_state: u8) -> PortAttrs {
+        PortAttrs {
+            ca_name: "mlx".into(),
+            port_num: n,
+            node_type: 1,
+            node_guid: 1,
+            port_guid: 1,
+            gid_prefix: 0,
+            lid: 0,
+            lmc: 0,
+            sm_lid: 0,
+            sm_sl: 0,
+            state,
+            phys_state,
+            rate: 0,
+            capmask: 0,
+            pkeys: vec![0xffff],
+            link_layer: LinkLayer::InfiniBand,
+        }
+    }
+
+    fn ca(ports: Vec<PortAttrs>) -> CaInfo {
+        CaInfo {
+            name: "mlx".into(),
+            node_type: 1,
+            node_guid: 1,
+            system_guid: 1,
+            fw_ver: String::new(),
+            ca_type: String::new(),
+            hw_ver: String::new(),
+            ports,
+        }
+    }
+
+    /// Port 0 picks as libibumad's resolve_ca_port: active, else link up, else not
+    /// disabled; an explicit port must exist.
+    #[test]
+    fn port_zero_picks_as_libibumad() {
+        let picked = |ports| pick_port(&ca(ports), 0).map(|p| p.port_num).ok();
+        assert_eq!(picked(vec![port(1, 1, 2), port(2, 4, 5)]), Some(2));
+        assert_eq!(picked(vec![port(1, 1, 2), port(2, 2, 5)]), Some(2));
+        assert_eq!(picked(vec![port(1, 1, 3), port(2, 1, 2)]), Some(2));
+        assert_eq!(picked(vec![port(1, 1, 3)]), None);
+        assert_eq!(pick_port(&ca(vec![port(1, 1, 3)]), 1).unwrap().port_num, 1);
+        assert!(pick_port(&ca(vec![port(1, 4, 5)]), 2).is_err());
+    }
+}
