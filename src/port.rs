@@ -296,11 +296,18 @@ impl core::fmt::Debug for Port {
 }
 
 impl Port {
-    /// Start driving `transport`; the handle returned is the port's first open.
+    /// Start driving `transport`; the handle returned is the port's first open. A
+    /// transport that says spinning does not help ([`Transport::busy_poll`]) runs with
+    /// `spin` and `caller_spin` zero.
     ///
     /// # Errors
     /// EIO if the descriptor pair, the port thread or the capture file cannot be created.
-    pub fn open(transport: Box<dyn Transport>, config: PortConfig) -> Result<Port> {
+    pub fn open(transport: Box<dyn Transport>, mut config: PortConfig) -> Result<Port> {
+        if !transport.busy_poll() {
+            // See Transport::busy_poll: spinning would only slow the kernel down.
+            config.spin = Duration::ZERO;
+            config.caller_spin = Duration::ZERO;
+        }
         let capture = match &config.pcap {
             Some(c) => Some(Capture::open(c, transport.attrs())?),
             None => None,
@@ -398,13 +405,26 @@ impl Port {
         if !has_qp {
             return Err(Error::Unsupported("this transport lacks that QP"));
         }
-        let mut core = self.live()?;
-        let id = core.engine.register(spec)?;
-        let slot = id.0 as usize;
-        if core.owners.len() <= slot {
-            core.owners.resize(slot + 1, None);
+        let (id, hi_tid) = {
+            let mut core = self.live()?;
+            let id = core.engine.register(spec)?;
+            let slot = id.0 as usize;
+            if core.owners.len() <= slot {
+                core.owners.resize(slot + 1, None);
+            }
+            core.owners[slot] = Some(self.key);
+            (id, core.engine.hi_tid(id).unwrap_or_default())
+        };
+        // The transport's lock comes before the core's: announce it with the core free.
+        let announced = self
+            .with_transport(|t| t.register_agent(&spec, hi_tid))
+            .and_then(|r| r);
+        if let Err(e) = announced {
+            let mut core = self.shared.lock();
+            let _ = core.engine.unregister(id);
+            core.owners[id.0 as usize] = None;
+            return Err(e);
         }
-        core.owners[slot] = Some(self.key);
         Ok(id)
     }
 
@@ -418,8 +438,14 @@ impl Port {
         if !core.owns(self.key, agent) {
             return Err(Error::UnknownAgent(agent.0));
         }
+        let hi_tid = core.engine.hi_tid(agent);
         core.engine.unregister(agent)?;
         core.owners[agent.0 as usize] = None;
+        drop(core);
+        if let Some(hi_tid) = hi_tid {
+            // A transport already gone has nothing left to unregister.
+            let _ = self.with_transport(|t| t.unregister_agent(hi_tid));
+        }
         Ok(())
     }
 
@@ -608,35 +634,35 @@ impl Port {
     /// transport's answer (EOPNOTSUPP where it has no such role, EBUSY/EIO if refused).
     pub fn set_sm(&self, on: bool) -> Result<()> {
         drop(self.live()?);
+        self.with_transport(|t| t.set_sm(on))?
+    }
+
+    /// Run `f` on the transport, under the I/O lock (the core's lock must not be held).
+    ///
+    /// # Errors
+    /// EINVAL once the port thread has ended (the transport is gone).
+    fn with_transport<R>(&self, f: impl FnOnce(&mut dyn Transport) -> R) -> Result<R> {
         // The port thread holds the I/O lock while it is parked: wake it and take the
-        // lock in one of the gaps it leaves between turns.
+        // lock in one of the gaps it leaves between turns. Never block on the lock: the
+        // thread may park again before a blocked waiter is scheduled, and only another
+        // wake would free it.
         let started = Clock::now();
         loop {
-            match self.shared.io.try_lock() {
-                Ok(mut io) => {
-                    let io = io.as_mut().ok_or(Error::InvalidPort)?;
-                    return io.transport.set_sm(on);
-                }
-                Err(std::sync::TryLockError::Poisoned(p)) => {
-                    let mut io = p.into_inner();
-                    let io = io.as_mut().ok_or(Error::InvalidPort)?;
-                    return io.transport.set_sm(on);
-                }
+            let mut io = match self.shared.io.try_lock() {
+                Ok(io) => io,
+                Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
                 Err(std::sync::TryLockError::WouldBlock) => {
                     self.shared.wake();
-                    if started.elapsed() > Duration::from_millis(2) {
-                        // Past a short spell, queue behind the thread's next release.
-                        let mut io = self
-                            .shared
-                            .io
-                            .lock()
-                            .unwrap_or_else(PoisonError::into_inner);
-                        let io = io.as_mut().ok_or(Error::InvalidPort)?;
-                        return io.transport.set_sm(on);
+                    if started.elapsed() <= Duration::from_millis(2) {
+                        std::thread::yield_now();
+                    } else {
+                        std::thread::sleep(Duration::from_micros(50));
                     }
-                    std::thread::yield_now();
+                    continue;
                 }
-            }
+            };
+            let io = io.as_mut().ok_or(Error::InvalidPort)?;
+            return Ok(f(io.transport.as_mut()));
         }
     }
 
@@ -644,6 +670,7 @@ impl Port {
     /// waiting receivers fail with EINVAL. The last open's close stops the port thread
     /// and releases the transport. Idempotent.
     pub fn close(&self) {
+        let mut gone = Vec::new();
         let last = {
             let mut core = self.shared.lock();
             if core.opens.remove(&self.key).is_some() {
@@ -651,6 +678,7 @@ impl Port {
                     if core.owners[slot] == Some(self.key) {
                         core.owners[slot] = None;
                         let agent = AgentId(slot as u32);
+                        gone.extend(core.engine.hi_tid(agent));
                         // Registered by this open, so known to the engine.
                         let _ = core.engine.unregister(agent);
                     }
@@ -664,6 +692,9 @@ impl Port {
         };
         self.shared.ready.notify_all();
         if !last {
+            for hi_tid in gone {
+                let _ = self.with_transport(|t| t.unregister_agent(hi_tid));
+            }
             return;
         }
         self.shared.wake();

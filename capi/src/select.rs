@@ -3,13 +3,18 @@
 //!
 //! | `VMAD_TRANSPORT` | CAs |
 //! |---|---|
-//! | unset, `sim` | the embedded fabric: `vmadsim0` (LID 1) and `vmadsim1` (LID 2), port 1 linked to port 1; `VMAD_SIM_FAULTS="loss=0.1,dup=0.05,reorder=0.1,corrupt=0,delay_us=0,seed=7"` injects faults on both directions |
+//! | unset | the host's CAs through the kernel (as `kernel`) when `/sys/class/infiniband` lists any; otherwise the embedded fabric (as `sim`) |
+//! | `kernel` | the host's CAs (`rxe0`, `mlx5_0`, …) through `/dev/infiniband/umadN`, QP0 where the port has one; vmad's engine does RMPP, timeouts and retries (`vmad::transport::kernel`). Not in a library built with `--no-default-features` |
+//! | `hybrid` | not built yet: fails with EOPNOTSUPP (use `kernel`) |
+//! | `sim` | the embedded fabric: `vmadsim0` (LID 1) and `vmadsim1` (LID 2), port 1 linked to port 1; `VMAD_SIM_FAULTS="loss=0.1,dup=0.05,reorder=0.1,corrupt=0,delay_us=0,seed=7"` injects faults on both directions |
 //! | `ibsim` | `ibsim0`: the node ibsim attaches this process to (`IBSIM_SOCKNAME`, `IBSIM_SERVER_NAME`/`_PORT`, `SIM_HOST`); `SIM_SET_ISSM=1` attaches as the node's SM |
 //! | `verbs` | not built into this library: every call fails with EOPNOTSUPP and says so on stderr |
 //! | `roce` | `vmadroce0`, port 1: this process **is** QP1 of the RoCE v2 address `VMAD_ROCE_ADDR` (IPv6 or IPv4; one no kernel RoCE device owns), over UDP 4791 |
 //!
 //! The choice is made at `umad_init` or the first call that needs a CA, and
-//! kept for the life of the process.
+//! kept for the life of the process. It is never silent where it matters: with
+//! `umad_debug(1)` called before it, or `VMAD_LOG` set, one stderr line says
+//! what was chosen and why.
 
 use core::ffi::{c_char, c_int};
 use std::sync::OnceLock;
@@ -38,6 +43,9 @@ enum Selected {
     Ibsim,
     /// The RoCE v2 transport through `vmadroce0` (registered with the CA registry).
     Roce,
+    /// The host's CAs through the kernel's umad devices (registered with the CA registry).
+    #[cfg(feature = "kernel")]
+    Kernel,
 }
 
 /// Select the transport if not done yet.
@@ -75,17 +83,69 @@ fn var(k: &str) -> Option<String> {
 }
 
 fn select() -> Result<Selected> {
-    match var("VMAD_TRANSPORT").as_deref() {
-        None | Some("sim") => select_sim(),
-        Some("ibsim") => select_ibsim(),
-        Some("roce") => select_roce(),
-        Some("verbs") => Err(Error::Unsupported(
-            "VMAD_TRANSPORT=verbs: this libibumad was built without the verbs transport",
-        )),
-        Some(_) => Err(Error::InvalidArgument(
-            "VMAD_TRANSPORT must be sim, ibsim, verbs or roce",
-        )),
+    let forced = var("VMAD_TRANSPORT");
+    let (selected, why) = match forced.as_deref() {
+        None => select_default()?,
+        Some("sim") => (select_sim()?, "VMAD_TRANSPORT=sim".into()),
+        Some("ibsim") => (select_ibsim()?, "VMAD_TRANSPORT=ibsim".into()),
+        Some("roce") => (select_roce()?, "VMAD_TRANSPORT=roce".into()),
+        Some("kernel") => select_kernel("VMAD_TRANSPORT=kernel")?,
+        Some("hybrid") => {
+            return Err(Error::Unsupported(
+                "VMAD_TRANSPORT=hybrid: not built yet (use kernel)",
+            ))
+        }
+        Some("verbs") => {
+            return Err(Error::Unsupported(
+                "VMAD_TRANSPORT=verbs: this libibumad was built without the verbs transport",
+            ))
+        }
+        Some(_) => {
+            return Err(Error::InvalidArgument(
+                "VMAD_TRANSPORT must be kernel, hybrid, sim, ibsim, verbs or roce",
+            ))
+        }
+    };
+    let log = var("VMAD_LOG").is_some_and(|v| v != "0");
+    if log || crate::dump::debug_level() >= 1 {
+        ibwarn("umad_init", format_args!("vmad: transport {why}"));
     }
+    Ok(selected)
+}
+
+/// `VMAD_TRANSPORT` unset: the host's CAs when it has any, else the embedded fabric.
+fn select_default() -> Result<(Selected, String)> {
+    #[cfg(feature = "kernel")]
+    {
+        let cas = vmad::transport::kernel::host_cas();
+        if !cas.is_empty() {
+            // hybrid (a verbs UD QP for client GMPs where the GSI Q_Key is permitted)
+            // would be the choice here once it exists.
+            return select_kernel(&format!(
+                "VMAD_TRANSPORT unset and the host has CAs {cas:?}: the kernel's umad devices (hybrid is not built yet)"
+            ));
+        }
+    }
+    let why = if cfg!(feature = "kernel") {
+        "VMAD_TRANSPORT unset and /sys/class/infiniband lists no CA: the embedded fabric (vmadsim0, vmadsim1)"
+    } else {
+        "VMAD_TRANSPORT unset, and this library was built without the kernel transport: the embedded fabric (vmadsim0, vmadsim1)"
+    };
+    Ok((select_sim()?, why.into()))
+}
+
+#[cfg(feature = "kernel")]
+fn select_kernel(why: &str) -> Result<(Selected, String)> {
+    umad::disable_default_fabric();
+    let cas = vmad::transport::kernel::register_host_cas()?;
+    Ok((Selected::Kernel, format!("kernel: {why}; CAs {cas:?}")))
+}
+
+#[cfg(not(feature = "kernel"))]
+fn select_kernel(_why: &str) -> Result<(Selected, String)> {
+    Err(Error::Unsupported(
+        "VMAD_TRANSPORT=kernel: this libibumad was built without the kernel transport",
+    ))
 }
 
 fn select_sim() -> Result<Selected> {
@@ -206,7 +266,8 @@ fn select_roce() -> Result<Selected> {
 /// `int umad_get_issm_path(const char *ca, int portnum, char path[], int max)`: 0, -ENODEV
 /// (no such CA), -EINVAL (no such port, NULL path), -EIO (the file or its watch).
 ///
-/// The path is an empty file of this process's (see `vmad::umad::get_issm_path`): opening
+/// On the kernel transport, the port's real `/dev/infiniband/issmN`. Elsewhere the path is
+/// an empty file of this process's (see `vmad::umad::get_issm_path`): opening
 /// it takes the SM role on the port, as opening `/dev/infiniband/issmN` does (on ibsim:
 /// the node's SM client, PortInfo:CapMask.IsSM; on the embedded fabric: IsSM, and the
 /// built-in SM steps aside), and closing it gives the role up.

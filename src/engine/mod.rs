@@ -223,6 +223,11 @@ pub struct Transmit {
     pub dest: MadAddr,
     /// Bytes written into the slot (256 for IB MADs).
     pub len: usize,
+    /// For a request that expects a response: the engine's wait for it, in ms (per
+    /// attempt; for RMPP, after the last segment's ACK). 0 otherwise. A transport
+    /// whose fabric matches responses itself (the kernel's umad) must keep its own
+    /// match at least this long.
+    pub timeout_ms: u32,
 }
 
 /// Something for the application.

@@ -299,16 +299,24 @@ impl Engine {
     ) -> Option<Transmit> {
         while let Some(&txn_id) = self.rmpp_ready.front() {
             let sent = match self.txns.get_mut(txn_id) {
-                Some(Txn {
-                    rmpp: Some(RmppTx::Running(sender)),
-                    qp,
-                    dest,
-                    ..
-                }) => sender.poll_transmit(now, out).then_some(Transmit {
-                    qp: *qp,
-                    dest: *dest,
-                    len: MAD_SIZE,
-                }),
+                Some(
+                    txn @ Txn {
+                        rmpp: Some(RmppTx::Running(_)),
+                        ..
+                    },
+                ) => {
+                    let timeout_ms = txn.transmit_timeout_ms();
+                    let (qp, dest) = (txn.qp, txn.dest);
+                    let Some(RmppTx::Running(sender)) = &mut txn.rmpp else {
+                        unreachable!("matched above");
+                    };
+                    sender.poll_transmit(now, out).then_some(Transmit {
+                        qp,
+                        dest,
+                        len: MAD_SIZE,
+                        timeout_ms,
+                    })
+                }
                 _ => None,
             };
             match sent {

@@ -88,6 +88,15 @@ impl Txn {
     pub(crate) fn key(&self) -> TxnKey {
         TxnKey::new(self.agent, self.tid, self.class)
     }
+
+    /// [`Transmit::timeout_ms`] for this request's MADs.
+    pub(crate) fn transmit_timeout_ms(&self) -> u32 {
+        if self.wants_response {
+            u32::try_from(self.timeout.as_millis()).unwrap_or(u32::MAX)
+        } else {
+            0
+        }
+    }
 }
 
 /// An entry of the transmit queue.
@@ -251,6 +260,7 @@ impl Engine {
                         qp: txn.qp,
                         dest: txn.dest,
                         len: MAD_SIZE,
+                        timeout_ms: txn.transmit_timeout_ms(),
                     };
                     self.timers.set(TimerKey::Txn(txn_id), old, Some(deadline));
                     self.stats.sent += 1;
@@ -274,6 +284,7 @@ impl Engine {
                         qp,
                         dest,
                         len: MAD_SIZE,
+                        timeout_ms: 0,
                     });
                 }
             }

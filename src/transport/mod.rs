@@ -6,11 +6,14 @@
 //! | `ibsim` | yes | yes | a running ibsim |
 //! | `verbs` | no | own UD QP: client of remote QP1s, peer of vmad | an RDMA device, CAP_NET_RAW |
 //! | `roce` | no (RoCE has no QP0) | yes: vmad is QP1 of its own address | UDP 4791 on a free address |
+//! | `kernel` | where the port has one (not on RoCE) | yes: the kernel's QP1 through `/dev/infiniband/umadN` | a host CA, read/write on its umad device |
 //!
 //! A transport moves whole 256-byte MADs. It never interprets them beyond
 //! what its wire format needs; matching, timers and RMPP are the engine's.
 
 pub mod ibsim;
+#[cfg(feature = "kernel")]
+pub mod kernel;
 pub mod registry;
 #[cfg(feature = "roce")]
 #[cfg_attr(docsrs, doc(cfg(feature = "roce")))]
@@ -24,7 +27,7 @@ use std::io;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::engine::{RecvMeta, Transmit};
+use crate::engine::{AgentSpec, RecvMeta, Transmit};
 use crate::wire::MAD_SIZE;
 
 /// What a transport can carry.
@@ -115,6 +118,15 @@ pub trait Transport: Send {
         None
     }
 
+    /// Whether spinning (the port thread's [`crate::port::PortConfig::spin`], a waiting
+    /// caller's `caller_spin`) can get a MAD sooner. `false` where the work is done by
+    /// the kernel behind a descriptor the port blocks on ([`Transport::wait`]): there
+    /// spinning only takes CPU from the kernel, and the port runs without it.
+    /// Default: `true`.
+    fn busy_poll(&self) -> bool {
+        true
+    }
+
     /// Hand `sink` the first 24 bytes of each MAD this transport has learned
     /// never reached its destination since the last call (ibsim's status-110
     /// echoes, under `DropPolicy::Timeout`). The port feeds them to
@@ -127,6 +139,21 @@ pub trait Transport: Send {
     fn attrs_changed(&mut self) -> bool {
         false
     }
+
+    /// The port registered an engine agent whose requests carry `hi_tid` in their TID's
+    /// high word. A transport that must announce agents to the fabric (the kernel's
+    /// umad device routes responses and unsolicited requests only to registered agents)
+    /// does it here. Default: nothing to do.
+    ///
+    /// # Errors
+    /// What the fabric refuses (EINVAL for a method another process serves,
+    /// EOPNOTSUPP for a QP the port lacks); the port then unregisters the agent.
+    fn register_agent(&mut self, _spec: &AgentSpec, _hi_tid: u32) -> crate::Result<()> {
+        Ok(())
+    }
+
+    /// The engine agent with `hi_tid` was unregistered. Default: nothing to do.
+    fn unregister_agent(&mut self, _hi_tid: u32) {}
 
     /// Take (`on`) or give up the SM role on this port, as opening and closing the
     /// kernel's `/dev/infiniband/issmN` does: PortInfo:CapabilityMask.IsSM set or

@@ -6,6 +6,7 @@
 //! Names are unique: registering a taken name fails.
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use super::{PortAttrs, Transport};
@@ -42,6 +43,17 @@ pub trait CaProvider: Send + Sync {
     /// # Errors
     /// ENODEV for an unknown CA or port; EADDRINUSE if the port is already open.
     fn open(&self, name: &str, port: u8) -> Result<Box<dyn Transport>>;
+
+    /// The device whose open takes the SM role on `port` of CA `name`, where the CA
+    /// has a real one (the kernel's `/dev/infiniband/issmN`). `None` (the default):
+    /// vmad stands in for it (see `umad::get_issm_path`).
+    ///
+    /// # Errors
+    /// ENODEV for an unknown CA or port; EOPNOTSUPP where the port has no SM role
+    /// (RoCE).
+    fn issm_path(&self, _name: &str, _port: u8) -> Result<Option<PathBuf>> {
+        Ok(None)
+    }
 }
 
 type Table = BTreeMap<String, Arc<dyn CaProvider>>;
@@ -110,4 +122,13 @@ fn provider_of(name: &str) -> Result<Arc<dyn CaProvider>> {
 pub fn open(name: &str, port: u8) -> Result<Box<dyn Transport>> {
     let provider = provider_of(name)?;
     provider.open(name, port)
+}
+
+/// The real SM-role device of `port` of CA `name`, if its provider has one
+/// (see [`CaProvider::issm_path`]).
+///
+/// # Errors
+/// ENODEV if `name` is not registered; otherwise the provider's.
+pub fn issm_path(name: &str, port: u8) -> Result<Option<PathBuf>> {
+    provider_of(name)?.issm_path(name, port)
 }

@@ -47,13 +47,18 @@ fn roles() -> MutexGuard<'static, Option<Roles>> {
 }
 
 /// `umad_get_issm_path`: the file whose open takes the SM role on port `port` of `ca`
-/// (`""`: the first CA; port 0: its first active port). See the module docs.
+/// (`""`: the first CA; port 0: its first active port). See the module docs. On a CA
+/// whose provider has a real issm device (the kernel transport) that device's path.
 ///
 /// # Errors
 /// ENODEV for an unknown CA or port; EIO if the file or its watch cannot be made.
 pub fn get_issm_path(ca: &str, port: u8) -> Result<PathBuf> {
     let info = get_ca(ca)?;
     let port_num = get_port(&info.name, port)?.port_num;
+    // A CA with a real issm device (the kernel transport's) names it: nothing to watch.
+    if let Some(real) = crate::transport::registry::issm_path(&info.name, port_num)? {
+        return Ok(real);
+    }
     let key = (info.name, port_num);
     if let Some(path) = roles().as_ref().and_then(|r| r.paths.get(&key)) {
         return Ok(path.clone());

@@ -70,7 +70,12 @@ fn call(
     let sent = t
         .transmit(&mut |slot| {
             slot.copy_from_slice(mad);
-            Some(Transmit { qp, dest, len: 256 })
+            Some(Transmit {
+                qp,
+                dest,
+                len: 256,
+                timeout_ms: 0,
+            })
         })
         .unwrap();
     assert!(sent);
@@ -411,6 +416,7 @@ fn ibsim_burst_without_receiving_does_not_stall() {
                 qp: Qp::Smi,
                 dest: dr_dest(),
                 len: 256,
+                timeout_ms: 0,
             })
         })
         .unwrap();

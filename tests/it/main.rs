@@ -10,6 +10,8 @@ mod dead_transport;
 mod dr_walk;
 mod hostile;
 mod ibsim;
+#[cfg(all(feature = "kernel", feature = "roce"))]
+mod kernel;
 #[cfg(any(feature = "roce", feature = "verbs"))]
 mod kernel_peer;
 mod pcap;

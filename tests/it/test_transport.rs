@@ -95,7 +95,11 @@ impl Transport for Mortal {
         let kill = self.kill.clone();
         let wake = self.wake.1.clone();
         crossbeam_channel::select! {
-            recv(kill) -> _ => self.dead = true,
+            recv(kill) -> m => match m {
+                Ok(()) => self.dead = true,
+                // Nobody holds the kill handle any more: nobody can kill it.
+                Err(_) => self.kill = crossbeam_channel::never(),
+            },
             recv(wake) -> _ => {},
             default(timeout.unwrap_or(Duration::from_secs(3600))) => {},
         }

@@ -15,7 +15,12 @@ pub(crate) fn send(t: &mut dyn Transport, qp: Qp, dest: MadAddr, mad: &[u8; 256]
     let sent = t
         .transmit(&mut |slot| {
             slot.copy_from_slice(mad);
-            Some(Transmit { qp, dest, len: 256 })
+            Some(Transmit {
+                qp,
+                dest,
+                len: 256,
+                timeout_ms: 0,
+            })
         })
         .unwrap();
     assert!(sent);

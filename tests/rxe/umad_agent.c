@@ -24,6 +24,12 @@
  *     (or n RMPP Gets of rmpp_bytes) to QP1 at dgid; prints
  *     "p50_us=.. p99_us=.. n=..".
  *
+ *   umad_agent pingpong <ca> <port> <dgid> <sgid_index> <bytes>...
+ *     RMPP both ways, for each size: an RMPP Set of <bytes> of pattern()
+ *     (the agent checks it byte for byte), then an RMPP Get of <bytes>
+ *     (checked here byte for byte). Prints "pingpong <bytes> set=ok get=ok"
+ *     per size; exits 1 on any mismatch or failure.
+ *
  * The data pattern is shared with the Rust tests: byte i = pattern(i).
  */
 #include <arpa/inet.h>
@@ -272,6 +278,81 @@ static int client(const char *ca, int port, const char *dgid, int sgid_index, in
 	return failed ? 1 : 0;
 }
 
+/* Fill the vendor range 2 header of an RMPP request (class 0x30, OUI). */
+static void rmpp_request(void *u, uint8_t method, uint32_t tid, uint32_t bytes, const char *dgid,
+			 int sgid_index)
+{
+	ib_user_mad_t *um = u;
+	memset(u, 0, umad_size() + VENDOR_HDR);
+	uint8_t *m = umad_get_mad(u);
+	m[0] = 1;
+	m[1] = 0x30;
+	m[2] = 1;
+	m[3] = method;
+	uint64_t t = htobe64(tid);
+	memcpy(m + 8, &t, 8);
+	m[16] = 0xff;
+	m[17] = 0x10;
+	put_be32(m + 20, bytes);
+	m[24] = 1;                        /* RMPP version */
+	m[25] = 1;                        /* DATA */
+	m[26] = method == 0x02 ? 0x01 : 0; /* Active for the Set's data */
+	memcpy(m + 37, OUI, 3);
+	umad_set_addr(u, 0, 1, 0, 0x80010000);
+	um->addr.grh_present = 1;
+	um->addr.gid_index = (uint8_t)sgid_index;
+	um->addr.hop_limit = 64;
+	inet_pton(AF_INET6, dgid, um->addr.gid);
+}
+
+static int pingpong(const char *ca, int port, const char *dgid, int sgid_index, int nsizes,
+		    char **sizes)
+{
+	int fd = open_port(ca, port);
+	uint8_t oui[3];
+	memcpy(oui, OUI, 3);
+	int agent = umad_register_oui(fd, 0x30, 1, oui, NULL);
+	if (agent < 0) {
+		fprintf(stderr, "umad_register_oui: %s\n", strerror(-agent));
+		return 1;
+	}
+	void *u = calloc(1, umad_size() + BUF_SIZE);
+	int failed = 0;
+	for (int k = 0; k < nsizes; k++) {
+		uint32_t bytes = (uint32_t)atoi(sizes[k]);
+		ib_user_mad_t *um = u;
+		uint8_t *m = umad_get_mad(u);
+
+		rmpp_request(u, 0x02, 0x2000u + 2 * k, bytes, dgid, sgid_index);
+		for (uint32_t i = 0; i < bytes; i++)
+			m[VENDOR_HDR + i] = pattern(i);
+		int len = BUF_SIZE;
+		int r = umad_send(fd, agent, u, (int)(VENDOR_HDR + bytes), 60000, 0);
+		if (r == 0)
+			r = umad_recv(fd, u, &len, 120000);
+		int set_ok = r >= 0 && !um->status && be32_at(m + VENDOR_HDR) == bytes &&
+			     m[VENDOR_HDR + 4] == 1;
+		if (!set_ok)
+			fprintf(stderr, "[pingpong] Set %u: r=%d status=%u got=%u ok=%u\n", bytes, r,
+				um->status, be32_at(m + VENDOR_HDR), m[VENDOR_HDR + 4]);
+
+		rmpp_request(u, 0x01, 0x2001u + 2 * k, bytes, dgid, sgid_index);
+		len = BUF_SIZE;
+		r = umad_send(fd, agent, u, MAD_SIZE, 60000, 0);
+		if (r == 0)
+			r = umad_recv(fd, u, &len, 120000);
+		int get_ok = r >= 0 && !um->status && len - VENDOR_HDR == (int)bytes;
+		for (uint32_t i = 0; get_ok && i < bytes; i++)
+			get_ok = m[VENDOR_HDR + i] == pattern(i);
+		if (!get_ok)
+			fprintf(stderr, "[pingpong] Get %u: r=%d status=%u len=%d\n", bytes, r,
+				um->status, len - VENDOR_HDR);
+		printf("pingpong %u set=%s get=%s\n", bytes, set_ok ? "ok" : "BAD", get_ok ? "ok" : "BAD");
+		failed += !set_ok + !get_ok;
+	}
+	return failed ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -280,8 +361,11 @@ int main(int argc, char **argv)
 	if (argc >= 7 && !strcmp(argv[1], "client"))
 		return client(argv[2], atoi(argv[3]), argv[4], atoi(argv[5]), atoi(argv[6]),
 			      argc > 7 ? atoi(argv[7]) : 0);
+	if (argc >= 7 && !strcmp(argv[1], "pingpong"))
+		return pingpong(argv[2], atoi(argv[3]), argv[4], atoi(argv[5]), argc - 6, argv + 6);
 	fprintf(stderr, "usage: %s serve <ca> <port> [seconds]\n"
-			"       %s client <ca> <port> <dgid> <sgid_index> <n> [rmpp_bytes]\n",
-		argv[0], argv[0]);
+			"       %s client <ca> <port> <dgid> <sgid_index> <n> [rmpp_bytes]\n"
+			"       %s pingpong <ca> <port> <dgid> <sgid_index> <bytes>...\n",
+		argv[0], argv[0], argv[0]);
 	return 2;
 }

@@ -59,6 +59,7 @@ fn send(t: &mut RoceTransport, dest: MadAddr, mad: &[u8; MAD_SIZE]) {
                 qp: Qp::Gsi,
                 dest,
                 len: MAD_SIZE,
+                timeout_ms: 0,
             })
         })
         .unwrap();
@@ -254,6 +255,7 @@ fn qp0_and_unroutable_sends_are_dropped_and_counted() {
                     qp,
                     dest,
                     len: MAD_SIZE,
+                    timeout_ms: 0,
                 })
             })
             .unwrap();

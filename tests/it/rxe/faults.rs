@@ -58,6 +58,7 @@ fn send_raw(t: &mut VerbsTransport, to: MadAddr, tag: u64) {
                 qp: Qp::Gsi,
                 dest: to,
                 len: 256,
+                timeout_ms: 0,
             })
         })
         .expect("transmit");
@@ -308,6 +309,7 @@ fn rxe_address_handles_stay_within_the_bound() {
                     qp: Qp::Gsi,
                     dest: to,
                     len: 256,
+                    timeout_ms: 0,
                 })
             })
             .expect("transmit");

@@ -1,0 +1,276 @@
+//! The kernel transport on two soft-RoCE ports, against the real libibumad.
+//!
+//! These run only inside the rxe VM (`scripts/rxe-test`): rxe0 and rxe1 wired
+//! to each other, the C fixtures of `tests/rxe/` built against the system
+//! libibumad, and vmad's drop-in `libibumad.so.3` in `target/rxe/vmad-lib`.
+//! The same unmodified C programs run on either library.
+//!
+//! `cargo test --test it -- --ignored --test-threads=1 kernel::`
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use vmad::engine::Event;
+use vmad::port::{Port, PortConfig};
+use vmad::transport::kernel::sysfs::Sysfs;
+use vmad::transport::kernel::KernelTransport;
+use vmad::transport::Transport;
+use vmad::types::{MadAddr, Qp};
+
+use super::kernel_peer::*;
+
+/// Which libibumad a C fixture runs on.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Lib {
+    /// The system's (rdma-core).
+    Classic,
+    /// vmad's drop-in, `VMAD_TRANSPORT` unset (the host's CAs: kernel).
+    VmadDefault,
+    /// vmad's drop-in, `VMAD_TRANSPORT=kernel`.
+    VmadKernel,
+}
+
+fn dropin_dir() -> PathBuf {
+    PathBuf::from(fixture("vmad-lib"))
+}
+
+/// A fixture command on `lib`.
+fn on(lib: Lib, program: &str) -> Command {
+    let mut cmd = Command::new(fixture(program));
+    cmd.env_remove("VMAD_TRANSPORT")
+        .env_remove("LD_LIBRARY_PATH");
+    if lib != Lib::Classic {
+        let so = dropin_dir().join("libibumad.so.3");
+        assert!(
+            so.exists(),
+            "{} is missing (scripts/rxe-test builds it)",
+            so.display()
+        );
+        cmd.env("LD_LIBRARY_PATH", dropin_dir())
+            .env("VMAD_LOG", "1");
+    }
+    if lib == Lib::VmadKernel {
+        cmd.env("VMAD_TRANSPORT", "kernel");
+    }
+    cmd
+}
+
+fn run(lib: Lib, program: &str, args: &[&str]) -> Output {
+    let out = on(lib, program)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {program}: {e}"));
+    eprintln!(
+        "--- {program} {args:?} on {lib:?}: {}\n{}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+#[test]
+#[ignore = "needs the rxe VM: run by scripts/rxe-test"]
+fn kernel_ca_listing_matches_the_system_libibumad_field_by_field() {
+    let _g = serial();
+    let classic = run(Lib::Classic, "ca_dump", &[]);
+    let vmad = run(Lib::VmadDefault, "ca_dump", &[]);
+    assert!(classic.status.success() && vmad.status.success());
+    let (want, got) = (
+        String::from_utf8_lossy(&classic.stdout),
+        String::from_utf8_lossy(&vmad.stdout),
+    );
+    for ca in ["rxe0", "rxe1"] {
+        assert!(
+            want.contains(&format!("ca {ca} node_type=1")),
+            "{ca} listed by libibumad"
+        );
+    }
+    for (i, (w, g)) in want.lines().zip(got.lines()).enumerate() {
+        assert_eq!(g, w, "line {i}: vmad (left) differs from libibumad (right)");
+    }
+    assert_eq!(got.lines().count(), want.lines().count());
+    let log = String::from_utf8_lossy(&vmad.stderr);
+    assert!(
+        log.contains("vmad: transport kernel: VMAD_TRANSPORT unset and the host has CAs"),
+        "the default selection is announced: {log}"
+    );
+}
+
+/// `umad_agent serve` on rxe1 on `lib`, until dropped.
+struct Agent(Child);
+
+impl Agent {
+    fn start(lib: Lib) -> Agent {
+        use std::io::{BufRead, BufReader};
+        let mut child = on(lib, "umad_agent")
+            .args(["serve", &env("RXE1_DEV"), &env("RXE1_PORT"), "600"])
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start umad_agent");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().expect("piped"))
+            .read_line(&mut line)
+            .expect("agent output");
+        assert_eq!(
+            line.trim(),
+            "READY",
+            "umad_agent on {lib:?} did not come up"
+        );
+        Agent(child)
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The ping-pong (RMPP 64 KiB and 1 MiB both ways, byte-exact): `client` on rxe0
+/// against an agent on `server` on rxe1.
+fn pingpong(server: Lib, client: Lib) {
+    let _g = serial();
+    let _agent = Agent::start(server);
+    let out = run(
+        client,
+        "umad_agent",
+        &[
+            "pingpong",
+            &env("RXE0_DEV"),
+            &env("RXE0_PORT"),
+            &env("RXE1_GID"),
+            &env("RXE0_GID_INDEX"),
+            "65536",
+            "1048576",
+        ],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    for bytes in [65536, 1048576] {
+        assert!(
+            stdout.contains(&format!("pingpong {bytes} set=ok get=ok")),
+            "{bytes} bytes both ways, {client:?} client against {server:?} agent"
+        );
+    }
+    assert!(out.status.success());
+}
+
+#[test]
+#[ignore = "needs the rxe VM: run by scripts/rxe-test"]
+fn kernel_pingpong_classic_to_classic_baseline() {
+    pingpong(Lib::Classic, Lib::Classic);
+}
+
+#[test]
+#[ignore = "needs the rxe VM: run by scripts/rxe-test"]
+fn kernel_pingpong_dropin_client_default_to_classic_agent() {
+    pingpong(Lib::Classic, Lib::VmadDefault);
+}
+
+#[test]
+#[ignore = "needs the rxe VM: run by scripts/rxe-test"]
+fn kernel_pingpong_dropin_client_kernel_to_classic_agent() {
+    pingpong(Lib::Classic, Lib::VmadKernel);
+}
+
+#[test]
+#[ignore = "needs the rxe VM: run by scripts/rxe-test"]
+fn kernel_pingpong_classic_client_to_dropin_agent_default() {
+    pingpong(Lib::VmadDefault, Lib::Classic);
+}
+
+#[test]
+#[ignore = "needs the rxe VM: run by scripts/rxe-test"]
+fn kernel_pingpong_classic_client_to_dropin_agent_kernel() {
+    pingpong(Lib::VmadKernel, Lib::Classic);
+}
+
+/// A Rust port on rxe0 through the kernel transport.
+fn kernel_port() -> Port {
+    let t = KernelTransport::open(&Sysfs::host(), &env("RXE0_DEV"), 1).expect("open rxe0");
+    assert!(t.caps().gsi && !t.caps().smi, "RoCE: QP1, no QP0");
+    Port::open(Box::new(t), PortConfig::default()).expect("port")
+}
+
+fn to_rxe1() -> MadAddr {
+    let mut d = dest(gid("RXE1_GID"), 1);
+    if let Some(g) = d.grh.as_mut() {
+        g.gid_index = env("RXE0_GID_INDEX").parse().expect("a GID index");
+    }
+    d
+}
+
+#[test]
+#[ignore = "needs the rxe VM: run by scripts/rxe-test"]
+fn kernel_qp0_agent_is_refused_on_rxe() {
+    let _g = serial();
+    let port = kernel_port();
+    let smi = vmad::engine::AgentSpec {
+        qp: Qp::Smi,
+        mgmt_class: 0x81,
+        oui: 0,
+        ..spec(0x09, false, &[])
+    };
+    let err = port.register(smi).expect_err("RoCE has no QP0");
+    eprintln!("QP0 agent on rxe0: {err}");
+    assert_eq!(err.errno(), vmad::error::errno::EOPNOTSUPP);
+}
+
+/// The engine's timeout and retries through the kernel: each attempt reaches the
+/// agent (the kernel lets a retry with the same TID through once its own copy of
+/// the previous attempt expired), and a response matches after the kernel's TID
+/// rewrite.
+#[test]
+#[ignore = "needs the rxe VM: run by scripts/rxe-test"]
+fn kernel_request_response_timeout_and_retries_through_the_kernel() {
+    let _g = serial();
+    let _agent = Agent::start(Lib::Classic);
+    let port = kernel_port();
+    let a = port.register(spec(0x09, false, &[])).unwrap();
+    let hi = u64::from(port.hi_tid(a).unwrap());
+    let count = |tid: u64| {
+        request(
+            &port,
+            a,
+            to_rxe1(),
+            &mad(0x09, 0x01, tid, SILENT_COUNT, 0, false, &[]),
+            2000,
+            2,
+        );
+        let (_, resp) = recv_mad(&port, Duration::from_secs(10));
+        assert_eq!(
+            tid_of(&resp),
+            (hi << 32) | tid,
+            "the engine's TID, high word included"
+        );
+        u32::from_be_bytes(resp[24..28].try_into().unwrap())
+    };
+    let before = count(0x61);
+    let t0 = Instant::now();
+    request(
+        &port,
+        a,
+        to_rxe1(),
+        &mad(0x09, 0x01, 0x62, SILENT, 0, false, &[]),
+        300,
+        2,
+    );
+    match recv(&port, Duration::from_secs(20)) {
+        Event::SendTimedOut { agent, header, .. } => {
+            assert_eq!(agent, a);
+            assert_eq!(tid_of(&header) & 0xffff_ffff, 0x62);
+        }
+        other => panic!("expected a timeout, got {other:?}"),
+    }
+    assert!(
+        t0.elapsed() >= Duration::from_millis(900),
+        "3 attempts of 300 ms"
+    );
+    assert_eq!(
+        count(0x63) - before,
+        3,
+        "the first attempt and 2 retries reached the agent"
+    );
+}
