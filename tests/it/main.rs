@@ -17,5 +17,6 @@ mod roce;
 #[cfg(feature = "verbs")]
 mod rxe;
 mod sim_fabric;
+mod sim_subnet;
 mod umad_semantics;
 mod util;

@@ -45,8 +45,9 @@ mod route;
 mod sma;
 #[allow(dead_code)] // filled by the built-in SM, read by the SA (both being written)
 mod subnet_db;
+mod topo;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
 use crossbeam_channel::Sender;
@@ -363,6 +364,8 @@ pub struct FabricBuilder {
     faults: Vec<((String, u8), FaultConfig)>,
     pkeys: Vec<((String, u8), Vec<u16>)>,
     mkeys: Vec<((String, u8), MkeyConfig)>,
+    guids: Vec<(String, u64)>,
+    register_only: Option<Vec<String>>,
     sm_lid: Option<u16>,
 }
 
@@ -378,10 +381,43 @@ impl FabricBuilder {
         self
     }
 
-    /// Add a switch with `ports` external ports (1..=63) plus its management port 0.
+    /// Add a switch with `ports` external ports (1..=254) plus its management port 0.
     pub fn switch(mut self, name: &str, ports: u8) -> Self {
         self.nodes.push((name.to_owned(), NodeKind::Switch, ports));
         self
+    }
+
+    /// Give `node` this node GUID (default: "vmad" in the high bits, the node's
+    /// position in the low ones). A CA's port GUIDs are the node GUID + port number.
+    pub fn guid(mut self, node: &str, guid: u64) -> Self {
+        self.guids.push((node.to_owned(), guid));
+        self
+    }
+
+    /// Register only these CAs by name when building (default: all of them), so a
+    /// big fabric does not fill the process's CA list.
+    pub fn register_only(mut self, names: &[&str]) -> Self {
+        self.register_only = Some(names.iter().map(|n| (*n).to_owned()).collect());
+        self
+    }
+
+    /// A builder holding the nodes and links of an ibsim topology file's text (the
+    /// `ibnetdiscover` format of `tests/topo/*.net`), with the GUIDs it gives or, where it
+    /// gives none, the ones ibsim would assign. Add faults or access rules, then build.
+    ///
+    /// # Errors
+    /// EIO naming the line of a malformed file.
+    pub fn from_topology(text: &str) -> Result<Self> {
+        Ok(topo::Topology::parse(text)?.builder())
+    }
+
+    /// Names of the CAs described so far, in the order they were added.
+    pub fn ca_names(&self) -> Vec<String> {
+        let cas = self
+            .nodes
+            .iter()
+            .filter(|(_, kind, _)| *kind == NodeKind::Ca);
+        cas.map(|(name, _, _)| name.clone()).collect()
     }
 
     /// Join port `pa` of node `a` to port `pb` of node `b`.
@@ -422,9 +458,13 @@ impl FabricBuilder {
     /// bytes or more, a port out of range or linked twice); EADDRINUSE if a CA name is
     /// already registered (nothing is registered then).
     pub fn build(self) -> Result<Fabric> {
+        let only = self.register_only.clone();
         let fabric = self.build_private()?;
         let inner = &fabric.inner;
-        let names = fabric.ca_names();
+        let names = only.unwrap_or_else(|| fabric.ca_names());
+        if names.iter().any(|n| !fabric.ca_names().contains(n)) {
+            return Err(Error::InvalidArgument("register_only names an unknown CA"));
+        }
         let provider: Arc<dyn CaProvider> = Arc::new(Provider(inner.clone()));
         registry::register_cas(&names, provider)?;
         *lock(&inner.registered) = names;
@@ -437,18 +477,19 @@ impl FabricBuilder {
     /// EINVAL as for [`FabricBuilder::build`].
     pub fn build_private(self) -> Result<Fabric> {
         let mut nodes = Vec::with_capacity(self.nodes.len());
+        let mut by_name: HashMap<&str, usize> = HashMap::with_capacity(self.nodes.len());
         let mut lid_map = BTreeMap::new();
         let mut next_lid = 1u16;
         for (index, (name, kind, ports)) in self.nodes.iter().enumerate() {
             if name.is_empty() || name.len() > MAX_NAME || name.contains('\0') {
                 return Err(Error::InvalidArgument("node names are 1 to 19 bytes"));
             }
-            if nodes.iter().any(|n: &Node| &n.name == name) {
+            if by_name.insert(name, index).is_some() {
                 return Err(Error::InvalidArgument("duplicate node name"));
             }
             let max = match kind {
                 NodeKind::Ca => 10,
-                NodeKind::Switch => 63,
+                NodeKind::Switch => 254,
             };
             if *ports == 0 || *ports > max {
                 return Err(Error::InvalidArgument("port count out of range"));
@@ -481,10 +522,15 @@ impl FabricBuilder {
                     .collect(),
             });
         }
+        for (name, guid) in &self.guids {
+            let &i = by_name
+                .get(name.as_str())
+                .ok_or(Error::InvalidArgument("guid names an unknown node"))?;
+            nodes[i].guid = *guid;
+        }
         let find = |nodes: &[Node], (name, port): &(String, u8)| -> Result<(usize, u8)> {
-            let i = nodes
-                .iter()
-                .position(|n| &n.name == name)
+            let &i = by_name
+                .get(name.as_str())
                 .ok_or(Error::InvalidArgument("link names an unknown node"))?;
             if *port == 0 || *port > nodes[i].num_ports {
                 return Err(Error::InvalidArgument("link port out of range"));
@@ -513,9 +559,8 @@ impl FabricBuilder {
             *lock(&links[link].faults) = LinkFaults::new(*config, link);
         }
         let mgmt = |nodes: &[Node], (name, port): &(String, u8)| -> Result<(usize, usize)> {
-            let i = nodes
-                .iter()
-                .position(|n| &n.name == name)
+            let &i = by_name
+                .get(name.as_str())
                 .ok_or(Error::InvalidArgument("access rule names an unknown node"))?;
             let ok = match nodes[i].kind {
                 NodeKind::Ca => *port >= 1 && *port <= nodes[i].num_ports,
