@@ -158,7 +158,7 @@ pub(crate) fn serve_perf(legit: Arc<Port>) -> thread::JoinHandle<u64> {
 /// One Get from the victim to the legitimate peer, answered despite whatever else
 /// is queued on the victim (other events are consumed and ignored).
 pub(crate) fn legit_round_trip(net: &Net, client: AgentId, tid: u32) {
-    let mad = gmp_mad(PERF, 1, GET, u64::from(tid), 0x12);
+    let mad = gmp_mad(PERF, 1, GET, u64::from(tid), 0x10);
     net.victim
         .send(
             client,
@@ -426,7 +426,7 @@ fn a_flood_of_unsolicited_requests_stays_bounded_and_legit_traffic_flows() {
     // A flood nobody reads: only max_events are kept, the rest is counted.
     const FLOOD: u32 = 3000;
     for tid in 0..FLOOD {
-        inject(&mut net, gmp_mad(PERF, 1, GET, u64::from(tid), 0x12));
+        inject(&mut net, gmp_mad(PERF, 1, GET, u64::from(tid), 0x10));
     }
     // And as many Gets for a class nobody serves: answered 0x000c, not queued.
     for tid in 0..FLOOD {
@@ -455,7 +455,7 @@ fn a_flood_of_unsolicited_requests_stays_bounded_and_legit_traffic_flows() {
     let flooder = thread::spawn(move || {
         for tid in 0..20_000u64 {
             hostile.inject(&RawFrame::gsi(
-                gmp_mad(PERF, 1, GET, 0x1_0000 + tid, 0x12),
+                gmp_mad(PERF, 1, GET, 0x1_0000 + tid, 0x10),
                 V,
             ));
         }

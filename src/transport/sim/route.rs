@@ -10,7 +10,8 @@ use core::time::Duration;
 use crate::types::{GrhAddr, Qp, GSI_QKEY};
 use crate::wire::MAD_SIZE;
 
-use super::{access, lock, sma, FabricInner, Link, Node};
+use super::{access, lock, pma, sma, FabricInner, Link, Node};
+use crate::wire::smp::port_info::PortState;
 
 /// The permissive LID.
 pub(crate) const PERMISSIVE: u16 = 0xffff;
@@ -37,6 +38,8 @@ pub(crate) mod dr {
 pub(crate) const CLASS_DR: u8 = 0x81;
 /// Management class of LID-routed SMPs.
 pub(crate) const CLASS_LID: u8 = 0x01;
+/// Subnet administration (the SA's class).
+pub(crate) const CLASS_SA: u8 = 0x03;
 
 /// A frame in flight, with the LRH/BTH/DETH values a receiver would see.
 #[derive(Debug, Clone)]
@@ -67,6 +70,26 @@ pub(crate) struct Pkt {
 }
 
 impl Pkt {
+    /// An SMP from a local SM (QP0 to QP0, permissive destination).
+    pub(crate) fn smp(mad: [u8; MAD_SIZE], slid: u16) -> Pkt {
+        Pkt {
+            mad,
+            len: MAD_SIZE,
+            slid,
+            dlid: PERMISSIVE,
+            sqp: 0,
+            dqp: 0,
+            sl: 0,
+            pkey_index: 0,
+            pkey: crate::types::DEFAULT_PKEY,
+            qkey: 0,
+            spoofed: false,
+            grh: None,
+            hops: 0,
+            duplicate: false,
+        }
+    }
+
     pub(crate) fn class(&self) -> u8 {
         self.mad[1]
     }
@@ -105,6 +128,15 @@ enum DrAction {
     Handle,
     LidRoute(u16),
     Discard,
+}
+
+/// Where a LID-routed frame is at a node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Hop {
+    /// Sent from this node, by the owner or SMA of this port.
+    From(u8),
+    /// Arrived over a link on this port.
+    In(u8),
 }
 
 /// How to treat a frame when it arrives over a link.
@@ -266,33 +298,49 @@ impl FabricInner {
             // A LID-routed SMP to the permissive LID: whoever is at the other end takes it.
             self.cross(node, port, pkt, delay, Mode::Neighbour);
         } else {
-            self.lid_walk(node, None, pkt, delay);
+            self.lid_walk(node, Hop::From(port), pkt, delay);
         }
     }
 
-    /// LID routing from `node` (`in_port`: None when the frame starts here).
-    fn lid_walk(&self, node: usize, in_port: Option<u8>, mut pkt: Pkt, delay: Duration) {
-        let Some(&(dest, dest_port)) = self.lid_map.get(&pkt.dlid) else {
-            return;
-        };
-        if dest == node {
+    /// The port a LID-routed frame for `dlid` leaves `node` by: a switch's LFT, or
+    /// the port a CA sends on (`from`).
+    fn lid_out(&self, node: usize, from: u8, dlid: u16) -> Option<u8> {
+        let here = &self.nodes[node];
+        if here.is_switch() {
+            return super::read(&here.conf).route(dlid);
+        }
+        Some(from)
+    }
+
+    /// LID routing at `node`.
+    fn lid_walk(&self, node: usize, at: Hop, mut pkt: Pkt, delay: Duration) {
+        let here = &self.nodes[node];
+        let dest = self.lid_owner(pkt.dlid);
+        if let Some((_, dest_port)) = dest.filter(|d| d.0 == node) {
             if pkt.is_dr_smp() {
                 self.dr_walk(node, Entry::LidTerminus, pkt, delay);
             } else {
-                self.handle(node, in_port.unwrap_or(dest_port), pkt, delay);
+                let port = match at {
+                    Hop::In(p) if !here.is_switch() => p,
+                    _ => dest_port,
+                };
+                self.handle(node, port, pkt, delay);
             }
             return;
         }
-        let here = &self.nodes[node];
-        if in_port.is_some() && !here.is_switch() {
-            return; // CAs do not forward.
-        }
-        let out = self.routes[node][dest];
-        if out == 0 {
+        let from = match at {
+            Hop::In(_) if !here.is_switch() => return, // CAs do not forward.
+            Hop::In(p) | Hop::From(p) => p,
+        };
+        let Some(out) = self.lid_out(node, from, pkt.dlid).filter(|&o| o != 0) else {
+            // No route: a switch discards it, as a real one counts it.
+            if here.is_switch() {
+                here.traffic[usize::from(from)].discard();
+            }
             return;
-        }
-        if in_port.is_none() && !here.is_switch() && !pkt.spoofed {
-            // The sending CA's LID is the source, whichever port the route leaves by.
+        };
+        if matches!(at, Hop::From(_)) && !here.is_switch() && !pkt.spoofed {
+            // The sending CA's LID is the source.
             pkt.slid = here.lid(out);
         }
         self.cross(node, out, pkt, delay, Mode::Lid);
@@ -305,7 +353,7 @@ impl FabricInner {
             DrAction::Handle => {
                 let port = match entry {
                     Entry::Wire(p) | Entry::Local(p) | Entry::Port(p) => p,
-                    Entry::LidTerminus => self.lid_map.get(&pkt.dlid).map_or(0, |&(_, p)| p),
+                    Entry::LidTerminus => self.lid_owner(pkt.dlid).map_or(0, |(_, p)| p),
                 };
                 self.handle(node, port, pkt, delay);
             }
@@ -318,13 +366,16 @@ impl FabricInner {
                 pkt.slid = here.lid(0).max(here.lid(1));
                 pkt.dlid = lid;
                 // Leave through the routing table, as any LID-routed frame from here.
-                let Some(&(dest, _)) = self.lid_map.get(&lid) else {
+                let Some((dest, _)) = self.lid_owner(lid) else {
                     return;
+                };
+                let from = match entry {
+                    Entry::Wire(p) | Entry::Local(p) | Entry::Port(p) => p,
+                    Entry::LidTerminus => 0,
                 };
                 if dest == node {
                     self.dr_walk(node, Entry::LidTerminus, pkt, delay);
-                } else if self.routes[node][dest] != 0 {
-                    let out = self.routes[node][dest];
+                } else if let Some(out) = self.lid_out(node, from, lid).filter(|&o| o != 0) {
                     self.cross(node, out, pkt, delay, Mode::Lid);
                 }
             }
@@ -346,10 +397,23 @@ impl FabricInner {
         }
         let link: &Link = &self.links[link_index];
         let (peer, in_port) = link.peer(node, out);
-        let verdict = lock(&link.faults).judge(pkt.len, !pkt.duplicate);
-        if verdict.lose {
+        // Only SMPs cross a link before the SM has brought both ends up (IBA 7.2: Init
+        // passes SMPs only, Armed receives others but does not send them).
+        if pkt.dqp != 0
+            && !(self.port_state(node, out) == PortState::Active
+                && self.port_state(peer, in_port) >= PortState::Armed)
+        {
+            here.traffic[usize::from(out)].discard();
             return;
         }
+        here.traffic[usize::from(out)].sent(pkt.len);
+        let verdict = lock(&link.faults).judge(pkt.len, !pkt.duplicate);
+        if verdict.lose {
+            // The receiver sees a packet it cannot accept.
+            self.nodes[peer].traffic[usize::from(in_port)].rcv_error();
+            return;
+        }
+        self.nodes[peer].traffic[usize::from(in_port)].received(pkt.len);
         if let Some((pos, mask)) = verdict.corrupt {
             pkt.mad[pos] ^= mask;
         }
@@ -364,9 +428,16 @@ impl FabricInner {
         self.arrive(peer, in_port, pkt, delay, mode);
     }
 
+    fn port_state(&self, node: usize, port: u8) -> PortState {
+        let conf = super::read(&self.nodes[node].conf);
+        conf.ports
+            .get(usize::from(port))
+            .map_or(PortState::Down, |p| p.state)
+    }
+
     fn arrive(&self, node: usize, in_port: u8, pkt: Pkt, delay: Duration, mode: Mode) {
         match mode {
-            Mode::Lid => self.lid_walk(node, Some(in_port), pkt, delay),
+            Mode::Lid => self.lid_walk(node, Hop::In(in_port), pkt, delay),
             Mode::Dr => self.dr_walk(node, Entry::Port(in_port), pkt, delay),
             Mode::Neighbour => self.handle(node, in_port, pkt, delay),
         }
@@ -381,6 +452,23 @@ impl FabricInner {
         let is_smp = matches!(pkt.class(), CLASS_LID | CLASS_DR) && pkt.dqp == 0;
         let is_request = pkt.mad[3] & 0x80 == 0 && !(pkt.is_dr_smp() && pkt.returning());
         let out = if here.is_switch() { 0 } else { port };
+        if is_smp && !is_request && self.sm.catch(node, port, &pkt) {
+            return;
+        }
+        if pkt.dqp == 1 && is_request && pkt.class() == pma::CLASS {
+            if let Some(resp) = pma::answer(self, node, port, &pkt) {
+                self.respond(node, out, resp, delay);
+                return;
+            }
+        }
+        if let Some(sa) = self.sa.filter(|_| {
+            pkt.dqp == 1 && pkt.class() == CLASS_SA && self.sm.master_seat() == Some((node, port))
+        }) {
+            for resp in sa(self, &pkt) {
+                self.respond(node, out, resp, delay);
+            }
+            return;
+        }
         if is_smp && is_request {
             match sma::answer(self, node, port, &pkt) {
                 sma::Answer::Reply(resp) => {
@@ -408,8 +496,10 @@ impl FabricInner {
     /// QP0 takes any Q_Key and P_Key (SMPs are P_Key-exempt, IBA 10.9.2).
     fn admit(&self, node: usize, port: u8, pkt: &mut Pkt) -> bool {
         let here = &self.nodes[node];
-        let table = &here.pkeys[here.mgmt_port(port)];
-        let index = access::pkey_index(table, pkt.pkey);
+        let index = {
+            let conf = super::read(&here.conf);
+            access::pkey_index(&conf.ports[here.mgmt_port(port)].pkeys, pkt.pkey)
+        };
         pkt.pkey_index = index.unwrap_or(0);
         if pkt.dqp != 1 || here.is_switch() {
             return true;
@@ -455,41 +545,4 @@ impl FabricInner {
             None => false,
         }
     }
-}
-
-/// `routes[from][to]`: the first port on a shortest path from `from` to `to` (0 = none).
-/// Only switches forward, so paths never pass through a CA. Ties go to the lowest port.
-pub(crate) fn shortest_paths(nodes: &[Node], links: &[Link]) -> Vec<Vec<u8>> {
-    let mut routes = vec![vec![0u8; nodes.len()]; nodes.len()];
-    for (from, row) in routes.iter_mut().enumerate() {
-        let mut seen = vec![false; nodes.len()];
-        seen[from] = true;
-        let mut queue = std::collections::VecDeque::new();
-        for port in 1..=nodes[from].num_ports {
-            if let Some(l) = nodes[from].links[usize::from(port)] {
-                let (peer, _) = links[l].peer(from, port);
-                if !seen[peer] {
-                    seen[peer] = true;
-                    row[peer] = port;
-                    queue.push_back(peer);
-                }
-            }
-        }
-        while let Some(at) = queue.pop_front() {
-            if !nodes[at].is_switch() {
-                continue;
-            }
-            for port in 1..=nodes[at].num_ports {
-                if let Some(l) = nodes[at].links[usize::from(port)] {
-                    let (peer, _) = links[l].peer(at, port);
-                    if !seen[peer] {
-                        seen[peer] = true;
-                        row[peer] = row[at];
-                        queue.push_back(peer);
-                    }
-                }
-            }
-        }
-    }
-    routes
 }
