@@ -295,17 +295,24 @@ impl Fabric {
         FabricBuilder::default()
     }
 
-    /// The default fabric: CAs `vmadsim0` (LID 1) and `vmadsim1` (LID 2), port 1 of each linked
-    /// directly, registered under those names; the built-in SM runs on `vmadsim0` port 1.
+    /// The default fabric: CAs `vmadsim0` (LID 1) and `vmadsim1` (LID 2), each on a port of
+    /// the 8-port switch `vmadsw0` (LID 3: ports 1 and 2), the CAs registered under their
+    /// names; the built-in SM runs on `vmadsim0` port 1.
     ///
     /// # Errors
     /// EADDRINUSE ([`Error::AddressInUse`]) if either name is already registered.
     pub fn default_pair() -> Result<Fabric> {
+        Fabric::default_builder().build()
+    }
+
+    /// The description [`Fabric::default_pair`] builds, to add faults or rules to first.
+    pub fn default_builder() -> FabricBuilder {
         Fabric::builder()
             .ca("vmadsim0")
             .ca("vmadsim1")
-            .link("vmadsim0", 1, "vmadsim1", 1)
-            .build()
+            .switch("vmadsw0", 8)
+            .link("vmadsim0", 1, "vmadsw0", 1)
+            .link("vmadsw0", 2, "vmadsim1", 1)
     }
 
     /// Open port `port` of CA `ca` (0 = its first port) as a transport.
