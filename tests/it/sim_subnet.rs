@@ -171,6 +171,17 @@ fn an_unmanaged_fabric_passes_only_smps_until_swept() {
     );
     assert_eq!(f.port_state("umgs", 2), Some(4));
     assert_eq!(f.lft_port("umgs", 3), Some(2));
+    // A re-sweep finds everything configured already and changes nothing.
+    let again = f.sweep().unwrap();
+    assert_eq!((again.nodes, again.lids, again.failed), (3, 3, 0));
+    assert!(
+        again.smps < stats.smps,
+        "no port to bring up again: {again:?}"
+    );
+    assert_eq!(
+        (f.lid("umg1", 1), f.port_state("umg1", 1)),
+        (Some(3), Some(4))
+    );
     send(&mut a, Qp::Gsi, gsi(3), &gmp_mad(0x05, 1, 1, 9, 0x10));
     let (meta, _) = recv(&mut b);
     assert_eq!(meta.src.lid, 1);

@@ -618,11 +618,18 @@ impl Sweep<'_> {
                 );
             }
         }
-        for state in [PortState::Armed, PortState::Active] {
+        // Init → Armed → Active; a port already further on (a re-sweep) is left as it is.
+        for (from, to) in [
+            (PortState::Init, PortState::Armed),
+            (PortState::Armed, PortState::Active),
+        ] {
             for at in 0..self.found.len() {
                 for port in 1..=self.found[at].num_ports {
-                    if self.found[at].peers[usize::from(port)].is_some() {
-                        self.set_port_info(at, port, |p| p.set_port_state(state));
+                    let f = &self.found[at];
+                    let now = f.port_info[usize::from(port)]
+                        .map(|pi| port_info::Packet::new_unchecked(&pi[..]).port_state());
+                    if f.peers[usize::from(port)].is_some() && now == Some(from) {
+                        self.set_port_info(at, port, |p| p.set_port_state(to));
                     }
                 }
             }
