@@ -296,7 +296,8 @@ impl FabricBuilder {
                 links,
                 lid_map: RwLock::new(BTreeMap::new()),
                 sm: sm::Sm::new(seat, plan),
-                sa: None,
+                // The SA plugs in here (`OnceLock::from(Box::new(..) as Box<dyn SaPort>)`).
+                sa: std::sync::OnceLock::new(),
                 registered: Mutex::new(Vec::new()),
             }),
         };

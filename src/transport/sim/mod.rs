@@ -55,6 +55,8 @@ mod endpoint;
 mod fault;
 mod pma;
 mod route;
+#[cfg(test)]
+mod sa_port_test;
 mod sm;
 mod sma;
 mod state;
@@ -189,18 +191,29 @@ pub(crate) struct FabricInner {
     pub(crate) lid_map: RwLock<BTreeMap<u16, (usize, u8)>>,
     /// The built-in SM.
     pub(crate) sm: sm::Sm,
-    /// The in-fabric SA, if one is plugged in: see [`SaHandler`].
-    pub(crate) sa: Option<SaHandler>,
+    /// The in-fabric SA, once one is plugged in: see [`SaPort`].
+    pub(crate) sa: std::sync::OnceLock<Box<dyn SaPort>>,
     /// Names this fabric put in the process-wide registry.
     registered: Mutex<Vec<String>>,
 }
 
-/// The in-fabric SA: called with each SubnAdm (class 0x03) MAD that reaches the
-/// built-in SM's port on QP1 while the built-in SM is master (an application that
-/// holds the SM role gets them itself). It reads the subnet from
-/// [`FabricInner::subnet_db`] and returns the MADs to send back (each a complete
-/// frame addressed to the requester: several for an RMPP transfer).
-pub(crate) type SaHandler = fn(&FabricInner, &route::Pkt) -> Vec<route::Pkt>;
+/// The in-fabric SA, as the fabric drives it: each SubnAdm (class 0x03) MAD that
+/// reaches the built-in SM's port on QP1 while the built-in SM is master (requests,
+/// the clients' RMPP ACKs, ReportResps; an application holding the SM role gets them
+/// itself instead) is handed to [`SaPort::exchange`] with its source as received and
+/// the SM's [`SubnetDb`] snapshot; every MAD returned is sent from the SM's port
+/// QP1 to its `dest`, in order. The walk is synchronous, so the SA's timers fire
+/// when the next SA MAD arrives (`exchange` fires what is due first).
+///
+/// [`SubnetDb`]: subnet_db::SubnetDb
+pub(crate) trait SaPort: Send + Sync + core::fmt::Debug {
+    fn exchange(
+        &self,
+        meta: crate::engine::RecvMeta,
+        mad: &[u8],
+        db: &subnet_db::SubnetDb,
+    ) -> Vec<(crate::engine::Transmit, Box<[u8; crate::wire::MAD_SIZE]>)>;
+}
 
 impl FabricInner {
     pub(crate) fn node_index(&self, name: &str) -> Option<usize> {

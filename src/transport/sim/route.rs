@@ -7,7 +7,8 @@
 
 use core::time::Duration;
 
-use crate::types::{GrhAddr, Qp, GSI_QKEY};
+use crate::engine::RecvMeta;
+use crate::types::{GrhAddr, MadAddr, Qp, GSI_QKEY};
 use crate::wire::MAD_SIZE;
 
 use super::{access, lock, pma, sma, FabricInner, Link, Node};
@@ -461,13 +462,11 @@ impl FabricInner {
                 return;
             }
         }
-        if let Some(sa) = self.sa.filter(|_| {
-            pkt.dqp == 1 && pkt.class() == CLASS_SA && self.sm.master_seat() == Some((node, port))
-        }) {
-            for resp in sa(self, &pkt) {
-                self.respond(node, out, resp, delay);
+        if pkt.dqp == 1 && pkt.class() == CLASS_SA && self.sm.master_seat() == Some((node, port)) {
+            if let Some(sa) = self.sa.get() {
+                self.serve_sa(sa.as_ref(), node, port, &pkt, delay);
+                return;
             }
-            return;
         }
         if is_smp && is_request {
             match sma::answer(self, node, port, &pkt) {
@@ -487,6 +486,52 @@ impl FabricInner {
             if let Some(resp) = sma::unclaimed(self, node, port, &pkt) {
                 self.respond(node, out, resp, delay);
             }
+        }
+    }
+
+    /// Hand an SA MAD that reached the master SM's port to the in-fabric SA, and send
+    /// its answers from that port's QP1.
+    fn serve_sa(&self, sa: &dyn super::SaPort, node: usize, port: u8, pkt: &Pkt, delay: Duration) {
+        let meta = RecvMeta {
+            qp: Qp::Gsi,
+            src: MadAddr {
+                qpn: pkt.sqp,
+                qkey: pkt.qkey,
+                lid: pkt.slid,
+                sl: pkt.sl,
+                path_bits: 0,
+                grh: pkt.grh,
+                pkey_index: pkt.pkey_index,
+            },
+        };
+        let db = self.subnet_db();
+        let here = &self.nodes[node];
+        for (tx, mad) in sa.exchange(meta, &pkt.mad[..pkt.len], &db) {
+            let pkey = {
+                let conf = super::read(&here.conf);
+                let table = &conf.ports[here.mgmt_port(port)].pkeys;
+                table
+                    .get(usize::from(tx.dest.pkey_index))
+                    .or(table.first())
+                    .copied()
+            };
+            let resp = Pkt {
+                mad: *mad,
+                len: tx.len.min(MAD_SIZE),
+                slid: here.lid(port),
+                dlid: tx.dest.lid,
+                sqp: 1,
+                dqp: tx.dest.qpn,
+                sl: tx.dest.sl,
+                pkey_index: tx.dest.pkey_index,
+                pkey: pkey.unwrap_or(crate::types::DEFAULT_PKEY),
+                qkey: GSI_QKEY,
+                spoofed: false,
+                grh: None,
+                hops: 0,
+                duplicate: false,
+            };
+            self.originate(node, port, resp, delay);
         }
     }
 
