@@ -102,6 +102,9 @@ check "perfquery -x 3 1: the switch port counted the SM's traffic" \
 check "perfquery -R 3 1: the PMA takes the reset" vmad perfquery -R 3 1
 out=$(vmad ibqueryerrors --skip-sl)
 check "ibqueryerrors: 3 nodes, none bad" has "$out" '3 nodes checked, 0 bad nodes found'
+out=$(VMAD_SIM_FAULTS="loss=0.3,seed=3" vmad ibqueryerrors --skip-sl)
+check "ibqueryerrors: frames lost on vmadsim1's link show as PortRcvErrors" \
+  has "$out" 'GUID 0x766d616400000300 port 2: \[PortRcvErrors == [1-9]'
 out=$(vmad saquery -N)
 sa_check "saquery -N: three NodeRecords" bash -c '[ "$(grep -c "^NodeRecord dump:" <<<"$1")" = 3 ]' _ "$out"
 out=$(vmad saquery -p)
