@@ -213,6 +213,15 @@ pub(crate) trait SaPort: Send + Sync + core::fmt::Debug {
         mad: &[u8],
         db: &subnet_db::SubnetDb,
     ) -> Vec<(crate::engine::Transmit, Box<[u8; crate::wire::MAD_SIZE]>)>;
+
+    /// A Trap(Notice) SMP reached the master SM (which has answered it with
+    /// TrapRepress): `notice` is its 64 bytes of data. Returns the MADs to send (the
+    /// Reports to InformInfo subscribers), as `exchange`.
+    fn trap(
+        &self,
+        notice: &[u8],
+        db: &subnet_db::SubnetDb,
+    ) -> Vec<(crate::engine::Transmit, Box<[u8; crate::wire::MAD_SIZE]>)>;
 }
 
 impl FabricInner {

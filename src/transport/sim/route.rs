@@ -13,6 +13,7 @@ use crate::wire::MAD_SIZE;
 
 use super::{access, lock, pma, sma, FabricInner, Link, Node};
 use crate::wire::smp::port_info::PortState;
+use crate::wire::smp::{DATA_LEN, DATA_OFFSET as DATA};
 
 /// The permissive LID.
 pub(crate) const PERMISSIVE: u16 = 0xffff;
@@ -41,6 +42,10 @@ pub(crate) const CLASS_DR: u8 = 0x81;
 pub(crate) const CLASS_LID: u8 = 0x01;
 /// Subnet administration (the SA's class).
 pub(crate) const CLASS_SA: u8 = 0x03;
+const METHOD_TRAP: u8 = 0x05;
+const METHOD_TRAP_REPRESS: u8 = 0x07;
+/// What the SA wants sent.
+type SaSends = Vec<(crate::engine::Transmit, Box<[u8; MAD_SIZE]>)>;
 
 /// A frame in flight, with the LRH/BTH/DETH values a receiver would see.
 #[derive(Debug, Clone)]
@@ -456,6 +461,10 @@ impl FabricInner {
         if is_smp && !is_request && self.sm.catch(node, port, &pkt) {
             return;
         }
+        if is_smp && pkt.mad[3] == METHOD_TRAP && self.sm.master_seat() == Some((node, port)) {
+            self.trap_to_sm(node, port, &pkt, delay);
+            return;
+        }
         if pkt.dqp == 1 && is_request && pkt.class() == pma::CLASS {
             if let Some(resp) = pma::answer(self, node, port, &pkt) {
                 self.respond(node, out, resp, delay);
@@ -489,6 +498,20 @@ impl FabricInner {
         }
     }
 
+    /// The built-in SM takes a trap: TrapRepress back to the sender (IBA 14.2.5.1),
+    /// then the Notice to the SA, which reports it to its subscribers.
+    fn trap_to_sm(&self, node: usize, port: u8, pkt: &Pkt, delay: Duration) {
+        let mut repress = sma::respond(self, node, port, pkt, 0, &[0; crate::wire::smp::DATA_LEN]);
+        repress.mad[3] = METHOD_TRAP_REPRESS;
+        repress.mad[DATA..DATA + DATA_LEN].copy_from_slice(&pkt.mad[DATA..DATA + DATA_LEN]);
+        self.respond(node, port, repress, delay);
+        if let Some(sa) = self.sa.get() {
+            let db = self.subnet_db();
+            let sends = sa.trap(&pkt.mad[DATA..DATA + DATA_LEN], &db);
+            self.send_from_sm(node, port, sends, delay);
+        }
+    }
+
     /// Hand an SA MAD that reached the master SM's port to the in-fabric SA, and send
     /// its answers from that port's QP1.
     fn serve_sa(&self, sa: &dyn super::SaPort, node: usize, port: u8, pkt: &Pkt, delay: Duration) {
@@ -505,8 +528,14 @@ impl FabricInner {
             },
         };
         let db = self.subnet_db();
+        let sends = sa.exchange(meta, &pkt.mad[..pkt.len], &db);
+        self.send_from_sm(node, port, sends, delay);
+    }
+
+    /// Send the SA's MADs from the SM's port QP1.
+    fn send_from_sm(&self, node: usize, port: u8, sends: SaSends, delay: Duration) {
         let here = &self.nodes[node];
-        for (tx, mad) in sa.exchange(meta, &pkt.mad[..pkt.len], &db) {
+        for (tx, mad) in sends {
             let pkey = {
                 let conf = super::read(&here.conf);
                 let table = &conf.ports[here.mgmt_port(port)].pkeys;

@@ -1,6 +1,6 @@
-//! The SA slot: SA MADs to the master SM's port reach the plugged-in [`SaPort`],
-//! its answers go back from that port, and an application holding the SM role
-//! gets them instead.
+//! The SA slot: SA MADs and traps to the master SM's port reach the plugged-in
+//! [`SaPort`], its answers go back from that port, and an application holding the
+//! SM role gets them instead.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -42,6 +42,17 @@ impl SaPort for Echo {
             out,
         )]
     }
+
+    fn trap(
+        &self,
+        notice: &[u8],
+        _db: &super::subnet_db::SubnetDb,
+    ) -> Vec<(Transmit, Box<[u8; MAD_SIZE]>)> {
+        // Traps count in hundreds; nobody subscribed, so nothing to report.
+        self.0
+            .fetch_add(100 * usize::from(notice[0] == 0x81), Ordering::Relaxed);
+        Vec::new()
+    }
 }
 
 fn sa_get(tid: u8) -> [u8; MAD_SIZE] {
@@ -51,17 +62,22 @@ fn sa_get(tid: u8) -> [u8; MAD_SIZE] {
     m
 }
 
+/// Send `mad` to `lid`: an SMP (class 0x01) to QP0, anything else to QP1.
 fn send(t: &mut dyn Transport, mad: &[u8; MAD_SIZE], lid: u16) {
+    let (qp, qpn, qkey) = match mad[1] {
+        0x01 => (Qp::Smi, 0, 0),
+        _ => (Qp::Gsi, 1, GSI_QKEY),
+    };
     let dest = MadAddr {
-        qpn: 1,
-        qkey: GSI_QKEY,
+        qpn,
+        qkey,
         lid,
         ..MadAddr::default()
     };
     t.transmit(&mut |buf| {
         buf.copy_from_slice(mad);
         Some(Transmit {
-            qp: Qp::Gsi,
+            qp,
             dest,
             len: MAD_SIZE,
         })
@@ -97,12 +113,24 @@ fn sa_mads_reach_the_sa_port_while_the_built_in_sm_is_master() {
         (meta.src.lid, meta.src.qpn, mad[3], mad[15], mad[255]),
         (1, 1, 0x81, 1, 3)
     );
+    // A trap to the SM's LID: TrapRepress from the SM, the Notice to the SA.
+    let mut trap = [0u8; MAD_SIZE];
+    trap[..4].copy_from_slice(&[1, 0x01, 1, 0x05]);
+    trap[15] = 9;
+    trap[64] = 0x81; // Notice: generic, type urgent
+    send(&mut client, &trap, 1);
+    let (meta, mad) = recv(&mut client).expect("TrapRepress");
+    assert_eq!(
+        (meta.qp, mad[3], mad[15], mad[64]),
+        (Qp::Smi, 0x07, 9, 0x81)
+    );
+    assert_eq!(calls.load(Ordering::Relaxed), 101);
     // An application takes the SM role on the SM's port: the SA steps aside too.
     let mut sm = f.open("sap0", 1).unwrap();
     sm.set_sm(true).unwrap();
     send(&mut client, &sa_get(2), 1);
     let (meta, mad) = recv(&mut sm).expect("the application got the SA request");
     assert_eq!((meta.src.lid, mad[3], mad[15]), (3, 0x01, 2));
-    assert_eq!(calls.load(Ordering::Relaxed), 1);
+    assert_eq!(calls.load(Ordering::Relaxed), 101);
     assert!(recv(&mut client).is_none());
 }
