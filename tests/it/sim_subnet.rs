@@ -424,3 +424,39 @@ fn ten_thousand_nodes_load_and_sweep_in_seconds() {
     }
     assert_eq!((f.port_state("H9839", 1), last), (Some(4), 9840));
 }
+
+#[test]
+fn the_sm_sweeps_through_lossy_links_by_retrying() {
+    let f = Fabric::builder()
+        .ca("lsw0")
+        .switch("lsws", 4)
+        .ca("lsw1")
+        .link("lsw0", 1, "lsws", 1)
+        .link("lsws", 2, "lsw1", 1)
+        .unmanaged()
+        .build_private()
+        .unwrap();
+    let faults = FaultConfig {
+        loss: 0.15,
+        dup: 0.1,
+        seed: 4,
+        ..FaultConfig::default()
+    };
+    f.set_faults("lsw1", 1, faults).unwrap();
+    let stats = f.sweep().unwrap();
+    let lost = f.link_stats("lsw1", 1).unwrap().lost;
+    assert!(lost > 0, "the link lost nothing: no retry was tested");
+    assert_eq!(
+        (stats.nodes, stats.lids, stats.failed),
+        (3, 3, 0),
+        "{stats:?}"
+    );
+    assert_eq!(
+        (f.lid("lsw1", 1), f.port_state("lsw1", 1)),
+        (Some(3), Some(4))
+    );
+    assert_eq!(
+        (f.lft_port("lsws", 1), f.lft_port("lsws", 3)),
+        (Some(1), Some(2))
+    );
+}

@@ -566,16 +566,39 @@ impl Sweep<'_> {
             edit(&mut p);
         }
         let mkey = self.mkey_of(self.found[at].port_guid(port));
-        if let Some(d) = self.smp(
-            &path,
-            Method::Set,
-            AttrId::PortInfo,
-            u32::from(port),
-            mkey,
-            &pi,
-        ) {
+        let owns_lid = port == 0 || !self.found[at].switch;
+        let want = port_info::Packet::new_unchecked(&pi[..]);
+        let (lid, sm_lid, state) = (want.lid(), want.master_sm_lid(), want.port_state());
+        let applied = |d: &[u8; 64]| {
+            let got = port_info::Packet::new_unchecked(&d[..]);
+            (!owns_lid || (got.lid(), got.master_sm_lid()) == (lid, sm_lid))
+                && (state == PortState::NoChange || got.port_state() == state)
+        };
+        let attr = AttrId::PortInfo;
+        if let Some(d) = self.set_checked(&path, attr, u32::from(port), mkey, &pi, applied) {
             self.found[at].port_info[usize::from(port)] = d[..port_info::LEN].try_into().ok();
         }
+    }
+
+    /// A Set whose answer shows it `applied`, else sent again: a link that corrupts
+    /// frames (the fault injector has no CRC to drop them) may have changed it on the way.
+    fn set_checked(
+        &mut self,
+        path: &[u8],
+        attr: AttrId,
+        modifier: u32,
+        mkey: u64,
+        data: &[u8],
+        applied: impl Fn(&[u8; 64]) -> bool,
+    ) -> Option<[u8; 64]> {
+        for _ in 0..TRIES {
+            let d = self.smp(path, Method::Set, attr, modifier, mkey, data)?;
+            if applied(&d) {
+                return Some(d);
+            }
+        }
+        self.stats.failed += 1;
+        None
     }
 
     /// LIDs, SM LID, LFTs, then every linked port Armed and Active, all by SubnSet.
@@ -595,27 +618,18 @@ impl Sweep<'_> {
             let mkey = self.mkey_of(self.found[s].guid());
             if let Some(mut si) = self.smp(&path, Method::Get, AttrId::SwitchInfo, 0, mkey, &[]) {
                 switch_info::Packet::new_unchecked(&mut si[..]).set_linear_fdb_top(top);
-                let set = self.smp(
-                    &path,
-                    Method::Set,
-                    AttrId::SwitchInfo,
-                    0,
-                    mkey,
-                    &si[..switch_info::LEN],
-                );
+                let applied = |d: &[u8; 64]| {
+                    switch_info::Packet::new_unchecked(&d[..]).linear_fdb_top() == top
+                };
+                let si = &si[..switch_info::LEN];
+                let set = self.set_checked(&path, AttrId::SwitchInfo, 0, mkey, si, applied);
                 self.found[s].switch_info = set.and_then(|d| d[..switch_info::LEN].try_into().ok());
             }
             for (block, ports) in table.chunks(lft::LEN).enumerate() {
                 let mut b = [lft::NO_PORT; lft::LEN];
                 b[..ports.len()].copy_from_slice(ports);
-                self.smp(
-                    &path,
-                    Method::Set,
-                    AttrId::LinearFwdTable,
-                    block as u32,
-                    mkey,
-                    &b,
-                );
+                let attr = AttrId::LinearFwdTable;
+                self.set_checked(&path, attr, block as u32, mkey, &b, |d| *d == b);
             }
         }
         // Init → Armed → Active; a port already further on (a re-sweep) is left as it is.
