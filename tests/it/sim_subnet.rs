@@ -460,3 +460,40 @@ fn the_sm_sweeps_through_lossy_links_by_retrying() {
         (Some(1), Some(2))
     );
 }
+
+#[test]
+fn a_link_going_down_and_up_is_routed_around_then_brought_back() {
+    let text = topo("small.net")
+        .replace("\"H", "\"lduH")
+        .replace("\"S", "\"lduS");
+    let f = FabricBuilder::from_topology(&text)
+        .unwrap()
+        .build_private()
+        .unwrap();
+    let h3 = f.lid("lduH3", 1).unwrap();
+    assert_eq!(
+        f.lft_port("lduS1", h3),
+        Some(7),
+        "the lower of the two parallel links"
+    );
+    let mut a = f.open("lduH1", 1).unwrap();
+    let mut b = f.open("lduH3", 1).unwrap();
+    f.set_link("lduS1", 7, false).unwrap();
+    assert_eq!(
+        (f.port_state("lduS1", 7), f.port_state("lduS2", 7)),
+        (Some(1), Some(1))
+    );
+    assert_eq!(
+        f.lft_port("lduS1", h3),
+        Some(8),
+        "the SM swept again and moved the route"
+    );
+    send(&mut a, Qp::Gsi, gsi(h3), &gmp_mad(0x05, 1, 1, 1, 0x10));
+    assert_eq!(recv(&mut b).0.src.lid, 1);
+    f.set_link("lduS1", 7, true).unwrap();
+    assert_eq!(
+        (f.port_state("lduS1", 7), f.port_state("lduS2", 7)),
+        (Some(4), Some(4))
+    );
+    assert_eq!(f.lft_port("lduS1", h3), Some(7));
+}

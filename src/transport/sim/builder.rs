@@ -218,6 +218,7 @@ impl FabricBuilder {
             links.push(Link {
                 ends: [a, b],
                 faults: Mutex::new(LinkFaults::new(FaultConfig::default(), links.len())),
+                up: std::sync::atomic::AtomicBool::new(true),
             });
         }
         let mut faults = Vec::with_capacity(self.faults.len());

@@ -77,7 +77,7 @@ pub use sm::SweepStats;
 
 use crate::transport::registry::{self, CaInfo, CaProvider};
 use crate::transport::{LinkLayer, PortAttrs, Transport};
-use crate::wire::smp::port_info;
+use crate::wire::smp::port_info::{self, PortState};
 use crate::{Error, Result};
 use fault::LinkFaults;
 
@@ -151,13 +151,6 @@ impl Node {
         }
     }
 
-    /// Whether `port` is linked to another node.
-    pub(crate) fn linked(&self, port: u8) -> bool {
-        self.links
-            .get(usize::from(port))
-            .is_some_and(Option::is_some)
-    }
-
     /// Count a refused frame on `port`.
     pub(crate) fn count(&self, port: u8, bump: impl FnOnce(&mut PortCounters)) {
         bump(&mut lock(&self.counters[self.mgmt_port(port)]));
@@ -169,6 +162,8 @@ impl Node {
 pub(crate) struct Link {
     pub(crate) ends: [(usize, u8); 2],
     pub(crate) faults: Mutex<LinkFaults>,
+    /// The link trains: false while [`Fabric::set_link`] has it down.
+    pub(crate) up: std::sync::atomic::AtomicBool,
 }
 
 impl Link {
@@ -229,6 +224,16 @@ impl FabricInner {
         self.nodes.iter().position(|n| n.name == name)
     }
 
+    /// Whether `node`'s `port` is cabled to another node and the link is up.
+    pub(crate) fn link_up(&self, node: usize, port: u8) -> bool {
+        let link = self.nodes[node]
+            .links
+            .get(usize::from(port))
+            .copied()
+            .flatten();
+        link.is_some_and(|l| self.links[l].up.load(std::sync::atomic::Ordering::Acquire))
+    }
+
     /// Where `lid` is now.
     pub(crate) fn lid_owner(&self, lid: u16) -> Option<(usize, u8)> {
         read(&self.lid_map).get(&lid).copied()
@@ -261,7 +266,7 @@ impl FabricInner {
             sm_lid: pc.sm_lid,
             sm_sl: 0,
             state,
-            phys_state: if n.linked(port) { 5 } else { 2 },
+            phys_state: if self.link_up(node, port) { 5 } else { 2 },
             rate: 100,
             capmask,
             pkeys: pc.pkeys.clone(),
@@ -428,6 +433,29 @@ impl Fabric {
         let stats = faults.stats;
         *faults = LinkFaults::new(config, link);
         faults.stats = stats;
+        Ok(())
+    }
+
+    /// Take the link at `node`'s `port` down (both ends Down, nothing crosses it) or bring
+    /// it back up (both ends Init, as after training). As an SM does on the trap such a
+    /// change raises, the built-in SM, while master, then sweeps again: routes move to the
+    /// links that remain, and a link back up is brought to Active.
+    ///
+    /// # Errors
+    /// EINVAL if no link is attached there.
+    pub fn set_link(&self, node: &str, port: u8, up: bool) -> Result<()> {
+        let link = self
+            .link_at(node, port)
+            .ok_or(Error::InvalidArgument("no link at that port"))?;
+        let l = &self.inner.links[link];
+        l.up.store(up, std::sync::atomic::Ordering::Release);
+        for (n, p) in l.ends {
+            let state = if up { PortState::Init } else { PortState::Down };
+            write(&self.inner.nodes[n].conf).ports[usize::from(p)].state = state;
+        }
+        if self.inner.sm.is_master() {
+            self.sweep()?;
+        }
         Ok(())
     }
 

@@ -402,6 +402,9 @@ impl FabricInner {
             return;
         }
         let link: &Link = &self.links[link_index];
+        if !link.up.load(std::sync::atomic::Ordering::Acquire) {
+            return; // A link that is down carries nothing.
+        }
         let (peer, in_port) = link.peer(node, out);
         // Only SMPs cross a link before the SM has brought both ends up (IBA 7.2: Init
         // passes SMPs only, Armed receives others but does not send them).

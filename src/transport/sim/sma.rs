@@ -213,7 +213,7 @@ fn set_port_info(fabric: &FabricInner, node: usize, which: u8, given: &[u8; DATA
     let current = conf.ports[usize::from(which)].state;
     let state = match p.port_state() {
         PortState::NoChange => current,
-        PortState::Down if n.linked(which) => PortState::Init,
+        PortState::Down if fabric.link_up(node, which) => PortState::Init,
         PortState::Down => PortState::Down,
         PortState::Armed if matches!(current, PortState::Init | PortState::Armed) => {
             PortState::Armed
@@ -327,7 +327,7 @@ fn port_info(
     let capmask = CAPMASK | if pc.is_sm { port_info::CAP_IS_SM } else { 0 };
     let saturate = |v: u64| u16::try_from(v).unwrap_or(u16::MAX);
     // A switch's management port 0 is always up; other ports are up when linked.
-    let linked = which == 0 || n.linked(which);
+    let linked = which == 0 || fabric.link_up(node, which);
     let mut p = port_info::Packet::new_unchecked(&mut d[..]);
     p.set_m_key(if show_mkey { mkey.key } else { 0 });
     p.set_m_key_protect_bits(mkey.protect_bits);
