@@ -87,11 +87,11 @@ fn pump(
 
 fn engines(c: &mut Criterion) {
     let mut a = Engine::new(EngineConfig {
-        rng_seed: 1,
+        rng_seed: Some(1),
         ..EngineConfig::default()
     });
     let mut b = Engine::new(EngineConfig {
-        rng_seed: 2,
+        rng_seed: Some(2),
         ..EngineConfig::default()
     });
     let client = a.register(sa_agent([0; 2])).unwrap();

@@ -1,36 +1,29 @@
 //! Link the cdylib as a drop-in libibumad: SONAME libibumad.so.3 and
 //! rdma-core's symbol versions (IBUMAD_1.0 … IBUMAD_1.4), plus the C object
 //! holding the two blocking calls (`src/wait.c`, see there why C).
-use std::path::PathBuf;
-use std::process::Command;
+//!
+//! `cc` picks the target's compiler and honours `CC`/`CFLAGS` (and their
+//! per-target forms), so cross builds and distribution flags reach wait.c.
 
 fn main() {
     let dir = std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
-    let out = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
     println!("cargo:rerun-if-changed=libibumad.map");
     println!("cargo:rerun-if-changed=src/wait.c");
     println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,libibumad.so.3");
     println!("cargo:rustc-cdylib-link-arg=-Wl,--version-script={dir}/libibumad.map");
 
-    // rustc links with `cc` on Linux, so a C compiler is there already.
-    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
-    let obj = out.join("wait.o");
-    let status = Command::new(&cc)
-        .args([
-            "-c",
-            "-fPIC",
-            "-O2",
-            "-g",
-            "-std=gnu11",
-            "-fexceptions",
-            "-Wall",
-            "-Werror",
-        ])
-        .arg(format!("{dir}/src/wait.c"))
-        .arg("-o")
-        .arg(&obj)
-        .status()
-        .unwrap_or_else(|e| panic!("running {cc}: {e}"));
-    assert!(status.success(), "{cc} failed on src/wait.c");
-    println!("cargo:rustc-cdylib-link-arg={}", obj.display());
+    // The object is linked into the cdylib only: a static archive would be
+    // offered to every target of the package, and wait.c's symbols are
+    // versioned through the map, which only the cdylib link applies.
+    let objs = cc::Build::new()
+        .file("src/wait.c")
+        .pic(true)
+        .std("gnu11")
+        .flag("-fexceptions")
+        .warnings(true)
+        .warnings_into_errors(true)
+        .compile_intermediates();
+    for o in objs {
+        println!("cargo:rustc-cdylib-link-arg={}", o.display());
+    }
 }

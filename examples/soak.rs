@@ -13,6 +13,7 @@
 //! (defaults 120 and 3); `scripts/soak` does that.
 
 use std::collections::BTreeMap;
+use std::io::IsTerminal;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::sync::{mpsc, Arc, Mutex};
 use std::thread;
@@ -432,8 +433,29 @@ fn main() -> Res<()> {
     let started = Instant::now();
     let warmup = Duration::from_secs((secs / 4).max(5).min(secs));
     let (mut warm_peak, mut late_peak, mut peak) = (0u64, 0u64, 0u64);
+    // A long run says how far it is: on a terminal, or with SOAK_PROGRESS=1 (CI logs).
+    let progress = std::io::stderr().is_terminal()
+        || std::env::var_os("SOAK_PROGRESS").is_some_and(|v| v == "1");
     while started.elapsed() < Duration::from_secs(secs) {
         thread::sleep(Duration::from_secs(1));
+        if progress {
+            let c = counts.lock().unwrap();
+            let sum = |m: &BTreeMap<Kind, u64>| m.values().sum::<u64>();
+            let line = format!(
+                "soak: {:>4}/{secs} s, {} sent, {} answered, {} timed out, {} errors",
+                started.elapsed().as_secs(),
+                sum(&c.sent),
+                sum(&c.answered),
+                sum(&c.timed_out),
+                c.errors.len()
+            );
+            drop(c);
+            if std::io::stderr().is_terminal() {
+                eprint!("\r{line}   ");
+            } else if started.elapsed().as_secs() % 10 == 0 {
+                eprintln!("{line}");
+            }
+        }
         let rss = rss_kib();
         peak = peak.max(rss);
         if started.elapsed() <= warmup {
@@ -441,6 +463,9 @@ fn main() -> Res<()> {
         } else {
             late_peak = late_peak.max(rss);
         }
+    }
+    if progress && std::io::stderr().is_terminal() {
+        eprintln!();
     }
     stop.store(true, Relaxed);
     let deadline = Instant::now() + STUCK + Duration::from_secs(5);

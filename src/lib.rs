@@ -88,12 +88,15 @@
 //!   nothing. The counters behind the drop reasons are always there:
 //!   [`engine::EngineStats`], through [`port::Port::stats`].
 #![deny(unsafe_code)]
+// docs.rs builds with every feature; this labels the feature-gated items.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 // First: its macros are used by the modules below.
 #[macro_use]
 mod trace;
 
 pub mod engine;
+mod entropy;
 pub mod error;
 pub mod pcap;
 pub mod port;

@@ -36,11 +36,25 @@
 //! the port was opened, as a [`crate::time::Instant`].
 //!
 //! Any number of threads may call any method at once: every received
-//! message goes to exactly one receiver. [`Port::close`] (or dropping the
-//! last handle) stops and joins the thread, drops the transport (closing
-//! the port for the fabric), and fails waiting receivers with EINVAL.
+//! message goes to exactly one receiver.
+//!
+//! **Several opens.** As each `open()` of the kernel's umad device gets its own
+//! file descriptor, [`Port::open_again`] gives another handle on the same port
+//! (one transport, one engine, one thread) with its own agents, its own receive
+//! queue and its own descriptor: a message goes to the open whose agent it is for.
+//! (libibmad 56 and later open an SMI and a GSI port of each CA this way.)
+//! [`Port::close`] (or dropping the handle) ends that open: its agents are
+//! unregistered and its waiting receivers fail with EINVAL. Closing the last one
+//! stops and joins the thread and drops the transport (closing the port for the fabric).
+//!
+//! **A dead transport.** When the transport fails for good (ibsim killed, a socket
+//! error, a device removed), the port stops driving it: every open's queued
+//! messages can still be received, then every receive, poll and send fails with
+//! EIO (`umad_recv(3)`: "receive operation failed"), blocked callers included;
+//! the descriptors poll readable so `poll(2)` waiters see it too.
 
-use std::io::{Read, Write};
+use std::collections::{BTreeMap, VecDeque};
+use std::io::{self, Read, Write};
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
@@ -88,28 +102,33 @@ impl Default for PortConfig {
     }
 }
 
-/// What application threads and the port thread share, under one lock.
-struct Core {
-    engine: Engine,
-    closed: bool,
-    /// RMPP transfers that ended in ABORT/STOP (the kernel reports them to nobody).
-    rmpp_aborts: u64,
-    last_rmpp_abort: Option<Event>,
-    /// The readable end handed out by [`Port::fd`] holds one byte iff a message is queued.
+/// One open of the port: what one `open()` of the kernel's umad device holds.
+#[derive(Debug)]
+struct Open {
+    /// Messages for this open's agents, oldest first.
+    queue: VecDeque<Event>,
+    /// The readable end handed out by [`Port::fd`] holds one byte iff a message is
+    /// queued (or the port has failed).
     fd_read: UnixStream,
     fd_write: UnixStream,
     fd_ready: bool,
 }
 
-impl Core {
-    /// Drop the RMPP-abort notices at the head of the queue (they only count),
-    /// then make the descriptor's readability match the queue.
-    fn settle(&mut self) {
-        while matches!(self.engine.peek_event(), Some(Event::RmppAborted { .. })) {
-            self.last_rmpp_abort = self.engine.poll_event();
-            self.rmpp_aborts += 1;
-        }
-        let want = self.engine.peek_event().is_some();
+impl Open {
+    fn new() -> io::Result<Open> {
+        let (fd_read, fd_write) = UnixStream::pair()?;
+        fd_read.set_nonblocking(true)?;
+        fd_write.set_nonblocking(true)?;
+        Ok(Open {
+            queue: VecDeque::new(),
+            fd_read,
+            fd_write,
+            fd_ready: false,
+        })
+    }
+
+    /// Make the descriptor's readability say `want`.
+    fn signal(&mut self, want: bool) {
         if want && !self.fd_ready {
             // A non-blocking one-byte write to an empty socket buffer cannot fail short.
             self.fd_ready = self.fd_write.write(&[1]).is_ok();
@@ -117,6 +136,91 @@ impl Core {
             let mut b = [0u8; 1];
             self.fd_ready = self.fd_read.read(&mut b).is_err();
         }
+    }
+}
+
+/// What application threads and the port thread share, under one lock.
+struct Core {
+    engine: Engine,
+    /// Every open is closed: the port is gone.
+    closed: bool,
+    /// Why the transport stopped for good; then receives (once queues are empty),
+    /// polls and sends fail with EIO.
+    failed: Option<String>,
+    /// RMPP transfers that ended in ABORT/STOP (the kernel reports them to nobody).
+    rmpp_aborts: u64,
+    last_rmpp_abort: Option<Event>,
+    /// The opens, by key (0: the first).
+    opens: BTreeMap<u32, Open>,
+    next_open: u32,
+    /// The open that registered each agent, by agent id.
+    owners: Vec<Option<u32>>,
+    /// Most messages one open's queue holds (the engine's `max_events`).
+    max_queued: usize,
+}
+
+impl Core {
+    /// Hand the engine's events to the opens whose agents they are for (RMPP-abort
+    /// notices only count), then make each descriptor's readability match its queue.
+    fn settle(&mut self) {
+        while let Some(event) = self.engine.poll_event() {
+            let agent = match &event {
+                Event::RmppAborted { .. } => {
+                    self.last_rmpp_abort = Some(event);
+                    self.rmpp_aborts += 1;
+                    continue;
+                }
+                Event::Recv { agent, .. } | Event::SendTimedOut { agent, .. } => *agent,
+            };
+            let owner = self.owners.get(agent.0 as usize).copied().flatten();
+            let Some(open) = owner.and_then(|k| self.opens.get_mut(&k)) else {
+                // Its open closed after the engine queued it: nobody can receive it.
+                continue;
+            };
+            // As the engine's own limit: never a timeout report, nor an answer to one of
+            // the open's requests (a response); a dropped request is forgotten by the
+            // duplicate filter, so its retry gets through.
+            let keep = match &event {
+                Event::SendTimedOut { .. } => true,
+                Event::Recv { mad, .. } => {
+                    crate::wire::mad::Packet::new_checked(&mad[..]).is_ok_and(|m| m.is_response())
+                }
+                Event::RmppAborted { .. } => false,
+            };
+            if !keep && open.queue.len() >= self.max_queued {
+                self.engine.undeliver(&event);
+                continue;
+            }
+            open.queue.push_back(event);
+        }
+        let failed = self.failed.is_some();
+        for open in self.opens.values_mut() {
+            let want = failed || !open.queue.is_empty();
+            open.signal(want);
+        }
+    }
+
+    /// The error for a caller once the transport has failed.
+    fn failure(&self) -> Option<Error> {
+        self.failed.as_ref().map(|why| {
+            Error::Io(io::Error::new(
+                io::ErrorKind::BrokenPipe,
+                format!("the port's transport failed: {why}"),
+            ))
+        })
+    }
+
+    /// Record that the transport stopped for good (the first reason is kept).
+    fn fail(&mut self, why: String) {
+        if self.failed.is_none() {
+            vmad_debug!(target: "vmad::port", reason = %why, "transport failed");
+            self.failed = Some(why);
+        }
+        self.settle();
+    }
+
+    fn owns(&self, key: u32, agent: AgentId) -> bool {
+        self.owners.get(agent.0 as usize).copied().flatten() == Some(key)
     }
 }
 
@@ -138,6 +242,8 @@ struct Shared {
     epoch: Clock,
     attrs: PortAttrs,
     caps: Caps,
+    /// The port thread, joined when the last open closes.
+    thread: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl Shared {
@@ -170,10 +276,12 @@ impl Shared {
     }
 }
 
-/// An open port: its engine, its transport and the thread that drives them.
+/// An open port: a handle on its engine, its transport and the thread that drives
+/// them. Each handle is one open (see [`Port::open_again`]).
 pub struct Port {
     shared: Arc<Shared>,
-    thread: Mutex<Option<JoinHandle<()>>>,
+    /// This open's key in the core's table.
+    key: u32,
 }
 
 impl core::fmt::Debug for Port {
@@ -181,12 +289,13 @@ impl core::fmt::Debug for Port {
         f.debug_struct("Port")
             .field("ca", &self.shared.attrs.ca_name)
             .field("port", &self.shared.attrs.port_num)
+            .field("open", &self.key)
             .finish_non_exhaustive()
     }
 }
 
 impl Port {
-    /// Start driving `transport`.
+    /// Start driving `transport`; the handle returned is the port's first open.
     ///
     /// # Errors
     /// EIO if the descriptor pair, the port thread or the capture file cannot be created.
@@ -195,9 +304,6 @@ impl Port {
             Some(c) => Some(Capture::open(c, transport.attrs())?),
             None => None,
         };
-        let (fd_read, fd_write) = UnixStream::pair()?;
-        fd_read.set_nonblocking(true)?;
-        fd_write.set_nonblocking(true)?;
         let waker = transport.waker();
         let attrs = transport.attrs().clone();
         let caps = transport.caps();
@@ -206,19 +312,22 @@ impl Port {
             burst: config.burst,
             caller_spin: config.caller_spin,
             core: Mutex::new(Core {
-                engine: Engine::new(config.engine.clone()),
+                engine: Engine::new(crate::entropy::seeded(&config.engine)),
                 closed: false,
+                failed: None,
                 rmpp_aborts: 0,
                 last_rmpp_abort: None,
-                fd_read,
-                fd_write,
-                fd_ready: false,
+                opens: BTreeMap::from([(0, Open::new()?)]),
+                next_open: 1,
+                owners: Vec::new(),
+                max_queued: config.engine.max_events,
             }),
             ready: Condvar::new(),
             waker,
             epoch: Clock::now(),
             attrs,
             caps,
+            thread: Mutex::new(None),
         });
         let name = format!(
             "vmad-port {}:{}",
@@ -228,10 +337,35 @@ impl Port {
         let thread = std::thread::Builder::new()
             .name(name)
             .spawn(move || drive(&driver, &config))?;
+        *shared.thread.lock().unwrap_or_else(PoisonError::into_inner) = Some(thread);
+        Ok(Port { shared, key: 0 })
+    }
+
+    /// Another open of the same port, as a second `open()` of the kernel's umad device:
+    /// its own agents, receive queue and descriptor; the transport, the engine (and so
+    /// the 32-agent limit and the TID space) and the thread are shared. The port lives
+    /// until every open is closed.
+    ///
+    /// # Errors
+    /// EINVAL if this open is closed; EIO if the transport has failed or no descriptor
+    /// pair can be made.
+    pub fn open_again(&self) -> Result<Port> {
+        let mut core = self.live()?;
+        let open = Open::new()?;
+        let key = core.next_open;
+        core.next_open = key
+            .checked_add(1)
+            .ok_or(Error::LimitReached("opens of one port exhausted"))?;
+        core.opens.insert(key, open);
         Ok(Port {
-            shared,
-            thread: Mutex::new(Some(thread)),
+            shared: self.shared.clone(),
+            key,
         })
+    }
+
+    /// How many opens of this port are open now.
+    pub fn opens(&self) -> usize {
+        self.shared.lock().opens.len()
     }
 
     /// What the transport reports about the port (`umad_get_port`).
@@ -244,11 +378,12 @@ impl Port {
         self.shared.caps
     }
 
-    /// Register an agent.
+    /// Register an agent for this open.
     ///
     /// # Errors
-    /// EINVAL on a closed port; EOPNOTSUPP for an SMI (GSI) agent on a transport without
-    /// QP0 (QP1); otherwise as [`Engine::register`] (EINVAL, ENOMEM).
+    /// EINVAL on a closed port; EIO once the transport has failed; EOPNOTSUPP for an
+    /// SMI (GSI) agent on a transport without QP0 (QP1); otherwise as
+    /// [`Engine::register`] (EINVAL, ENOMEM).
     pub fn register(&self, spec: AgentSpec) -> Result<AgentId> {
         let has_qp = match spec.qp {
             Qp::Smi => self.shared.caps.smi,
@@ -258,15 +393,28 @@ impl Port {
             return Err(Error::Unsupported("this transport lacks that QP"));
         }
         let mut core = self.live()?;
-        core.engine.register(spec)
+        let id = core.engine.register(spec)?;
+        let slot = id.0 as usize;
+        if core.owners.len() <= slot {
+            core.owners.resize(slot + 1, None);
+        }
+        core.owners[slot] = Some(self.key);
+        Ok(id)
     }
 
-    /// Unregister an agent; its outstanding sends are dropped, its queued messages stay.
+    /// Unregister one of this open's agents; its outstanding sends are dropped, its
+    /// queued messages stay.
     ///
     /// # Errors
-    /// EINVAL on a closed port or for an agent that is not registered.
+    /// EINVAL on a closed port or for an agent this open has not registered.
     pub fn unregister(&self, agent: AgentId) -> Result<()> {
-        self.live()?.engine.unregister(agent)
+        let mut core = self.open_core()?;
+        if !core.owns(self.key, agent) {
+            return Err(Error::UnknownAgent(agent.0));
+        }
+        core.engine.unregister(agent)?;
+        core.owners[agent.0 as usize] = None;
+        Ok(())
     }
 
     /// The TID high word the engine stamps on `agent`'s requests.
@@ -278,10 +426,14 @@ impl Port {
     /// port thread sends it).
     ///
     /// # Errors
-    /// EINVAL on a closed port; otherwise as [`Engine::send`] (EINVAL, EMSGSIZE).
+    /// EINVAL on a closed port or an agent of another open; EIO once the transport has
+    /// failed; otherwise as [`Engine::send`] (EINVAL, EMSGSIZE).
     pub fn send(&self, agent: AgentId, req: SendRequest<'_>) -> Result<()> {
         {
             let mut core = self.live()?;
+            if !core.owns(self.key, agent) {
+                return Err(Error::UnknownAgent(agent.0));
+            }
             let now = self.shared.now();
             core.engine.send(now, agent, req)?;
         }
@@ -291,15 +443,18 @@ impl Port {
         Ok(())
     }
 
-    /// Wait for the next message and offer it to `take`: if `take` returns `Ok`, the
-    /// message is consumed; if it returns `Err`, the message stays at the head of the
-    /// queue and the error is returned (how ENOSPC keeps a message for a bigger buffer).
+    /// Wait for this open's next message and offer it to `take`: if `take` returns
+    /// `Ok`, the message is consumed; if it returns `Err`, the message stays at the
+    /// head of the queue and the error is returned (how ENOSPC keeps a message for a
+    /// bigger buffer).
     ///
     /// `timeout`: `None` waits forever, zero does not wait.
     ///
     /// # Errors
     /// EWOULDBLOCK when nothing is queued and `timeout` is zero; ETIMEDOUT when a
-    /// positive `timeout` passes; EINVAL if the port is (or gets) closed; or `take`'s error.
+    /// positive `timeout` passes; EINVAL if the open is (or gets) closed; EIO when
+    /// nothing is queued and the transport has failed (or fails while waiting); or
+    /// `take`'s error.
     pub fn recv_with<R>(
         &self,
         timeout: Option<Duration>,
@@ -307,26 +462,30 @@ impl Port {
     ) -> Result<R> {
         let deadline = timeout.map(|t| Clock::now() + t);
         let mut spin = Spin::new(&self.shared, timeout);
-        let mut core = self.live()?;
+        let mut core = self.open_core()?;
         loop {
             core.settle();
-            if let Some(event) = core.engine.peek_event() {
+            let open = core.opens.get_mut(&self.key).ok_or(Error::InvalidPort)?;
+            if let Some(event) = open.queue.front() {
                 let taken = take(event)?;
-                core.engine.poll_event();
+                open.queue.pop_front();
                 core.settle();
                 return Ok(taken);
+            }
+            if let Some(e) = core.failure() {
+                return Err(e);
             }
             if spin.active() {
                 drop(core);
                 spin.turn(&self.shared);
-                core = self.live()?;
+                core = self.open_core()?;
                 continue;
             }
             core = self.wait_ready(core, timeout, deadline)?;
         }
     }
 
-    /// The next message (see [`Port::recv_with`] for `timeout`).
+    /// This open's next message (see [`Port::recv_with`] for `timeout`).
     ///
     /// # Errors
     /// As [`Port::recv_with`].
@@ -334,24 +493,30 @@ impl Port {
         self.recv_with(timeout, |e| Ok(e.clone()))
     }
 
-    /// Wait until a message is queued (`umad_poll`). Another thread may take it first.
+    /// Wait until a message is queued for this open (`umad_poll`). Another thread may
+    /// take it first. A zero timeout still runs one turn of the port, so it reports
+    /// what a non-blocking receive would find.
     ///
     /// # Errors
     /// ETIMEDOUT if none is queued within `timeout` (at once when zero); EINVAL if the
-    /// port is (or gets) closed.
+    /// open is (or gets) closed; EIO when nothing is queued and the transport has failed.
     pub fn poll(&self, timeout: Option<Duration>) -> Result<()> {
         let deadline = timeout.map(|t| Clock::now() + t);
         let mut spin = Spin::new(&self.shared, timeout);
-        let mut core = self.live()?;
+        let mut core = self.open_core()?;
         loop {
             core.settle();
-            if core.engine.peek_event().is_some() {
+            let open = core.opens.get(&self.key).ok_or(Error::InvalidPort)?;
+            if !open.queue.is_empty() {
                 return Ok(());
+            }
+            if let Some(e) = core.failure() {
+                return Err(e);
             }
             if spin.active() {
                 drop(core);
                 spin.turn(&self.shared);
-                core = self.live()?;
+                core = self.open_core()?;
                 continue;
             }
             core = match self.wait_ready(core, timeout, deadline) {
@@ -361,21 +526,41 @@ impl Port {
         }
     }
 
-    /// A descriptor that polls readable exactly while a message is queued.
-    /// It stays owned by the port: valid until the port is closed.
+    /// A descriptor that polls readable exactly while a message is queued for this
+    /// open (or the transport has failed). It stays owned by the port: valid until
+    /// this open is closed; -1 after.
     pub fn fd(&self) -> RawFd {
-        self.shared.lock().fd_read.as_raw_fd()
+        self.shared
+            .lock()
+            .opens
+            .get(&self.key)
+            .map_or(-1, |o| o.fd_read.as_raw_fd())
     }
 
-    /// The engine's counters.
+    /// The engine's counters (the receive-queue limit is applied per open: messages it
+    /// drops count in `queue_drops`, not in `delivered`).
     pub fn stats(&self) -> EngineStats {
         self.shared.lock().engine.stats()
     }
 
-    /// What the engine holds now (tests and the soak watch it stay bounded).
+    /// What the engine and the opens' queues hold now (tests and the soak watch it
+    /// stay bounded).
     #[doc(hidden)]
     pub fn footprint(&self) -> crate::engine::Footprint {
-        self.shared.lock().engine.footprint()
+        let core = self.shared.lock();
+        let mut f = core.engine.footprint();
+        for open in core.opens.values() {
+            f.events += open.queue.len();
+            f.event_bytes += open
+                .queue
+                .iter()
+                .map(|e| match e {
+                    Event::Recv { mad, .. } => mad.capacity(),
+                    _ => 0,
+                })
+                .sum::<usize>();
+        }
+        f
     }
 
     /// The engine's self-check ([`Engine::check_invariants`]).
@@ -398,17 +583,86 @@ impl Port {
         self.shared.lock().last_rmpp_abort.clone()
     }
 
-    /// Whether the port is still open.
-    pub fn is_open(&self) -> bool {
-        !self.shared.lock().closed
+    /// Why the transport failed, once it has (then calls fail with EIO).
+    pub fn failure(&self) -> Option<String> {
+        self.shared.lock().failed.clone()
     }
 
-    /// Stop the port thread and release the transport. Idempotent.
+    /// Whether this open is still open (the transport may have failed: see [`Port::failure`]).
+    pub fn is_open(&self) -> bool {
+        let core = self.shared.lock();
+        !core.closed && core.opens.contains_key(&self.key)
+    }
+
+    /// Take (`on`) or give up the SM role on the port (what opening and closing
+    /// `/dev/infiniband/issmN` does); see [`Transport::set_sm`].
+    ///
+    /// # Errors
+    /// EINVAL on a closed port; EIO once the transport has failed; otherwise the
+    /// transport's answer (EOPNOTSUPP where it has no such role, EBUSY/EIO if refused).
+    pub fn set_sm(&self, on: bool) -> Result<()> {
+        drop(self.live()?);
+        // The port thread holds the I/O lock while it is parked: wake it and take the
+        // lock in one of the gaps it leaves between turns.
+        let started = Clock::now();
+        loop {
+            match self.shared.io.try_lock() {
+                Ok(mut io) => {
+                    let io = io.as_mut().ok_or(Error::InvalidPort)?;
+                    return io.transport.set_sm(on);
+                }
+                Err(std::sync::TryLockError::Poisoned(p)) => {
+                    let mut io = p.into_inner();
+                    let io = io.as_mut().ok_or(Error::InvalidPort)?;
+                    return io.transport.set_sm(on);
+                }
+                Err(std::sync::TryLockError::WouldBlock) => {
+                    self.shared.wake();
+                    if started.elapsed() > Duration::from_millis(2) {
+                        // Past a short spell, queue behind the thread's next release.
+                        let mut io = self
+                            .shared
+                            .io
+                            .lock()
+                            .unwrap_or_else(PoisonError::into_inner);
+                        let io = io.as_mut().ok_or(Error::InvalidPort)?;
+                        return io.transport.set_sm(on);
+                    }
+                    std::thread::yield_now();
+                }
+            }
+        }
+    }
+
+    /// Close this open: its agents are unregistered, its queued messages dropped and its
+    /// waiting receivers fail with EINVAL. The last open's close stops the port thread
+    /// and releases the transport. Idempotent.
     pub fn close(&self) {
-        self.shared.lock().closed = true;
+        let last = {
+            let mut core = self.shared.lock();
+            if core.opens.remove(&self.key).is_some() {
+                for slot in 0..core.owners.len() {
+                    if core.owners[slot] == Some(self.key) {
+                        core.owners[slot] = None;
+                        let agent = AgentId(slot as u32);
+                        // Registered by this open, so known to the engine.
+                        let _ = core.engine.unregister(agent);
+                    }
+                }
+            }
+            let last = core.opens.is_empty();
+            if last {
+                core.closed = true;
+            }
+            last
+        };
         self.shared.ready.notify_all();
+        if !last {
+            return;
+        }
         self.shared.wake();
         let thread = self
+            .shared
             .thread
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -419,9 +673,19 @@ impl Port {
         }
     }
 
+    /// The core, if this open is open and the transport works (for register and send).
     fn live(&self) -> Result<MutexGuard<'_, Core>> {
+        let core = self.open_core()?;
+        match core.failure() {
+            Some(e) => Err(e),
+            None => Ok(core),
+        }
+    }
+
+    /// The core, if this open is open (its queue may still be read after a failure).
+    fn open_core(&self) -> Result<MutexGuard<'_, Core>> {
         let core = self.shared.lock();
-        if core.closed {
+        if core.closed || !core.opens.contains_key(&self.key) {
             return Err(Error::InvalidPort);
         }
         Ok(core)
@@ -456,7 +720,7 @@ impl Port {
                     .0
             }
         };
-        if core.closed {
+        if core.closed || !core.opens.contains_key(&self.key) {
             return Err(Error::InvalidPort);
         }
         Ok(core)
@@ -469,13 +733,18 @@ impl Drop for Port {
     }
 }
 
-/// Marks the port closed when the port thread ends, even by a panic, so that no
-/// receiver waits forever on a port nobody drives.
+/// Fails the port when the port thread ends while opens remain (a dead transport, or
+/// a panic), so that no receiver waits forever on a port nobody drives.
 struct ClosedOnExit<'a>(&'a Shared);
 
 impl Drop for ClosedOnExit<'_> {
     fn drop(&mut self) {
-        self.0.lock().closed = true;
+        {
+            let mut core = self.0.lock();
+            if !core.closed {
+                core.fail("the port thread ended".into());
+            }
+        }
         self.0.ready.notify_all();
         // Close the port for the fabric (a caller mid-turn finishes first).
         let io = self
@@ -526,7 +795,7 @@ impl Spin {
 /// work, and the engine's next deadline.
 fn turn(shared: &Shared, io: &mut Io) -> (bool, Option<Instant>) {
     let mut core = shared.lock();
-    if core.closed {
+    if core.closed || core.failed.is_some() {
         return (false, None);
     }
     let now = shared.now();
@@ -534,28 +803,34 @@ fn turn(shared: &Shared, io: &mut Io) -> (bool, Option<Instant>) {
     let engine = &mut core.engine;
     let cap = &mut io.capture;
     let transport = &mut io.transport;
-    let received = transport
-        .recv_burst(shared.burst, &mut |meta, mad| {
-            if let Some(c) = cap {
-                c.record(
-                    SystemTime::now(),
-                    Direction::Received,
-                    meta.qp,
-                    &meta.src,
-                    mad,
-                );
-            }
-            engine.handle_datagram(now, meta, mad)
-        })
-        .inspect_err(|_e| {
-            vmad_debug!(target: "vmad::transport", error = %_e, "recv failed");
-        })
-        .unwrap_or(0);
+    let received = transport.recv_burst(shared.burst, &mut |meta, mad| {
+        if let Some(c) = cap {
+            c.record(
+                SystemTime::now(),
+                Direction::Received,
+                meta.qp,
+                &meta.src,
+                mad,
+            );
+        }
+        engine.handle_datagram(now, meta, mad)
+    });
+    let received = match received {
+        Ok(n) => n,
+        Err(e) if is_transient(&e) => 0,
+        Err(e) => {
+            core.fail(format!("receive failed: {e}"));
+            shared.ready.notify_all();
+            return (false, None);
+        }
+    };
+    let engine = &mut core.engine;
     transport.take_undelivered(&mut |header| engine.handle_undelivered(now, header));
     if engine.poll_timeout().is_some_and(|t| t <= now) {
         engine.handle_timeout(now);
     }
     let mut sent = 0usize;
+    let mut failed = None;
     loop {
         let more = transport.transmit(&mut |slot| {
             let tx = engine.poll_transmit(now, slot);
@@ -573,13 +848,22 @@ fn turn(shared: &Shared, io: &mut Io) -> (bool, Option<Instant>) {
         match more {
             Ok(true) => sent += 1,
             Ok(false) => break,
-            Err(_e) => {
-                vmad_debug!(target: "vmad::transport", error = %_e, "transmit failed");
+            Err(e) if is_transient(&e) => {
+                vmad_debug!(target: "vmad::transport", error = %e, "transmit failed");
+                break;
+            }
+            Err(e) => {
+                failed = Some(format!("send failed: {e}"));
                 break;
             }
         }
     }
     let deadline = engine.poll_timeout();
+    if let Some(why) = failed {
+        core.fail(why);
+        shared.ready.notify_all();
+        return (false, None);
+    }
     if core.engine.pending_events() != before {
         core.settle();
         shared.ready.notify_all();
@@ -595,8 +879,11 @@ fn drive(shared: &Shared, config: &PortConfig) {
     loop {
         let mut guard = shared.io.lock().unwrap_or_else(PoisonError::into_inner);
         let Some(io) = guard.as_mut() else { break };
-        if shared.lock().closed {
-            break;
+        {
+            let core = shared.lock();
+            if core.closed || core.failed.is_some() {
+                break;
+            }
         }
         let (worked, deadline) = turn(shared, io);
         if worked {
@@ -626,9 +913,23 @@ fn drive(shared: &Shared, config: &PortConfig) {
         if limit.is_some_and(|l| l.is_zero()) {
             continue;
         }
-        if io.transport.wait(limit).is_err() {
-            std::thread::sleep(config.park_slice);
+        match io.transport.wait(limit) {
+            Ok(()) => {}
+            Err(e) if is_transient(&e) => std::thread::sleep(config.park_slice),
+            Err(e) => {
+                shared.lock().fail(format!("wait failed: {e}"));
+                shared.ready.notify_all();
+            }
         }
         idle_since = None;
     }
+}
+
+/// Whether a transport error may pass (a retry can succeed); any other means the
+/// transport is gone (see [`Transport`]'s contract).
+fn is_transient(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted | io::ErrorKind::TimedOut
+    )
 }

@@ -97,5 +97,6 @@ export! {
 export! {
     hidden:
     vmad_capi_recv_nb => ports::recv_nonblocking,
+    vmad_capi_poll_nb => ports::poll_nonblocking,
     vmad_capi_get_fd => ports::umad_get_fd,
 }

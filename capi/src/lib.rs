@@ -1,7 +1,7 @@
 //! vmad as a drop-in `libibumad.so.3`.
 //!
 //! A thin C ABI over `vmad::umad`'s raw layer: pointer checks, libibumad's
-//! sign conventions and errno, and a panic boundary ([`boundary::guard`]) on
+//! sign conventions and errno, and a panic boundary (`boundary::guard`) on
 //! every entry point. SONAME and symbol versions come from `build.rs` and
 //! `libibumad.map`; the struct layouts are asserted in `abi`.
 //!

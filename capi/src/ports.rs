@@ -291,6 +291,16 @@ pub extern "C" fn umad_send(
     })
 }
 
+/// `umad_poll` without waiting (`src/wait.c` waits on the descriptor, then calls this):
+/// runs one turn of the port, then 0 if a message is queued, else -ETIMEDOUT; -EIO once
+/// the transport has failed; -EINVAL for a port that is not open; errno set.
+pub extern "C" fn poll_nonblocking(portid: c_int) -> c_int {
+    guard(-EIO, || match umad::poll(port_id(portid), 0) {
+        Ok(()) => 0,
+        Err(e) => fail(&e),
+    })
+}
+
 /// `umad_recv` without waiting (`src/wait.c` waits, then calls this): the agent id, or
 /// -EINVAL / -EWOULDBLOCK / -ENOSPC (then `*length` = data length needed and the message
 /// stays queued) / -EIO, errno set.

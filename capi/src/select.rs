@@ -216,13 +216,12 @@ fn select_roce() -> Result<Selected> {
 }
 
 /// `int umad_get_issm_path(const char *ca, int portnum, char path[], int max)`: 0, -ENODEV
-/// (no such CA), -EINVAL (no such port, NULL path).
+/// (no such CA), -EINVAL (no such port, NULL path), -EIO (the file or its watch).
 ///
-/// The path is an empty file vmad creates under `$XDG_RUNTIME_DIR/vmad` (else
-/// `/tmp/vmad-<uid>`), so that an SM's `open()` of it succeeds. Holding it open does not
-/// by itself set PortInfo:CapMask.IsSM: on ibsim the SM role is taken when the port is
-/// opened with `SIM_SET_ISSM=1` (`scripts/with-vmad` sets it for `opensm`); on the
-/// embedded fabric every opened port already receives the SMPs addressed to it.
+/// The path is an empty file of this process's (see `vmad::umad::get_issm_path`): opening
+/// it takes the SM role on the port, as opening `/dev/infiniband/issmN` does (on ibsim:
+/// the node's SM client, PortInfo:CapMask.IsSM; on the embedded fabric: IsSM, and the
+/// built-in SM steps aside), and closing it gives the role up.
 pub extern "C" fn umad_get_issm_path(
     ca: *const c_char,
     portnum: c_int,
@@ -245,18 +244,13 @@ pub extern "C" fn umad_get_issm_path(
             Err(e) => return fail(&e),
         };
         let port = match u8::try_from(portnum) {
-            Ok(0) => umad::get_port(&info.name, 0).map(|p| p.port_num),
-            Ok(p) if info.ports.iter().any(|a| a.port_num == p) => Ok(p),
-            _ => Err(Error::InvalidArgument("no such port")),
+            Ok(p) if p == 0 || info.ports.iter().any(|a| a.port_num == p) => p,
+            _ => return fail(&Error::InvalidArgument("no such port")),
         };
-        let port = match port {
-            Ok(p) => p,
+        let file = match umad::get_issm_path(&info.name, port) {
+            Ok(f) => f,
             Err(Error::NoDevice(_)) => return fail(&Error::InvalidArgument("no such port")),
             Err(e) => return fail(&e),
-        };
-        let file = match issm_file(&info.name, port) {
-            Ok(f) => f,
-            Err(e) => return fail(&Error::Io(e)),
         };
         let bytes = file.as_os_str().as_encoded_bytes();
         // snprintf semantics: truncate to max - 1 bytes and terminate.
@@ -270,25 +264,6 @@ pub extern "C" fn umad_get_issm_path(
         }
         0
     })
-}
-
-extern "C" {
-    fn getuid() -> u32;
-}
-
-fn issm_file(ca: &str, port: u8) -> std::io::Result<std::path::PathBuf> {
-    let dir = match std::env::var_os("XDG_RUNTIME_DIR").filter(|d| !d.is_empty()) {
-        Some(d) => std::path::PathBuf::from(d).join("vmad"),
-        // SAFETY: getuid has no preconditions and cannot fail.
-        None => std::env::temp_dir().join(format!("vmad-{}", unsafe { getuid() })),
-    };
-    std::fs::create_dir_all(&dir)?;
-    let file = dir.join(format!("issm-{ca}-{port}"));
-    std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&file)?;
-    Ok(file)
 }
 
 #[cfg(test)]

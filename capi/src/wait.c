@@ -7,8 +7,10 @@
  * is no cancellation point at all, so the join would never return.
  *
  * The Rust side (hidden symbols, not exported): vmad_capi_recv_nb is umad_recv with a
- * zero timeout (every check, the ENOSPC protocol, errno), vmad_capi_get_fd is umad_get_fd.
- * vmad's port descriptor polls readable exactly while a message is queued.
+ * zero timeout (every check, the ENOSPC protocol, errno), vmad_capi_poll_nb is umad_poll
+ * with a zero timeout (one turn of the port, then 0, -ETIMEDOUT or -EIO), vmad_capi_get_fd
+ * is umad_get_fd. vmad's port descriptor polls readable exactly while a message is queued,
+ * or once the port's transport has failed (then both calls return -EIO).
  */
 #include <errno.h>
 #include <limits.h>
@@ -17,6 +19,7 @@
 #include <time.h>
 
 int vmad_capi_recv_nb(int portid, void *umad, int *length);
+int vmad_capi_poll_nb(int portid);
 int vmad_capi_get_fd(int portid);
 
 /* How long umad_recv drives the port itself before it sleeps in poll(2). */
@@ -100,18 +103,30 @@ int umad_recv(int portid, void *umad, int *length, int timeout_ms)
 
 int umad_poll(int portid, int timeout_ms)
 {
-	int fd = vmad_capi_get_fd(portid);
+	long long deadline = timeout_ms >= 0 ? now_ms() + timeout_ms : -1;
 
-	if (fd < 0)
-		return fd;
-	int r = wait_readable(fd, timeout_ms < 0 ? -1 : now_ms() + timeout_ms);
+	for (;;) {
+		/* Drives the port once, so a zero timeout reports what umad_recv(0) would. */
+		int r = vmad_capi_poll_nb(portid);
 
-	if (r == 1)
-		return 0;
-	if (r == 0) {
-		errno = ETIMEDOUT;
-		return -ETIMEDOUT;
+		if (r != -ETIMEDOUT)
+			return r;
+		if (timeout_ms == 0)
+			return r;
+		int fd = vmad_capi_get_fd(portid);
+
+		if (fd < 0)
+			return fd;
+		int w = wait_readable(fd, deadline);
+
+		if (w == 0) {
+			errno = ETIMEDOUT;
+			return -ETIMEDOUT;
+		}
+		if (w < 0) {
+			errno = EIO;
+			return -EIO;
+		}
+		/* Readable: a message, or a failed port (vmad_capi_poll_nb tells which). */
 	}
-	errno = EIO;
-	return -EIO;
 }

@@ -31,11 +31,12 @@ trap 'scripts/ibsim-stop "$run" >/dev/null 2>&1' EXIT
 work=$run/vmad
 mkdir -p "$work"
 
-# OpenSM on vmad, attached as the SM of ibsim's default node (with-vmad sets SIM_SET_ISSM).
+# OpenSM on vmad at ibsim's default node. Nothing but the library path: OpenSM takes the SM
+# role by opening the path umad_get_issm_path gives, as it does on a kernel.
 printf 'force_log_flush TRUE\n' >"$work/opensm.conf"
 (
   cd "$work" && unset SIM_HOST && OSM_CACHE_DIR=$work OSM_TMP_DIR=$work \
-    exec "$root/scripts/with-vmad" --ibsim opensm -F "$work/opensm.conf" -s 0 -f "$work/opensm.log"
+    exec env -u SIM_SET_ISSM "$root/scripts/with-vmad" --ibsim opensm -F "$work/opensm.conf" -s 0 -f "$work/opensm.log"
 ) >"$work/opensm.out" 2>&1 </dev/null &
 echo $! >"$run/opensm.pid"
 disown
@@ -96,6 +97,25 @@ traffic='Data|Pkts|Wait'
 check "perfquery (counters other than traffic): vmad = umad2sim" \
   diff <(vmad perfquery | grep -Ev "$traffic") <(umad2sim perfquery | grep -Ev "$traffic")
 check "perfquery on vmad reads PortXmitData" bash -c "'$root/scripts/with-vmad' --ibsim perfquery | grep -q PortXmitData"
+
+capmask=$(vmad smpquery portinfo "$sm_lid" | sed -n 's/^CapMask:\.*\(0x[0-9a-f]*\).*/\1/p')
+check "the SM's port has PortInfo:CapMask.IsSM, set by OpenSM's issm open ($capmask)" \
+  [ $((${capmask:-0} & 2)) = 2 ]
+
+# Last, as it ends the fabric: ibsim killed under a C program blocked in umad_recv(-1) and
+# umad_poll(-1) on vmad: both must return -EIO, within seconds.
+libdir=$root/target/debug/vmad-lib
+mkdir -p "$libdir" && ln -sf ../libibumad.so "$libdir/libibumad.so.3"
+cc -std=gnu11 -Wall -g -o "$work/opens" "$root/capi/tests/c/opens.c" -L"$libdir" -l:libibumad.so.3 \
+  -lpthread -Wl,-rpath,"$libdir"
+(VMAD_TRANSPORT=ibsim timeout 60 "$work/opens" ibsim-eio >"$work/opens.out" 2>&1; echo "rc=$?" >>"$work/opens.out") &
+waiter=$!
+for _ in $(seq 100); do grep -q blocked "$work/opens.out" 2>/dev/null && break; sleep 0.1; done
+sleep 0.3 # into the blocking calls
+kill "$(cat "$run/ibsim.pid")"
+wait "$waiter"
+cat "$work/opens.out"
+check "ibsim killed under blocked umad_recv(-1)/umad_poll(-1): both -EIO" grep -q '^rc=0' "$work/opens.out"
 
 echo "ibsim-diags $(basename "$topo"): $passed passed, $failed failed"
 [ "$failed" = 0 ]

@@ -5,7 +5,8 @@
 #    definitions agree (layout.c, layout.expected, abi.rs's unit test);
 #  - umad_test.c, compiled against the SYSTEM <infiniband/umad.h> and linked to vmad's
 #    library, in an AddressSanitizer build and once under valgrind, plus its env modes;
-#  - the same program built against vmad's own header through capi/ibumad.pc.
+#  - the same program built against vmad's own header through capi/libibumad.pc;
+#  - vmad's whole umad*.h set against the system's (headers.sh).
 # Usage: capi/tests/run-c-tests.sh [--no-valgrind]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -38,6 +39,9 @@ else
   status=1
 fi
 
+step "headers: vmad's umad*.h against the system's (layouts, names, values)"
+capi/tests/headers.sh || status=1
+
 # Only the system header: no -I capi/include here.
 cflags=(-std=gnu11 -Wall -Wextra -Wno-unused-parameter -g -O1)
 link=(-L"$libdir" -libumad -lpthread -Wl,-rpath,"$(cd "$libdir" && pwd)")
@@ -46,6 +50,8 @@ cc "${cflags[@]}" -fsanitize=address -fno-omit-frame-pointer -o "$out/umad_test-
 cc "${cflags[@]}" -o "$out/umad_test" capi/tests/c/umad_test.c "${link[@]}"
 cc "${cflags[@]}" -fsanitize=address -fno-omit-frame-pointer -o "$out/robust-asan" \
   capi/tests/c/robust.c "${link[@]}"
+cc "${cflags[@]}" -fsanitize=address -fno-omit-frame-pointer -o "$out/opens-asan" \
+  capi/tests/c/opens.c "${link[@]}"
 if ! ldd "$out/umad_test" | grep -q "libibumad.so.3 => $(cd "$libdir" && pwd)"; then
   echo "FAIL: umad_test does not resolve libibumad.so.3 to vmad's library:"
   ldd "$out/umad_test"
@@ -65,6 +71,7 @@ unset VMAD_TRANSPORT VMAD_SIM_FAULTS
 asan=(ASAN_OPTIONS=detect_leaks=1:abort_on_error=0)
 run "umad_test (ASan)" "${asan[@]}" "$out/umad_test-asan" main
 run "robust: NULL/misaligned/short/closed/unregistered/double close/panic (ASan)" "${asan[@]}" "$out/robust-asan"
+run "opens: several opens of one port, umad_poll(0) (ASan)" "${asan[@]}" "$out/opens-asan" sim
 run "umad_test faults (ASan)" "${asan[@]}" VMAD_SIM_FAULTS=loss=1,seed=3 "$out/umad_test-asan" faults
 run "umad_test lossy link (ASan)" "${asan[@]}" VMAD_SIM_FAULTS=loss=0.1,dup=0.05,reorder=0.1,seed=7 "$out/umad_test-asan" lossy
 run "umad_test bad VMAD_TRANSPORT (ASan)" "${asan[@]}" VMAD_TRANSPORT=bogus "$out/umad_test-asan" badenv
@@ -91,9 +98,9 @@ else
 fi
 step "umad_test built with vmad's header through pkg-config"
 # shellcheck disable=SC2046
-cc "${cflags[@]}" -DUSE_VMAD_HEADER $(PKG_CONFIG_PATH=capi pkg-config --define-variable=libdir="$libdir" --cflags ibumad) \
+cc "${cflags[@]}" -DUSE_VMAD_HEADER $(PKG_CONFIG_PATH=capi pkg-config --define-variable=libdir="$libdir" --cflags libibumad) \
   -o "$out/umad_test-pc" capi/tests/c/umad_test.c \
-  $(PKG_CONFIG_PATH=capi pkg-config --define-variable=libdir="$libdir" --libs ibumad) -lpthread \
+  $(PKG_CONFIG_PATH=capi pkg-config --define-variable=libdir="$libdir" --libs libibumad) -lpthread \
   -Wl,-rpath,"$(cd "$libdir" && pwd)"
 run "umad_test (vmad header)" "$out/umad_test-pc" main
 if [ $valgrind = 1 ]; then

@@ -39,7 +39,7 @@ impl Bytes<'_> {
 /// Limits small enough that a fuzz input reaches them.
 pub fn config() -> EngineConfig {
     EngineConfig {
-        rng_seed: 1,
+        rng_seed: Some(1),
         max_events: 32,
         max_outstanding_per_agent: 4,
         max_reassemblies_per_peer: 2,

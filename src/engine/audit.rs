@@ -75,7 +75,12 @@ impl Engine {
                     *active.entry(txn.agent.0).or_default() += 1;
                 }
             }
-            if txn.rmpp.is_some() && self.send_index.get(&(txn.agent.0, txn.tid)) != Some(&id) {
+            if txn.rmpp.is_some()
+                && self
+                    .send_index
+                    .get(&super::sessions::send_key(txn.agent, txn.tid, &txn.dest))
+                    != Some(&id)
+            {
                 return fail(format!("RMPP txn {id} missing from send_index"));
             }
             if self.agents.get(txn.agent).is_none() {
@@ -163,7 +168,7 @@ impl Engine {
             return fail("dedup and dedup_entries differ in size".into());
         }
         for (key, id) in &self.dedup {
-            if self.dedup_entries.get(id).map(|(k, _)| k) != Some(key) {
+            if self.dedup_entries.get(id).map(|(k, _, _)| k) != Some(key) {
                 return fail(format!("dedup entry {id} disagrees"));
             }
         }

@@ -7,11 +7,15 @@ use super::rmpp::RmppConfig;
 /// Engine configuration. Defaults match the Linux kernel's MAD layer.
 ///
 /// Build it with struct update syntax so new fields keep their defaults:
-/// `EngineConfig { rng_seed: 7, ..Default::default() }`.
+/// `EngineConfig { rng_seed: Some(7), ..Default::default() }`.
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
     /// Seed for the engine's randomness (where the agents' 24-bit TID high words start).
-    pub rng_seed: u64,
+    /// `None` (the default): a [`crate::port::Port`] seeds its engine from the OS, so
+    /// that two ports or two processes do not stamp the same TID high words; an engine
+    /// built directly with `None` (it never reads the OS) starts from 0. `Some`: that
+    /// seed, everywhere, for runs that must repeat.
+    pub rng_seed: Option<u64>,
     /// Most events held for the application (kernel `MAX_UMAD_RECV_LIST_SIZE`, 200,000).
     /// Received MADs beyond it are dropped and counted; timeout notifications are
     /// always queued, as the kernel does.
@@ -27,9 +31,18 @@ pub struct EngineConfig {
     /// spoofed LIDs); a first segment beyond it is dropped and counted.
     pub max_reassemblies: usize,
     /// How long a delivered request is remembered to drop its retransmissions
-    /// while the agent has not answered it yet. Zero turns the filter off.
-    /// At most `max_events` requests are remembered: beyond that (a flood),
-    /// requests are delivered without being remembered.
+    /// while it has not been answered yet. Zero turns the filter off, which is
+    /// what the kernel does: `mad.c` hands every request to its agent (only a
+    /// reassembled RMPP request's retransmitted segments are absorbed, by the
+    /// receive session's 10 s linger). A request is remembered only once it is
+    /// queued for the agent, by peer (GID with a GRH, else LID), QPN, TID and
+    /// class; any answer to that peer with that TID and class, from any agent,
+    /// forgets it, so a retry after a lost answer is delivered again (an answer
+    /// with a GRH also finds a request that came without one; an answer without
+    /// a GRH to a request that came with one does not, and its retries are
+    /// dropped until the window ends). At most
+    /// `max_events` requests are remembered: beyond that (a flood), requests
+    /// are delivered without being remembered.
     pub duplicate_request_window: Duration,
     /// RMPP tunables (window, timers, largest message).
     pub rmpp: RmppConfig,
@@ -38,7 +51,7 @@ pub struct EngineConfig {
 impl Default for EngineConfig {
     fn default() -> Self {
         EngineConfig {
-            rng_seed: 0,
+            rng_seed: None,
             max_events: 200_000,
             max_outstanding_per_agent: 0,
             max_reassemblies_per_peer: 64,

@@ -12,24 +12,34 @@ use crate::wire::{rmpp, MAD_SIZE};
 /// The ClassPortInfo attribute (common to every class).
 const CLASS_PORT_INFO: u16 = 0x0001;
 
-/// A delivered request, remembered until its agent answers it.
+/// A delivered request, remembered until it is answered: what a requester's
+/// retransmission repeats and an answer's address names. Not the agent (any
+/// agent of the port may send the answer), and the peer as response matching
+/// sees it (the GID with a GRH, else the LID), as in [`super::sessions::send_key`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) struct DedupKey {
-    agent: u32,
     qpn: u32,
-    lid: u16,
-    gid: Option<[u8; 16]>,
+    peer: super::sessions::PeerKey,
     tid: u64,
     class: u8,
 }
 
 impl DedupKey {
-    fn new(agent: AgentId, peer: &MadAddr, tid: u64, class: u8) -> DedupKey {
+    fn new(peer: &MadAddr, tid: u64, class: u8) -> DedupKey {
+        let (_, tid, peer_key) = super::sessions::send_key(AgentId(0), tid, peer);
         DedupKey {
-            agent: agent.0,
             qpn: peer.qpn,
-            lid: peer.lid,
-            gid: peer.grh.map(|g| g.gid),
+            peer: peer_key,
+            tid,
+            class,
+        }
+    }
+
+    /// The same request named by LID alone (an answer with a GRH to a request without one).
+    fn by_lid(peer: &MadAddr, tid: u64, class: u8) -> DedupKey {
+        DedupKey {
+            qpn: peer.qpn,
+            peer: (peer.lid, None),
             tid,
             class,
         }
@@ -202,19 +212,37 @@ impl Engine {
         meta: RecvMeta,
         buf: [u8; MAD_SIZE],
     ) {
-        let pkt = mad::Packet::new_unchecked(&buf[..]);
-        let (tid, class, method) = (pkt.tid(), u8::from(pkt.mgmt_class()), pkt.method());
+        let method = mad::Packet::new_unchecked(&buf[..]).method();
         // Segments handed raw to an agent doing its own RMPP share a TID: never filter those.
         let filtered = method != Method::Send && !is_rmpp_active(&buf);
-        if filtered && !self.remember_request(now, agent, &meta.src, tid, class) {
+        self.deliver_request(now, agent, meta.src, buf.to_vec(), filtered);
+    }
+
+    /// Deliver a request unless it repeats one delivered and not yet answered;
+    /// remember it (when `filtered`) only once it is really queued, so that a
+    /// request the full queue dropped is welcome again when retried.
+    pub(super) fn deliver_request(
+        &mut self,
+        now: Instant,
+        agent: AgentId,
+        src: MadAddr,
+        mad: Vec<u8>,
+        filtered: bool,
+    ) {
+        let pkt = mad::Packet::new_unchecked(&mad[..]);
+        let (tid, class) = (pkt.tid(), u8::from(pkt.mgmt_class()));
+        if filtered && self.is_remembered(&src, tid, class) {
             self.stats.dropped_duplicates += 1;
             return;
         }
-        self.deliver(agent, meta.src, buf.to_vec());
+        if self.deliver(agent, src, mad) && filtered {
+            self.remember_request(now, agent, &src, tid, class);
+        }
     }
 
-    pub(super) fn deliver(&mut self, agent: AgentId, addr: MadAddr, mad: Vec<u8>) {
-        self.push_event(Event::Recv { agent, addr, mad });
+    /// Queue a MAD for `agent`; false if the full queue dropped it.
+    pub(super) fn deliver(&mut self, agent: AgentId, addr: MadAddr, mad: Vec<u8>) -> bool {
+        self.push_event(Event::Recv { agent, addr, mad })
     }
 
     /// The response that completed one of the agent's requests: queued even when
@@ -226,46 +254,50 @@ impl Engine {
         self.events.push_back(Event::Recv { agent, addr, mad });
     }
 
-    /// Remember a delivered request; false if it is already remembered (a duplicate).
-    pub(super) fn remember_request(
+    fn is_remembered(&self, src: &MadAddr, tid: u64, class: u8) -> bool {
+        !self.config.duplicate_request_window.is_zero()
+            && self.dedup.contains_key(&DedupKey::new(src, tid, class))
+    }
+
+    /// Remember a delivered request of `agent` until it is answered or the window ends.
+    fn remember_request(
         &mut self,
         now: Instant,
         agent: AgentId,
         src: &MadAddr,
         tid: u64,
         class: u8,
-    ) -> bool {
+    ) {
         let window = self.config.duplicate_request_window;
-        if window.is_zero() {
-            return true;
+        if window.is_zero() || self.dedup.len() >= self.config.max_events {
+            // Off, or a flood: stay bounded, at the price of letting its retransmissions through.
+            return;
         }
-        let key = DedupKey::new(agent, src, tid, class);
-        if self.dedup.contains_key(&key) {
-            return false;
-        }
-        if self.dedup.len() >= self.config.max_events {
-            // A flood: stay bounded, at the price of letting its retransmissions through.
-            return true;
-        }
+        let key = DedupKey::new(src, tid, class);
         let id = self.alloc_id();
         let deadline = now + window;
         self.dedup.insert(key, id);
-        self.dedup_entries.insert(id, (key, deadline));
+        self.dedup_entries.insert(id, (key, agent, deadline));
         self.timers.set(TimerKey::Dedup(id), None, Some(deadline));
-        true
     }
 
-    /// The agent answered (or gave up on) a request: its retransmissions are welcome again.
-    pub(super) fn forget_request(&mut self, agent: AgentId, peer: &MadAddr, tid: u64, class: u8) {
-        if let Some(id) = self.dedup.remove(&DedupKey::new(agent, peer, tid, class)) {
-            if let Some((_, deadline)) = self.dedup_entries.remove(&id) {
+    /// An answer to `peer` went out (from any agent): the request it answers is
+    /// forgotten, so that the requester's retry, should the answer be lost, is
+    /// delivered again.
+    pub(super) fn forget_request(&mut self, peer: &MadAddr, tid: u64, class: u8) {
+        let mut found = self.dedup.remove(&DedupKey::new(peer, tid, class));
+        if found.is_none() && peer.grh.is_some() {
+            found = self.dedup.remove(&DedupKey::by_lid(peer, tid, class));
+        }
+        if let Some(id) = found {
+            if let Some((_, _, deadline)) = self.dedup_entries.remove(&id) {
                 self.timers.set(TimerKey::Dedup(id), Some(deadline), None);
             }
         }
     }
 
     pub(super) fn dedup_expired(&mut self, id: u64) {
-        if let Some((key, _)) = self.dedup_entries.remove(&id) {
+        if let Some((key, _, _)) = self.dedup_entries.remove(&id) {
             self.dedup.remove(&key);
         }
     }
@@ -274,12 +306,12 @@ impl Engine {
         let mut doomed: Vec<u64> = self
             .dedup_entries
             .iter()
-            .filter(|(_, (k, _))| k.agent == agent.0)
+            .filter(|(_, (_, a, _))| *a == agent)
             .map(|(&id, _)| id)
             .collect();
         doomed.sort_unstable();
         for id in doomed {
-            if let Some((key, deadline)) = self.dedup_entries.remove(&id) {
+            if let Some((key, _, deadline)) = self.dedup_entries.remove(&id) {
                 self.dedup.remove(&key);
                 self.timers.set(TimerKey::Dedup(id), Some(deadline), None);
             }

@@ -38,8 +38,7 @@
 //!   the class, class version (and OUI in vendor range 2). Unclaimed Get/Set
 //!   are answered by the engine with GetResp(UNSUPPORTED_METHOD_ATTR), with
 //!   the direction bit and return-path hop step for a DR SMP; other
-//!   unclaimed MADs are dropped. A request repeated while the agent has not
-//!   yet answered it (within `duplicate_request_window`) is dropped.
+//!   unclaimed MADs are dropped.
 //! - **RMPP** runs in the engine for agents registered with RMPP version 1
 //!   (and without `user_rmpp`) on an RMPP class when the user sets
 //!   RMPPFlags.Active: segmentation, windows, ACKs, reassembly (delivered as
@@ -47,11 +46,73 @@
 //!   as [`Event::RmppAborted`]). Other agents see RMPP MADs untouched.
 //! - **Limits** (see [`EngineConfig`]) are counted in [`EngineStats`].
 //!
+//! # Departures from the kernel
+//!
+//! Every place where the engine, with its default [`EngineConfig`], behaves
+//! differently from `mad.c`/`mad_rmpp.c`/`user_mad.c`, and why:
+//!
+//! - **TID high words** are drawn per engine from its seed (a
+//!   [`crate::port::Port`] seeds from the OS unless `rng_seed` is set), then
+//!   allocated cyclically among its agents. The kernel's allocator is global
+//!   to the machine: two vmad ports or processes differ only with high
+//!   probability (2^-24 per pair of agents), not by construction.
+//! - **Duplicate requests**: a request repeated by the same peer (QPN, GID or
+//!   LID, TID, class) while the first copy is queued or unanswered, within
+//!   `duplicate_request_window` (10 s), is dropped; the kernel delivers every
+//!   copy. A requester's retry after the answer went out, or of a request the
+//!   full queue dropped, is delivered. Zero turns it off. Why: a slow SA or SM
+//!   would otherwise do every retried query twice.
+//! - **RMPP aborts are reported** ([`Event::RmppAborted`]); the kernel frees
+//!   such sends and sessions silently.
+//! - **RMPP receive lengths**: the kernel reads only the last segment's
+//!   PayloadLength (an out-of-range pad counts as 0) and never sends ABORT
+//!   BadLength (119) or STOP. vmad checks the length so that a hostile peer
+//!   cannot make it hold unbounded memory, and answers:
+//!   - ABORT BadLength when the first segment announces more than
+//!     `rmpp.max_message` (16 MiB, headers included), or a length no sender
+//!     can produce (a pad larger than one segment's data, or one segment
+//!     without the Last flag); when a segment comes after the announced count,
+//!     or Last comes before it; when the last PayloadLength differs from the
+//!     one the first implies, or implies a pad larger than the segment's data
+//!     or a message over `max_message`;
+//!   - STOP ResourcesExhausted (1) when a transfer whose first segment
+//!     announced no length (PayloadLength 0) grows beyond `max_message`.
+//!
+//!   Every PayloadLength and pad a kernel sender produces is accepted
+//!   (`every_kernel_sender_payload_length_is_accepted`); only messages over
+//!   16 MiB, which the kernel would take, are refused.
+//! - **ABORT or STOP from the sender ends a receive session** at once (the
+//!   kernel applies them to send sessions only and lets the receive session
+//!   run into its 40 s ABORT T2L).
+//! - **Reassembly limits**: at most `max_reassemblies_per_peer` (64) open
+//!   reassemblies per peer and `max_reassemblies` (1024) in all; a first
+//!   segment beyond them is dropped (the kernel has no limit).
+//! - **Unmatched RMPP responses**: the first DATA segment of an RMPP
+//!   response for an agent running RMPP in the engine starts a receive session
+//!   before response matching, as the kernel's `mad_rmpp.c` does (a recent
+//!   `mad.c` patch, `is_kernel_rmpp_data_response`, drops such a segment
+//!   first); the reassembled message is dropped as unmatched if no request
+//!   waits for it.
+//! - **A full receive queue** (`max_events`, 200,000) still takes responses
+//!   to the agent's own outstanding requests: the kernel drops them, and the
+//!   request then ends with neither its answer nor ETIMEDOUT.
+//! - **Send errors**: more than 256 bytes without RMPP, or an RMPP message
+//!   over `max_message`, is [`crate::Error::MessageTooLarge`] (EMSGSIZE); the
+//!   kernel's `ib_umad_write` says EINVAL for the first and has no limit for
+//!   the second.
+//! - **Flow control**: `max_outstanding_per_agent` is 0 (unlimited) by
+//!   default, as kernels before the 2025 solicited-MAD flow control; set it to
+//!   get a backlog like theirs.
+//! - **Undelivered reports** ([`Engine::handle_undelivered`], ibsim's drop
+//!   echo) end the attempt early; the kernel has no such input.
+//!
 //! # Determinism
 //!
-//! Given the same inputs (and `EngineConfig::rng_seed`), the engine produces
-//! the same outputs: hash maps are used for lookups only, never iterated to
-//! decide what is sent or delivered.
+//! Given the same inputs and a fixed `EngineConfig::rng_seed`, the engine
+//! produces the same outputs: hash maps are used for lookups only, never
+//! iterated to decide what is sent or delivered. An engine never reads the
+//! OS; with `rng_seed: None` it starts from seed 0, and a port gives it a
+//! seed from the OS.
 //!
 //! # Cost per MAD
 //!
@@ -209,9 +270,10 @@ pub struct Engine {
     events: VecDeque<Event>,
     /// Delivered requests awaiting their response: key -> dedup id.
     dedup: HashMap<dispatch::DedupKey, u64>,
-    dedup_entries: hash::IdMap<u64, (dispatch::DedupKey, Instant)>,
-    /// RMPP sends by (agent, TID) -> txn id.
-    send_index: hash::IdMap<(u32, u64), u64>,
+    /// Dedup id -> (key, the agent it was delivered to, end of its window).
+    dedup_entries: hash::IdMap<u64, (dispatch::DedupKey, AgentId, Instant)>,
+    /// RMPP sends by (agent, TID, peer) -> txn id.
+    send_index: hash::IdMap<sessions::SendKey, u64>,
     /// RMPP senders that may have a segment due, polled in order.
     rmpp_ready: VecDeque<u64>,
     recv_sessions: hash::IdMap<u64, sessions::RecvSession>,
@@ -231,7 +293,7 @@ const MAD_POOL: usize = 256;
 impl Engine {
     /// A new engine.
     pub fn new(config: EngineConfig) -> Engine {
-        let mut rng = config::SplitMix::new(config.rng_seed);
+        let mut rng = config::SplitMix::new(config.rng_seed.unwrap_or(0));
         Engine {
             agents: agent::AgentTable::new(&mut rng),
             config,
@@ -383,6 +445,23 @@ impl Engine {
         self.events.front()
     }
 
+    /// The application side could not keep `event`, taken with [`Engine::poll_event`]
+    /// (its receive queue was full): count it as a queue drop instead of a delivery,
+    /// and forget a request for the duplicate filter, so that its retry is delivered.
+    /// For a driver that queues events per receiver (the port does, per open).
+    pub fn undeliver(&mut self, event: &Event) {
+        let Event::Recv { addr, mad, .. } = event else {
+            return;
+        };
+        self.stats.delivered = self.stats.delivered.saturating_sub(1);
+        self.stats.queue_drops += 1;
+        if let Ok(m) = crate::wire::mad::Packet::new_checked(&mad[..]) {
+            if !m.is_response() {
+                self.forget_request(addr, m.tid(), u8::from(m.mgmt_class()));
+            }
+        }
+    }
+
     /// Events waiting in the queue.
     pub fn pending_events(&self) -> usize {
         self.events.len()
@@ -407,16 +486,17 @@ impl Engine {
 
     /// Queue an event, dropping received data when full, as the kernel (never timeout
     /// reports, nor responses to outstanding requests: see `deliver_answer`).
-    fn push_event(&mut self, event: Event) {
+    fn push_event(&mut self, event: Event) -> bool {
         let always = matches!(event, Event::SendTimedOut { .. });
         if !always && self.events.len() >= self.config.max_events {
             self.stats.queue_drops += 1;
-            return;
+            return false;
         }
         if matches!(event, Event::Recv { .. }) {
             self.stats.delivered += 1;
         }
         self.events.push_back(event);
+        true
     }
 
     /// A MAD buffer holding `bytes`, zero-padded: a spare one when there is one.

@@ -4,7 +4,7 @@
 //! messages.
 //!
 //! Send sessions live inside their transaction (`Txn::rmpp`) and are found by
-//! (agent, TID); receive sessions by (agent, TID, source QPN, LID/GID, class,
+//! (agent, TID, peer); receive sessions by (agent, TID, source QPN, LID/GID, class,
 //! class version, method). Receivers' ACKs go straight to the transmit queue;
 //! senders are polled lazily from `rmpp_ready`, so a window of segments is
 //! never copied ahead of the transport.
@@ -24,6 +24,15 @@ use crate::wire::mad::{self, MgmtClass, METHOD_RESP};
 use crate::wire::rmpp::{RmppStatus, RmppType};
 use crate::wire::MAD_SIZE;
 use crate::{Error, Result};
+
+/// An ACK with status 0 whose NewWindowLast is not below its segment (what
+/// the kernel's `process_rmpp_ack` takes further than its ABORTs).
+fn is_plain_ack(buf: &[u8; MAD_SIZE]) -> bool {
+    let p = crate::wire::rmpp::Packet::new_unchecked(&buf[..]);
+    p.rmpp_type() == RmppType::Ack
+        && p.rmpp_status() == RmppStatus::Success
+        && p.paylen_newwin() >= p.seg_num()
+}
 
 /// What identifies a receive session (kernel `find_rmpp_recv`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -56,6 +65,22 @@ impl RecvKey {
 
 /// A peer, for the per-peer reassembly limit.
 pub(crate) type PeerKey = (u16, Option<[u8; 16]>);
+
+/// What identifies a send session: agent, TID and the peer, as the kernel's
+/// `ib_find_send_mad` finds the send an ACK, STOP or ABORT belongs to (TID,
+/// then `rcv_has_same_gid`: the GID when there is a GRH, else the LID). Two
+/// requesters may well use the same TID; their responses are two sessions.
+pub(crate) type SendKey = (u32, u64, PeerKey);
+
+/// The [`SendKey`] of `agent`'s send with `tid` to (or an RMPP MAD from) `peer`:
+/// equal for two addresses exactly when [`same_peer`] holds.
+pub(crate) fn send_key(agent: AgentId, tid: u64, peer: &MadAddr) -> SendKey {
+    let peer = match &peer.grh {
+        Some(g) => (0, Some(g.gid)),
+        None => (peer.lid, None),
+    };
+    (agent.0, tid, peer)
+}
 
 /// One incoming RMPP transfer.
 #[derive(Debug)]
@@ -125,7 +150,7 @@ impl Engine {
         pkt.set_tid(tid);
         let (class, method) = (u8::from(class), message[3]);
         let wants_response = req.timeout_ms != 0;
-        if self.send_index.contains_key(&(id.0, tid))
+        if self.send_index.contains_key(&send_key(id, tid, &req.addr))
             || (wants_response
                 && self
                     .txn_index
@@ -187,7 +212,7 @@ impl Engine {
             RmppTx::Running(Box::new(sender))
         };
         if response {
-            self.forget_request(id, &req.addr, tid, class);
+            self.forget_request(&req.addr, tid, class);
         }
         let txn_id = self.txns.insert(Txn {
             agent: id,
@@ -203,7 +228,7 @@ impl Engine {
             wants_response,
             rmpp: Some(rmpp),
         });
-        self.send_index.insert((id.0, tid), txn_id);
+        self.send_index.insert(send_key(id, tid, &req.addr), txn_id);
         if wants_response {
             self.txn_index.insert(&TxnKey::new(id, tid, class), txn_id);
             self.stats.outstanding += 1;
@@ -425,7 +450,7 @@ impl Engine {
     /// ACK, STOP or ABORT: for our sender of that TID, else for a receive session.
     fn rmpp_control(&mut self, now: Instant, agent: AgentId, meta: RecvMeta, buf: &[u8; MAD_SIZE]) {
         let tid = mad::Packet::new_unchecked(&buf[..]).tid();
-        if let Some(&txn_id) = self.send_index.get(&(agent.0, tid)) {
+        if let Some(&txn_id) = self.send_index.get(&send_key(agent, tid, &meta.src)) {
             let progress = match self.txns.get_mut(txn_id) {
                 Some(Txn {
                     rmpp: Some(RmppTx::Running(sender)),
@@ -434,6 +459,23 @@ impl Engine {
                     ..
                 }) if *class == buf[1] && same_peer(dest, &meta.src) => {
                     Some(sender.handle_rmpp(now, &buf[..]))
+                }
+                Some(Txn {
+                    rmpp: Some(RmppTx::Done),
+                    state: TxnState::Waiting,
+                    class,
+                    qp,
+                    dest,
+                    ..
+                }) if *class == buf[1] && is_plain_ack(buf) => {
+                    // kernel process_rmpp_ack, "Repeated ACK for DS RMPP
+                    // transaction": every segment is ACKed and the response is
+                    // awaited; our dual-sided ACK was lost, so send it again.
+                    let (qp, dest) = (*qp, *dest);
+                    let mut ds_ack = Box::new([0u8; MAD_SIZE]);
+                    format_ds_ack(&buf[..], MgmtClass::from(buf[1]).data_offset(), &mut ds_ack);
+                    self.queue_raw(Some(agent), qp, dest, ds_ack);
+                    return;
                 }
                 _ => None,
             };
@@ -572,12 +614,8 @@ impl Engine {
             }
             return;
         }
-        if pkt.method() != mad::Method::Send && !self.remember_request(now, agent, &src, tid, class)
-        {
-            self.stats.dropped_duplicates += 1;
-            return;
-        }
-        self.deliver(agent, src, message);
+        let filtered = pkt.method() != mad::Method::Send;
+        self.deliver_request(now, agent, src, message, filtered);
     }
 
     pub(super) fn recv_session_timeout(&mut self, now: Instant, sid: u64) {

@@ -144,7 +144,7 @@ impl Engine {
             ));
         }
         if response {
-            self.forget_request(id, &req.addr, tid, class);
+            self.forget_request(&req.addr, tid, class);
         }
         if req.timeout_ms == 0 {
             self.tx_queue.push_back(Out::Raw {
@@ -209,7 +209,8 @@ impl Engine {
         let txn = self.txns.remove(txn_id)?;
         self.timers.set(TimerKey::Txn(txn_id), txn.deadline, None);
         if txn.rmpp.is_some() {
-            self.send_index.remove(&(txn.agent.0, txn.tid));
+            self.send_index
+                .remove(&super::sessions::send_key(txn.agent, txn.tid, &txn.dest));
         }
         if !txn.wants_response {
             return Some(txn);
@@ -370,7 +371,8 @@ impl Engine {
         for txn_id in doomed {
             if let Some(txn) = self.txns.remove(txn_id) {
                 self.timers.set(TimerKey::Txn(txn_id), txn.deadline, None);
-                self.send_index.remove(&(txn.agent.0, txn.tid));
+                self.send_index
+                    .remove(&super::sessions::send_key(txn.agent, txn.tid, &txn.dest));
                 if txn.wants_response {
                     self.txn_index.remove(&txn.key(), txn_id);
                     self.stats.outstanding -= 1;

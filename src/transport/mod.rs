@@ -13,9 +13,11 @@
 pub mod ibsim;
 pub mod registry;
 #[cfg(feature = "roce")]
+#[cfg_attr(docsrs, doc(cfg(feature = "roce")))]
 pub mod roce;
 pub mod sim;
 #[cfg(feature = "verbs")]
+#[cfg_attr(docsrs, doc(cfg(feature = "verbs")))]
 pub mod verbs;
 
 use std::io;

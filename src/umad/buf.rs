@@ -106,3 +106,30 @@ pub fn set_pkey(umad: &mut [u8], pkey_index: u16) -> Result<()> {
 pub fn get_pkey(umad: &[u8]) -> Result<u16> {
     Ok(header(umad)?.pkey_index())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The getters take a shared slice: they cannot write to the caller's buffer, which
+    /// may be read-only or read by another thread at the same time.
+    #[test]
+    fn getters_only_read() {
+        static HEADER: [u8; HEADER_LEN] = {
+            let mut h = [0u8; HEADER_LEN];
+            let status = 110u32.to_ne_bytes(); // ETIMEDOUT, host order
+            let pkey = 3u16.to_ne_bytes();
+            (h[4], h[5], h[6], h[7]) = (status[0], status[1], status[2], status[3]);
+            h[29] = 2; // LID 2, big-endian
+            (h[56], h[57]) = (pkey[0], pkey[1]);
+            h
+        };
+        let get_status: fn(&[u8]) -> Result<i32> = status;
+        let get_pkey_index: fn(&[u8]) -> Result<u16> = get_pkey;
+        let get_addr: fn(&[u8]) -> Result<MadAddr> = get_mad_addr;
+        let ro: &'static [u8] = &HEADER;
+        assert_eq!(get_status(ro).unwrap(), 110);
+        assert_eq!(get_pkey_index(ro).unwrap(), 3);
+        assert_eq!(get_addr(ro).unwrap().lid, 2);
+    }
+}

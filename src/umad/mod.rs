@@ -40,6 +40,7 @@
 //!   on one port; each message goes to exactly one of them.
 
 mod buf;
+mod sm_role;
 
 use std::collections::BTreeMap;
 use std::os::fd::RawFd;
@@ -50,6 +51,7 @@ use std::time::Duration;
 pub use buf::{
     get_mad, get_mad_addr, get_mad_mut, get_pkey, set_addr, set_grh, set_pkey, size, status,
 };
+pub use sm_role::get_issm_path;
 
 pub use crate::engine::{AgentId, AgentSpec, Event, SendRequest};
 pub use crate::port::{Port, PortConfig};
@@ -171,14 +173,23 @@ pub fn get_port(ca: &str, port: u8) -> Result<PortAttrs> {
 
 /// Open a port with the default [`PortConfig`] and return its typed handle.
 ///
+/// A port already open in this process is opened again ([`Port::open_again`]): the
+/// new open has its own agents, receive queue and descriptor, as each `open()` of the
+/// kernel's umad device has.
+///
 /// # Errors
-/// ENODEV for an unknown CA or port; EADDRINUSE if the port is already open; EIO if the
-/// port thread cannot start; ENOMEM after 2^31 opens.
+/// ENODEV for an unknown CA or port; EADDRINUSE if another process (or a [`Port`]
+/// opened outside this module) holds the port on a transport that allows one owner;
+/// EIO if the port thread cannot start or the open port's transport has failed;
+/// ENOMEM after 2^31 opens.
 pub fn open(ca: &str, port: u8) -> Result<(PortId, Arc<Port>)> {
     open_with(ca, port, PortConfig::default())
 }
 
-/// Open a port with `config`; see [`open`].
+/// Serializes opens, so that two threads opening one port share it.
+static OPENING: Mutex<()> = Mutex::new(());
+
+/// Open a port with `config` (used only if the port is not open yet); see [`open`].
 ///
 /// # Errors
 /// As [`open`].
@@ -189,8 +200,23 @@ pub fn open_with(ca: &str, port: u8, config: PortConfig) -> Result<(PortId, Arc<
     } else {
         port
     };
-    let transport = registry::open(&name, port_num)?;
-    let handle = Arc::new(Port::open(transport, config)?);
+    let _opening = OPENING.lock().unwrap_or_else(PoisonError::into_inner);
+    let existing = ports()
+        .open
+        .values()
+        .find(|p| {
+            let a = p.attrs();
+            a.ca_name == name && a.port_num == port_num && p.is_open() && p.failure().is_none()
+        })
+        .cloned();
+    let handle = match existing {
+        Some(p) => Arc::new(p.open_again()?),
+        None => {
+            let transport = registry::open(&name, port_num)?;
+            Arc::new(Port::open(transport, config)?)
+        }
+    };
+    sm_role::opened(&handle);
     let mut table = ports();
     if table.next == i32::MAX {
         return Err(Error::LimitReached("port ids exhausted"));

@@ -1,15 +1,25 @@
 //! Subnet administration (IBA 15.2.1.1): the 20-byte SA header at MAD
 //! offset 36..56, SA attribute IDs and status codes, record iteration over
-//! a (coalesced RMPP) GetTable response, and the NodeRecord and PathRecord
-//! views ([`node_record`], [`path_record`]).
+//! a (coalesced RMPP) GetTable response, the record views (one module per
+//! record) and their ComponentMask layouts ([`comp`]).
 //!
 //! The header view wraps the whole MAD (or the whole coalesced message),
 //! like every header view here. Record views wrap one record.
 
 use super::{be, enum_with_unknown, mad, Error, Field, Result};
 
+pub mod comp;
+pub mod guid_info_record;
+pub mod inform_info;
+pub mod inform_info_record;
+pub mod link_record;
+pub mod mcmember_record;
 pub mod node_record;
+pub mod notice;
 pub mod path_record;
+pub mod port_info_record;
+pub mod service_record;
+pub mod switch_info_record;
 
 mod field {
     use super::Field;

@@ -27,7 +27,10 @@ pub(crate) fn vmad_json(args: &[&str]) -> Value {
     let mut a = vec!["--json"];
     a.extend_from_slice(args);
     let text = vmad(&a);
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("vmad {args:?}: bad JSON ({e}): {text}"))
+    let j: Value = serde_json::from_str(&text)
+        .unwrap_or_else(|e| panic!("vmad {args:?}: bad JSON ({e}): {text}"));
+    assert_eq!(j["schema"], 1, "vmad {args:?}: no schema version: {text}");
+    j
 }
 
 fn strs(v: &Value, key: &str) -> Vec<String> {
@@ -74,8 +77,27 @@ fn ping_text_and_json() {
 
 #[test]
 fn ping_to_a_lid_without_responder_reports_loss() {
-    // LID 9 does not exist: every ping times out.
-    let j = vmad_json(&["-t", "50", "--retries", "0", "ping", "-c", "2", "9"]);
+    // LID 9 does not exist: every ping times out; the statistics still come, with status 75.
+    let out = Command::new(env!("CARGO_BIN_EXE_vmad"))
+        .args([
+            "--json",
+            "-t",
+            "50",
+            "--retries",
+            "0",
+            "ping",
+            "-c",
+            "2",
+            "9",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(75));
+    let j: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (j["schema"].as_u64(), j["exit"].as_u64()),
+        (Some(1), Some(75))
+    );
     assert_eq!(
         (j["transmitted"].as_u64(), j["received"].as_u64()),
         (Some(2), Some(0))
@@ -306,6 +328,124 @@ fn pcap_files_rotate_at_the_size_bound() {
     );
 }
 
+type Args<'a> = &'a [&'a str];
+type Env<'a> = &'a [(&'a str, &'a str)];
+
+/// Each documented exit status (docs/tools.md), from a situation that causes it.
+#[test]
+fn exit_statuses_tell_failures_apart() {
+    let dir = crate::pcap::scratch("cli-exit");
+    let not_pcap = dir.join("not.pcap");
+    std::fs::write(&not_pcap, b"this is not a capture").unwrap();
+    let missing_dir = dir.join("missing/x.pcap");
+    let np = not_pcap.to_str().unwrap();
+    let md = missing_dir.to_str().unwrap();
+    let sock = dir.join("no-ibsim.sock");
+    let no_ibsim = [
+        ("VMAD_TRANSPORT", "ibsim"),
+        ("IBSIM_SOCKNAME", sock.to_str().unwrap()),
+    ];
+    let verbs_missing = if cfg!(feature = "verbs") { 69 } else { 78 };
+    #[rustfmt::skip]
+    let table: &[(Args, Env, i32)] = &[
+        (&["ping", "-c", "1"], &[], 0),
+        (&["--bogus", "ping"], &[], 64),
+        (&["ping", "0xzz"], &[], 64),
+        (&["sa-query", "--lid", "70000"], &[], 64),
+        (&["smp-query", "bogus", "1"], &[], 64),
+        (&["dump", np], &[], 65),
+        (&["dump", "/nonexistent/x.pcap"], &[], 66),
+        (&["-C", "nosuch0", "ping", "-c", "1"], &[], 69),
+        (&["ping", "-c", "1"], &no_ibsim, 69),
+        (&["-G", "ping", "-c", "1", "0x1234"], &[], 69),
+        (&["--pcap", md, "ping", "-c", "1"], &[], 74),
+        (&["-t", "20", "--retries", "0", "sa-query", "--sa-lid", "9"], &[], 75),
+        (&["-t", "20", "--retries", "0", "ping", "-c", "1", "9"], &[], 75),
+        (&["--transport", "verbs", "-C", "nosuch0", "ping"], &[], verbs_missing),
+        // sysfs refuses writes to a read-only attribute even to root (EACCES).
+        (&["--pcap", "/sys/kernel/uevent_seqnum", "ping", "-c", "1"], &[], 77),
+    ];
+    for (args, env, want) in table {
+        let out = Command::new(env!("CARGO_BIN_EXE_vmad"))
+            .args(*args)
+            .env_remove("VMAD_TRANSPORT")
+            .envs(env.iter().copied())
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(*want),
+            "vmad {args:?} (env {env:?}): {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    // The JSON error document carries the same status.
+    let out = Command::new(env!("CARGO_BIN_EXE_vmad"))
+        .args(["--json", "-C", "nosuch0", "ping"])
+        .output()
+        .unwrap();
+    let j: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (j["exit"].as_i64(), j["schema"].as_i64()),
+        (Some(69), Some(1))
+    );
+}
+
+/// A LID reads the same in hex or decimal everywhere; -G takes a port GUID.
+#[test]
+fn lids_in_hex_or_decimal_and_guids_with_dash_g() {
+    let by_dec = vmad_json(&["ping", "-c", "1", "3"]);
+    let by_hex = vmad_json(&["ping", "-c", "1", "0x3"]);
+    let by_guid = vmad_json(&["-G", "ping", "-c", "1", "0x766d616400000300"]);
+    for j in [&by_dec, &by_hex, &by_guid] {
+        assert_eq!(
+            (j["dest_lid"].as_u64(), j["received"].as_u64()),
+            (Some(3), Some(1))
+        );
+    }
+    let hex = vmad_json(&["sa-query", "PathRecord", "--slid", "0x1", "--dlid", "0x3"]);
+    let dec = vmad_json(&["sa-query", "PathRecord", "--slid", "1", "--dlid", "3"]);
+    assert_eq!(hex["records"], dec["records"]);
+    assert!(!dec["records"].as_array().unwrap().is_empty());
+    let by_s = vmad_json(&["sa-query", "-s", "0x3"]);
+    assert_eq!(by_s["records"], vmad_json(&["sa-query"])["records"]);
+    let smp = vmad_json(&["-G", "smp-query", "nodedesc", "0x766d616400000200"]);
+    let by_lid = vmad_json(&["-L", "smp-query", "nodedesc", "2"]);
+    assert_eq!(smp, by_lid);
+}
+
+/// VMAD_TRANSPORT is --transport's default; the flag still wins.
+#[test]
+fn transport_defaults_from_vmad_transport() {
+    let run = |env: &str, args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_vmad"))
+            .args(args)
+            .env("VMAD_TRANSPORT", env)
+            .output()
+            .unwrap()
+            .status
+            .code()
+    };
+    assert_eq!(run("bogus", &["ping", "-c", "1"]), Some(64));
+    assert_eq!(run("sim", &["ping", "-c", "1"]), Some(0));
+    // -v names the transport it took from the variable.
+    let out = Command::new(env!("CARGO_BIN_EXE_vmad"))
+        .args(["-v", "ping", "-c", "1"])
+        .env("VMAD_TRANSPORT", "sim")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("vmad: sim transport, CA vmadsim0 port 1, LID 1"),
+        "{err}"
+    );
+    assert!(err.contains("vmad: sent "), "{err}");
+    assert_eq!(
+        run("bogus", &["--transport", "sim", "ping", "-c", "1"]),
+        Some(0)
+    );
+}
+
 #[test]
 fn errors_are_reported() {
     let out = Command::new(env!("CARGO_BIN_EXE_vmad"))
@@ -522,4 +662,61 @@ fn roce_serve_ping_and_bench_over_loopback() {
         .map(|r| r["ok"].as_u64().unwrap())
         .collect();
     assert_eq!(ok, [20, 20, 2]);
+}
+
+/// `bench --progress` reports each run on stderr as it goes; stdout keeps only the table.
+#[test]
+fn bench_progress_goes_to_stderr() {
+    let out = Command::new(env!("CARGO_BIN_EXE_vmad"))
+        .args(["bench", "--mode", "latency", "-n", "5", "--progress"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("\rbench: latency 1/5"), "{err:?}");
+    assert!(
+        err.contains("\rbench: latency 5/5"),
+        "the final count is drawn: {err:?}"
+    );
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("bench: latency"));
+}
+
+/// One man page per subcommand `vmad --help` lists, plus vmad.1; a completion
+/// script that names them all.
+#[test]
+fn man_pages_and_completions_cover_every_subcommand() {
+    let help = vmad(&["--help"]);
+    let subs: Vec<&str> = help
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|&c| c != "help")
+        .collect();
+    assert!(subs.len() >= 8, "{help}");
+    let dir = crate::pcap::scratch("cli-man");
+    vmad(&["man", "--out", dir.to_str().unwrap()]);
+    let mut pages: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    pages.sort();
+    let mut want: Vec<String> = subs.iter().map(|s| format!("vmad-{s}.1")).collect();
+    want.push("vmad.1".into());
+    want.sort();
+    assert_eq!(pages, want);
+    let page = std::fs::read_to_string(dir.join("vmad.1")).unwrap();
+    assert!(
+        page.starts_with(".ie") || page.contains(".TH vmad 1"),
+        "{page}"
+    );
+    assert!(
+        page.contains("75") && page.contains("timeout"),
+        "exit status table in vmad.1"
+    );
+    let bash = vmad(&["completions", "bash"]);
+    for s in &subs {
+        assert!(bash.contains(s), "bash completion lacks {s}");
+    }
 }

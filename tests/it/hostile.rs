@@ -69,7 +69,7 @@ pub(crate) fn net(prefix: &str) -> Net {
 }
 
 /// The network, with `customize` applied to the fabric description (names:
-/// `{prefix}v`, `{prefix}l`, `{prefix}x`, switch `{prefix}s`).
+/// `{prefix}v`, `{prefix}l`, `{prefix}x`, switch `{prefix}s`, the SM's CA `{prefix}m`).
 pub(crate) fn net_with(
     prefix: &str,
     victim: EngineConfig,
@@ -81,14 +81,20 @@ pub(crate) fn net_with(
         format!("{prefix}x"),
     ];
     let sw = format!("{prefix}s");
+    // The SM (and its SA) on a fourth CA, LID 5, so that the victim's SA-class agents,
+    // not the fabric's SA, get what is sent to LID 1.
+    let sm = format!("{prefix}m");
     let builder = Fabric::builder()
         .ca(&names[0])
         .ca(&names[1])
         .ca(&names[2])
         .switch(&sw, 4)
+        .ca(&sm)
         .link(&names[0], 1, &sw, 1)
         .link(&names[1], 1, &sw, 2)
-        .link(&names[2], 1, &sw, 3);
+        .link(&names[2], 1, &sw, 3)
+        .link(&sm, 1, &sw, 4)
+        .sm_lid(5);
     let fabric = customize(builder).build().unwrap();
     let config = PortConfig {
         engine: victim,

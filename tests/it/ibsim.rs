@@ -428,3 +428,63 @@ fn ibsim_burst_without_receiving_does_not_stall() {
     }
     assert_eq!(t.drop_monitor().count(), 0);
 }
+
+/// ibsim killed under a thread blocked in `recv(None)` and one in `poll(None)`: both
+/// end with EIO (`umad_recv(3)`: "receive operation failed") within seconds, later calls
+/// too, and closing still works.
+#[test]
+#[ignore = "needs ibsim: run by ./scripts/test"]
+fn ibsim_killed_under_blocked_receivers_gives_eio() {
+    use std::sync::Arc;
+    use vmad::error::errno::EIO;
+    let f = Fabric::start("small.net", &[]);
+    let port = Arc::new(open_port_with(f.config(Some("H2"))));
+    let second = Arc::new(port.open_again().unwrap());
+    let (p1, p2) = (port.clone(), second.clone());
+    let receiver = std::thread::spawn(move || p1.recv(None).map(|_| ()));
+    let poller = std::thread::spawn(move || p2.poll(None));
+    let started = Instant::now();
+    let stop = std::process::Command::new(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/ibsim-stop"),
+    )
+    .arg(&f.run)
+    .status()
+    .unwrap();
+    assert!(stop.success());
+    assert_eq!(receiver.join().unwrap().unwrap_err().errno(), EIO);
+    assert_eq!(poller.join().unwrap().unwrap_err().errno(), EIO);
+    // Seen by the liveness probe (500 ms) plus the control timeout at worst.
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(port.recv(Some(Duration::ZERO)).unwrap_err().errno(), EIO);
+    assert!(port.failure().is_some());
+    port.close();
+    second.close();
+}
+
+/// The SM role on ibsim: taking it sets IsSM; a second port on the same node is refused
+/// while the first holds it (as the kernel's issm device refuses a second SM), and
+/// gets it once the first gives it up.
+#[test]
+#[ignore = "needs ibsim: run by ./scripts/test"]
+fn ibsim_sm_role_is_one_per_node() {
+    use vmad::error::errno::EADDRINUSE;
+    let f = Fabric::start("small.net", &[]);
+    let a = open_port_with(f.config(Some("H2")));
+    let b = open_port_with(f.config(Some("H2")));
+    let is_sm = || {
+        let mut t = IbsimTransport::connect(f.config(Some("H2"))).unwrap();
+        t.refresh_attrs().unwrap().capmask & 2 != 0
+    };
+    assert!(!is_sm(), "nobody holds the role yet");
+    a.set_sm(true).unwrap();
+    assert!(is_sm(), "IsSM set by the first port's SM role");
+    assert_eq!(b.set_sm(true).unwrap_err().errno(), EADDRINUSE);
+    a.set_sm(false).unwrap();
+    assert!(!is_sm(), "IsSM cleared when the role is given up");
+    b.set_sm(true).unwrap();
+    assert!(is_sm());
+}

@@ -4,7 +4,9 @@ mod access;
 // The `vmad` binary exists only with the `cli` feature (on by default).
 #[cfg(feature = "cli")]
 mod cli;
+mod cli_perf;
 mod counters;
+mod dead_transport;
 mod dr_walk;
 mod hostile;
 mod ibsim;
@@ -18,5 +20,7 @@ mod roce;
 mod rxe;
 mod sim_fabric;
 mod sim_subnet;
+mod sm_role;
+mod test_transport;
 mod umad_semantics;
 mod util;

@@ -339,10 +339,6 @@ fn default_fabric_and_ca_queries() {
     assert!(e.to_string().contains("vmadsim0 has no port 2"), "{e}");
     let a = umad::open_port("vmadsim0", 1).unwrap();
     let b = umad::open_port("vmadsim1", 1).unwrap();
-    assert_eq!(
-        umad::open_port("vmadsim1", 1).unwrap_err().errno(),
-        EADDRINUSE
-    );
     let client = umad::register(a, PERF, 1, 0, None).unwrap();
     let server = umad::register(b, PERF, 1, 0, Some(&mask(&[SEND]))).unwrap();
     let mut req = umad_with(&gmp_mad(PERF, 1, SEND, 9, 0x10), 2, 1);
@@ -483,4 +479,89 @@ fn send_errors() {
             .errno(),
         EINVAL
     );
+}
+
+/// Several opens of one CA port, as libibmad 56 and later make (an SMI and a GSI
+/// port of the same CA): each has its own agents, queue and descriptor.
+#[test]
+fn several_opens_of_one_port_each_get_their_own_agents_and_messages() {
+    let p = pair("umo");
+    let b1 = p.b;
+    let b2 = umad::open_port("umo1", 1).expect("a second open of the port");
+    assert_ne!(b1, b2);
+    assert_ne!(umad::get_fd(b1).unwrap(), umad::get_fd(b2).unwrap());
+    let client = umad::register(p.a, PERF, 1, 0, None).unwrap();
+    let server = umad::register(b1, PERF, 1, 0, Some(&mask(&[SEND]))).unwrap();
+    // A method served by the first open cannot be taken by the second (one MAD layer).
+    assert_eq!(
+        umad::register(b2, PERF, 1, 0, Some(&mask(&[SEND])))
+            .unwrap_err()
+            .errno(),
+        EINVAL
+    );
+    let b2_client = umad::register(b2, 0x05, 1, 0, None).unwrap();
+    // An agent is only usable through the open that registered it.
+    let mut req = umad_with(&gmp_mad(0x05, 1, GET, 1, 0x10), 1, 1);
+    assert_eq!(
+        umad::send(b1, b2_client, &mut req, 256, 0, 0)
+            .unwrap_err()
+            .errno(),
+        EINVAL
+    );
+    assert_eq!(umad::unregister(b1, b2_client).unwrap_err().errno(), EINVAL);
+
+    // An unsolicited request goes to the open whose agent serves it, and only there.
+    let mut req = umad_with(&gmp_mad(PERF, 1, SEND, 7, 0x10), 2, 1);
+    umad::send(p.a, client, &mut req, 256, 0, 0).unwrap();
+    assert_eq!(umad_recv(b1, 256, -1).unwrap().0, server);
+    assert_eq!(umad_recv(b2, 256, 0).unwrap_err().errno(), EWOULDBLOCK);
+
+    // The second open's request: its response and its timeout come back to it alone.
+    let b2_perf = umad::register(b2, PERF, 1, 0, None).unwrap();
+    let peer = umad::register(p.a, PERF, 1, 0, Some(&mask(&[GET]))).unwrap();
+    let mut req = umad_with(&gmp_mad(PERF, 1, GET, 8, 0x10), 1, 1);
+    umad::send(b2, b2_perf, &mut req, 256, 2000, 0).unwrap();
+    let (agent, _, got) = umad_recv(p.a, 256, -1).unwrap();
+    assert_eq!(agent, peer);
+    let mut resp = got.clone();
+    resp[64 + 3] = GET_RESP;
+    umad::send(p.a, peer, &mut resp, 256, 0, 0).unwrap();
+    assert_eq!(umad_recv(b2, 256, -1).unwrap().0, b2_perf);
+    assert_eq!(umad::poll(b1, 0).unwrap_err().errno(), ETIMEDOUT);
+
+    // Closing one open leaves the other working; its agents are gone with it.
+    umad::close_port(b1).unwrap();
+    let server2 = umad::register(b2, PERF, 1, 0, Some(&mask(&[SEND])))
+        .expect("the method is free once its open closed");
+    let mut req = umad_with(&gmp_mad(PERF, 1, SEND, 9, 0x10), 2, 1);
+    umad::send(p.a, client, &mut req, 256, 0, 0).unwrap();
+    assert_eq!(umad_recv(b2, 256, -1).unwrap().0, server2);
+    umad::close_port(b2).unwrap();
+    // The last close released the port: it opens afresh.
+    let again = umad::open_port("umo1", 1).unwrap();
+    umad::close_port(again).unwrap();
+}
+
+/// Two ports (like two processes) by default stamp different TID high words, as the
+/// kernel's global hi_tid allocator guarantees; with a seed asked for, they repeat.
+#[test]
+fn ports_draw_different_tid_high_words_unless_seeded() {
+    let first_hi_tid = |p: &Pair| {
+        let a = umad::register(p.a, PERF, 1, 0, None).unwrap();
+        let b = umad::register(p.b, PERF, 1, 0, None).unwrap();
+        let hi = |id, agent: AgentId| umad::port(id).unwrap().hi_tid(agent).unwrap();
+        (hi(p.a, a), hi(p.b, b))
+    };
+    let (a, b) = first_hi_tid(&pair("utida"));
+    assert_ne!(a, b, "two default ports share a TID high word");
+    let seeded = umad::PortConfig {
+        engine: vmad::engine::EngineConfig {
+            rng_seed: Some(7),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let p = pair_config("utidb", Default::default(), seeded);
+    let (a, b) = first_hi_tid(&p);
+    assert_eq!(a, b, "the same seed gives the same TID high words");
 }

@@ -223,6 +223,23 @@ static inline void umad_free(void *umad)
 	free(umad);
 }
 
+/* Old spellings of be64toh/htobe64 some programs still call; the guards let a
+ * program's own definition win, as it does with rdma-core's header. */
+#ifndef ntohll
+static inline __attribute__((deprecated)) uint64_t ntohll(uint64_t x)
+{
+	return be64toh(x);
+}
+#define ntohll ntohll
+#endif
+#ifndef htonll
+static inline __attribute__((deprecated)) uint64_t htonll(uint64_t x)
+{
+	return htobe64(x);
+}
+#define htonll htonll
+#endif
+
 #ifdef __cplusplus
 }
 #endif

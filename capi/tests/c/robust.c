@@ -1,7 +1,7 @@
 /*
  * C ABI robustness (issue 9): hostile or careless callers of vmad's libibumad.
  * NULL and misaligned pointers, short lengths, closed or never-opened port ids,
- * unregistered agent ids, double close: each returns the documented error and
+ * unregistered agent ids, double close, a header on a read-only page: each returns the documented error and
  * nothing crashes (run under AddressSanitizer). A panic inside Rust becomes an
  * error return: the debug library panics in umad_get_fd when VMAD_TEST_PANIC is
  * "umad_get_fd" (a test hook of debug builds only; no extra export).
@@ -15,6 +15,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <infiniband/umad.h>
 
 static int passed, failed;
@@ -45,6 +48,37 @@ static void perf_get(uint8_t *mad, uint32_t tid)
 	mad[15] = tid;
 }
 
+/* The header getters only read: on a read-only page they return the header's values,
+ * where a read-modify-write of the whole header faults. Run in a child, so that a fault
+ * is a failed check rather than the end of the test. */
+static void check_getters_read_only(void)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	uint8_t *u = mmap(NULL, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (u == MAP_FAILED) {
+		perror("mmap");
+		exit(2);
+	}
+	umad_set_addr(u, 2, 1, 0, 0x80010000);
+	umad_set_pkey(u, 3);
+	/* status = ETIMEDOUT, in host order as the kernel writes it */
+	memcpy(u + 4, &(uint32_t){ ETIMEDOUT }, 4);
+	CHECK(mprotect(u, page, PROT_READ) == 0, "mprotect(PROT_READ)");
+	pid_t child = fork();
+	if (child == 0) {
+		int ok = umad_status(u) == ETIMEDOUT && umad_get_pkey(u) == 3 &&
+			 umad_get_mad_addr(u) == (void *)(u + 20) &&
+			 umad_get_mad_addr(u)->lid == htobe16(2);
+		_exit(ok ? 0 : 1);
+	}
+	int st = 0;
+	CHECK(child > 0 && waitpid(child, &st, 0) == child, "fork and wait");
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+	      "status/get_pkey/get_mad_addr on a read-only header: right values, no fault (%s %d)",
+	      WIFSIGNALED(st) ? "signal" : "exit", WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+	munmap(u, page);
+}
+
 int main(void)
 {
 	int r, len;
@@ -65,6 +99,7 @@ int main(void)
 	CHECK(umad_set_pkey(NULL, 0) == -EINVAL, "set_pkey(NULL): -EINVAL");
 	CHECK(umad_get_pkey(NULL) == -EINVAL, "get_pkey(NULL): -EINVAL");
 	CHECK(umad_register2(1, NULL, NULL) == EINVAL, "register2(NULL attr): EINVAL (positive)");
+	check_getters_read_only();
 
 	int a = umad_open_port("vmadsim0", 1);
 	int b = umad_open_port("vmadsim1", 1);

@@ -373,23 +373,32 @@ static void test_poll(struct world *w)
 	free(u);
 }
 
-/* poll with two threads, as umad_poll(3) advises: poll, then a non-blocking recv, and poll
- * again when another thread took the packet first. Each thread takes one packet; no packet
- * is received twice or lost. */
-struct racer { struct world *w; int got; int lost_races; };
+/* poll with two threads, as umad_poll(3) advises: poll, then a non-blocking recv, which
+ * may find that another thread took the packet first. Each round one packet is sent; both
+ * threads start together (a barrier), both poll until it is there, and only once both have
+ * seen it (a second barrier) do both call recv(…, 0) at the same moment: exactly one gets
+ * the packet, the other -EWOULDBLOCK. Many rounds, every outcome counted. */
+enum { RACE_ROUNDS = 200 };
+static pthread_barrier_t race_barrier;
+struct racer { struct world *w; int polled, won, would_block, other; };
 
 static void *race(void *arg)
 {
 	struct racer *r = arg;
 	uint8_t *u = alloc_umad(MAD_LEN);
-	for (int tries = 0; tries < 1000 && !r->got; tries++) {
+	for (int round = 0; round < RACE_ROUNDS; round++) {
+		pthread_barrier_wait(&race_barrier); /* the round's packet was sent */
+		r->polled += umad_poll(r->w->b, 5000) == 0;
+		pthread_barrier_wait(&race_barrier); /* both threads saw it ready */
 		int len = MAD_LEN;
-		if (umad_poll(r->w->b, 5000) != 0)
-			break;
-		if (umad_recv(r->w->b, u, &len, 0) >= 0)
-			r->got = 1;
+		int got = umad_recv(r->w->b, u, &len, 0);
+		if (got == r->w->server)
+			r->won++;
+		else if (got == -EWOULDBLOCK || got == -EAGAIN)
+			r->would_block++;
 		else
-			r->lost_races++;
+			r->other++;
+		pthread_barrier_wait(&race_barrier); /* round over */
 	}
 	free(u);
 	return NULL;
@@ -397,17 +406,33 @@ static void *race(void *arg)
 
 static void test_poll_threads(struct world *w)
 {
-	struct racer r1 = { w, 0 }, r2 = { w, 0 };
-	send_get(w, 0x4005, 0, 0, 2);
-	CHECK(umad_poll(w->b, 5000) == 0, "poll: packet ready before the race");
-	pthread_t t1, t2;
-	pthread_create(&t1, NULL, race, &r1);
-	pthread_create(&t2, NULL, race, &r2);
-	usleep(50 * 1000);
-	send_get(w, 0x4006, 0, 0, 2); /* the second packet, for whichever thread lost the first */
-	pthread_join(t1, NULL);
-	pthread_join(t2, NULL);
-	CHECK(r1.got + r2.got == 2, "two threads, two packets: each received exactly once");
+	struct racer r[2] = { { .w = w }, { .w = w } };
+	pthread_t t[2];
+	pthread_barrier_init(&race_barrier, NULL, 3);
+	for (int i = 0; i < 2; i++)
+		pthread_create(&t[i], NULL, race, &r[i]);
+	int sent = 0, rounds_won_once = 0;
+	for (int round = 0; round < RACE_ROUNDS; round++) {
+		int before = r[0].won + r[1].won;
+		sent += send_get(w, 0x40000 + round, 0, 0, 2) == 0;
+		pthread_barrier_wait(&race_barrier);
+		pthread_barrier_wait(&race_barrier);
+		pthread_barrier_wait(&race_barrier);
+		rounds_won_once += r[0].won + r[1].won == before + 1;
+	}
+	for (int i = 0; i < 2; i++)
+		pthread_join(t[i], NULL);
+	pthread_barrier_destroy(&race_barrier);
+	CHECK(sent == RACE_ROUNDS, "race: %d packets sent", sent);
+	CHECK(r[0].polled == RACE_ROUNDS && r[1].polled == RACE_ROUNDS,
+	      "poll: both threads see each packet ready (%d, %d of %d)", r[0].polled, r[1].polled,
+	      RACE_ROUNDS);
+	CHECK(rounds_won_once == RACE_ROUNDS && r[0].won + r[1].won == RACE_ROUNDS,
+	      "two threads recv(0) after poll: each packet received exactly once (%d rounds of %d)",
+	      rounds_won_once, RACE_ROUNDS);
+	CHECK(r[0].would_block + r[1].would_block == RACE_ROUNDS && r[0].other + r[1].other == 0,
+	      "the loser of each race gets -EWOULDBLOCK (%d of %d; other results %d)",
+	      r[0].would_block + r[1].would_block, RACE_ROUNDS, r[0].other + r[1].other);
 	CHECK(umad_poll(w->b, 0) == -ETIMEDOUT, "queue empty after the race");
 }
 

@@ -298,8 +298,12 @@ fn sa_reply(req: &[u8], topo: &Topology) -> Option<Vec<u8>> {
 /// register `ca` (default: the file's first CA) for the CLI to open; the registry keeps
 /// the fabric alive.
 pub(crate) fn topology(path: &str, ca: Option<&str>) -> Result<String, Failure> {
-    let text =
-        std::fs::read_to_string(path).map_err(|e| Failure(format!("VMAD_SIM_TOPO={path}: {e}")))?;
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        Failure::new(
+            crate::exit::Exit::NoInput,
+            format!("VMAD_SIM_TOPO={path}: {e}"),
+        )
+    })?;
     let builder = FabricBuilder::from_topology(&text)?;
     let ca = match ca {
         Some(ca) => ca.to_owned(),
@@ -307,7 +311,7 @@ pub(crate) fn topology(path: &str, ca: Option<&str>) -> Result<String, Failure> 
             .ca_names()
             .into_iter()
             .next()
-            .ok_or_else(|| Failure(format!("{path} has no CA")))?,
+            .ok_or_else(|| Failure::usage(format!("{path} has no CA")))?,
     };
     builder.register_only(&[&ca]).build()?;
     Ok(ca)

@@ -9,6 +9,7 @@ use serde_json::{json, Value};
 use vmad::pcap::{decode, LinkType, Reader};
 use vmad::wire::pretty;
 
+use crate::exit::Exit;
 use crate::{CmdResult, Failure, Output};
 
 #[derive(Debug, Args)]
@@ -18,14 +19,22 @@ pub(crate) struct DumpArgs {
 }
 
 pub(crate) fn run(a: &DumpArgs) -> CmdResult {
-    let f =
-        std::fs::File::open(&a.file).map_err(|e| Failure(format!("{}: {e}", a.file.display())))?;
+    let f = std::fs::File::open(&a.file).map_err(|e| {
+        let exit = match e.kind() {
+            std::io::ErrorKind::PermissionDenied => Exit::Permission,
+            _ => Exit::NoInput,
+        };
+        Failure::new(exit, format!("{}: {e}", a.file.display()))
+    })?;
     let mut r = Reader::new(std::io::BufReader::new(f))?;
     let link = LinkType::from_number(r.link_number()).ok_or_else(|| {
-        Failure(format!(
-            "link type {} is neither 1 (Ethernet) nor 247 (InfiniBand)",
-            r.link_number()
-        ))
+        Failure::new(
+            Exit::Data,
+            format!(
+                "link type {} is neither 1 (Ethernet) nor 247 (InfiniBand)",
+                r.link_number()
+            ),
+        )
     })?;
     let mut text = String::new();
     let mut list = Vec::new();
@@ -68,5 +77,6 @@ pub(crate) fn run(a: &DumpArgs) -> CmdResult {
     Ok(Output {
         text,
         json: json!({ "link_type": link.number(), "packets": list as Vec<Value> }),
+        exit: None,
     })
 }

@@ -151,7 +151,7 @@ pub(crate) fn transact(
     loop {
         let left = limit
             .checked_sub(start.elapsed())
-            .ok_or_else(|| Failure("no answer and no timeout report".into()))?;
+            .ok_or_else(|| Failure::timeout("no answer and no timeout report"))?;
         match port.recv(Some(left))? {
             Event::Recv { agent: a, mad, .. } if a == agent && low_tid(&mad) == tid => {
                 return Ok(mad)
@@ -159,7 +159,7 @@ pub(crate) fn transact(
             Event::SendTimedOut {
                 agent: a, header, ..
             } if a == agent && low_tid(&header) == tid => {
-                return Err(Failure(format!(
+                return Err(Failure::timeout(format!(
                     "timed out after {} attempt(s) of {timeout_ms} ms",
                     retries + 1
                 )))

@@ -1,11 +1,11 @@
 //! `vmad`: infiniband-diags-like tools on vmad's own MAD stack.
 //!
 //! ```text
-//! vmad [--transport sim|ibsim|verbs] [-C ca] [-P port] [-t ms] [--pcap FILE] [--json] <command>
+//! vmad [--transport sim|ibsim|verbs|roce] [-C ca] [-P port] [-t ms] [-G] [-v] [--pcap FILE] [--json] <command>
 //!   ping LID           vendor-class ping-pong with a latency histogram (ibping)
 //!   sa-query [TYPE]    NodeRecord / PathRecord tables from the SA (saquery)
 //!   smp-query ATTR ADDR  NodeInfo / NodeDesc / PortInfo by LID or -D path (smpquery)
-//!   discover           directed-route sweep of the fabric (ibnetdiscover)
+//!   discover           directed-route sweep of the fabric (ibnetdiscover; --dot for Graphviz)
 //!   bench LID          latency, throughput and RMPP runs with the port counters
 //!   dump FILE.pcap     decode a capture with vmad's pretty-printer
 //! ```
@@ -14,12 +14,18 @@
 //! two CAs behind a switch, with an SA and a ping responder on `vmadsim1`; with
 //! `VMAD_SIM_TOPO=file.net`, the subnet of that ibsim topology instead, brought up by the
 //! fabric's built-in SM, the port being `-C ca` (default: the file's first CA).
+//! Exit statuses tell failures apart (`exit.rs`, `docs/tools.md`).
 
+mod addr;
 mod demo;
 mod discover;
+mod docs;
 mod dump;
+mod exit;
 mod mads;
+mod perf;
 mod ping;
+mod progress;
 mod query;
 mod sweep;
 
@@ -29,6 +35,8 @@ use std::sync::Arc;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use serde_json::Value;
+
+pub(crate) use exit::Failure;
 
 use vmad::pcap::{self, PcapConfig};
 use vmad::port::{Port, PortConfig};
@@ -50,12 +58,13 @@ enum TransportKind {
 #[command(
     name = "vmad",
     version,
-    about = "InfiniBand management tools on vmad's userspace MAD stack"
+    about = "InfiniBand management tools on vmad's userspace MAD stack",
+    after_long_help = exit::EXIT_HELP
 )]
 struct Cli {
-    /// Transport to open the port on.
-    #[arg(long, value_enum, default_value = "sim", global = true)]
-    transport: TransportKind,
+    /// Transport to open the port on [default: $VMAD_TRANSPORT (which selects the C library's too), else sim].
+    #[arg(long, value_enum, global = true)]
+    transport: Option<TransportKind>,
     /// CA name (sim: vmadsim0; ibsim: the node to attach to; verbs: the device).
     #[arg(short = 'C', long = "ca", global = true)]
     ca: Option<String>,
@@ -77,9 +86,18 @@ struct Cli {
     /// Size bound of each capture file (k/M/G suffixes); older files rotate to FILE.1, FILE.2, ...
     #[arg(long = "pcap-max-bytes", global = true)]
     pcap_max_bytes: Option<String>,
-    /// Machine-readable JSON output.
+    /// Machine-readable JSON output (a document with `"schema": 1`).
     #[arg(long, global = true)]
     json: bool,
+    /// Destination arguments are port GUIDs, resolved to LIDs by a sweep (as infiniband-diags' -G).
+    #[arg(short = 'G', long = "Guid", global = true, conflicts_with = "by_lid")]
+    by_guid: bool,
+    /// Destination arguments are LIDs (the default; as infiniband-diags' -L).
+    #[arg(short = 'L', long = "Lid", global = true)]
+    by_lid: bool,
+    /// More detail on stderr: the port opened, and its counters at the end (-vv: every counter).
+    #[arg(short = 'v', long = "verbose", action = clap::ArgAction::Count, global = true)]
+    verbose: u8,
     /// RoCE: the local address that is this port's GID (no kernel RoCE device may own it).
     #[arg(long = "roce-addr", global = true)]
     roce_addr: Option<std::net::IpAddr>,
@@ -109,6 +127,14 @@ enum Cmd {
     Dump(dump::DumpArgs),
     /// Answer ping (class 0x32) and bulk RMPP (class 0x33) requests on this port.
     Serve(ping::ServeArgs),
+    /// Port counters (PortCounters, PortCountersExtended) of every linked port, as perfquery/ibqueryerrors.
+    Perf(perf::PerfArgs),
+    /// Write the man pages (vmad.1 and one per subcommand) into a directory.
+    #[command(hide = true)]
+    Man(docs::ManArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    #[command(hide = true)]
+    Completions(docs::CompletionArgs),
 }
 
 /// Everything a command needs: the open port and the settings.
@@ -116,18 +142,10 @@ pub(crate) struct Session {
     pub(crate) port: Arc<Port>,
     pub(crate) timeout_ms: u32,
     pub(crate) retries: u32,
+    /// `-G`: destination arguments are GUIDs ([`addr::resolve_lid`]).
+    pub(crate) by_guid: bool,
     /// Keeps the demo fabric's responders alive while the command runs.
     _demo: Option<demo::Demo>,
-}
-
-/// A command's failure: the message printed, and the exit code.
-#[derive(Debug)]
-pub(crate) struct Failure(pub(crate) String);
-
-impl<E: std::fmt::Display> From<E> for Failure {
-    fn from(e: E) -> Failure {
-        Failure(e.to_string())
-    }
 }
 
 pub(crate) type CmdResult = Result<Output, Failure>;
@@ -136,6 +154,8 @@ pub(crate) type CmdResult = Result<Output, Failure>;
 pub(crate) struct Output {
     pub(crate) text: String,
     pub(crate) json: Value,
+    /// A failure status that still comes with output (a ping nobody answered); None: 0.
+    pub(crate) exit: Option<exit::Exit>,
 }
 
 fn pcap_config(cli: &Cli) -> Result<Option<PcapConfig>, Failure> {
@@ -144,24 +164,41 @@ fn pcap_config(cli: &Cli) -> Result<Option<PcapConfig>, Failure> {
     };
     let mut c = PcapConfig::new(path);
     c.link = pcap::parse_link(&cli.pcap_linktype).ok_or_else(|| {
-        Failure(format!(
+        Failure::usage(format!(
             "unknown --pcap-linktype {:?} (roce or ib)",
             cli.pcap_linktype
         ))
     })?;
     if let Some(s) = &cli.pcap_max_bytes {
-        c.max_bytes =
-            pcap::parse_size(s).ok_or_else(|| Failure(format!("bad --pcap-max-bytes {s:?}")))?;
+        c.max_bytes = pcap::parse_size(s)
+            .ok_or_else(|| Failure::usage(format!("bad --pcap-max-bytes {s:?}")))?;
     }
     Ok(Some(c))
 }
 
+/// `--transport`, else `VMAD_TRANSPORT`, else the demo fabric. Read here, not
+/// through clap's `env`, which would reject a bad variable even under an explicit flag.
+fn transport(cli: &Cli) -> Result<TransportKind, Failure> {
+    if let Some(t) = cli.transport {
+        return Ok(t);
+    }
+    match std::env::var("VMAD_TRANSPORT") {
+        Ok(v) if !v.is_empty() => TransportKind::from_str(&v, true).map_err(|_| {
+            Failure::usage(format!(
+                "VMAD_TRANSPORT={v:?}: not sim, ibsim, verbs or roce"
+            ))
+        }),
+        _ => Ok(TransportKind::Sim),
+    }
+}
+
 fn open_session(cli: &Cli) -> Result<Session, Failure> {
+    let kind = transport(cli)?;
     let config = PortConfig {
         pcap: pcap_config(cli)?,
         ..PortConfig::default()
     };
-    let (port, demo) = match cli.transport {
+    let (port, demo) = match kind {
         TransportKind::Sim => match std::env::var("VMAD_SIM_TOPO") {
             Ok(path) => {
                 let ca = demo::topology(&path, cli.ca.as_deref())?;
@@ -179,16 +216,39 @@ fn open_session(cli: &Cli) -> Result<Session, Failure> {
             if cli.ca.is_some() {
                 ic.node.clone_from(&cli.ca);
             }
-            let t = vmad::transport::ibsim::IbsimTransport::connect(ic)?;
+            // Whatever the socket says, for a script it means "no fabric there".
+            let t = vmad::transport::ibsim::IbsimTransport::connect(ic).map_err(|e| {
+                let f = Failure::from(e);
+                match f.exit {
+                    exit::Exit::Io => Failure::new(
+                        exit::Exit::NoDevice,
+                        format!("cannot attach to ibsim: {}", f.msg),
+                    ),
+                    _ => f,
+                }
+            })?;
             (Arc::new(Port::open(Box::new(t), config)?), None)
         }
         TransportKind::Verbs => (open_verbs(cli, config)?, None),
         TransportKind::Roce => (open_roce(cli, config)?, None),
     };
+    if cli.verbose > 0 {
+        let a = port.attrs();
+        eprintln!(
+            "vmad: {} transport, CA {} port {}, LID {}, SM LID {}",
+            kind.to_possible_value()
+                .map_or_else(String::new, |v| v.get_name().to_owned()),
+            a.ca_name,
+            a.port_num,
+            a.lid,
+            a.sm_lid
+        );
+    }
     Ok(Session {
         port,
         timeout_ms: cli.timeout,
         retries: cli.retries,
+        by_guid: cli.by_guid,
         _demo: demo,
     })
 }
@@ -208,7 +268,7 @@ fn open_roce(cli: &Cli, config: PortConfig) -> Result<Arc<Port>, Failure> {
     use vmad::transport::roce::{RoceConfig, RoceTransport};
     let addr = cli
         .roce_addr
-        .ok_or_else(|| Failure("--transport roce needs --roce-addr".into()))?;
+        .ok_or_else(|| Failure::usage("--transport roce needs --roce-addr"))?;
     let t = RoceTransport::open(RoceConfig {
         udp_port: cli.roce_udp_port,
         peer_port: cli.roce_peer_port,
@@ -219,21 +279,26 @@ fn open_roce(cli: &Cli, config: PortConfig) -> Result<Arc<Port>, Failure> {
 
 #[cfg(not(feature = "roce"))]
 fn open_roce(_cli: &Cli, _config: PortConfig) -> Result<Arc<Port>, Failure> {
-    Err(Failure(
-        "this vmad was built without the `roce` feature".into(),
+    Err(Failure::new(
+        exit::Exit::Unsupported,
+        "this vmad was built without the `roce` feature",
     ))
 }
 
 #[cfg(not(feature = "verbs"))]
 fn open_verbs(_cli: &Cli, _config: PortConfig) -> Result<Arc<Port>, Failure> {
-    Err(Failure(
-        "this vmad was built without the `verbs` feature (cargo build --features verbs)".into(),
+    Err(Failure::new(
+        exit::Exit::Unsupported,
+        "this vmad was built without the `verbs` feature (cargo build --features verbs)",
     ))
 }
 
 fn run(cli: &Cli) -> CmdResult {
-    if let Cmd::Dump(a) = &cli.cmd {
-        return dump::run(a);
+    match &cli.cmd {
+        Cmd::Dump(a) => return dump::run(a),
+        Cmd::Man(a) => return docs::man(a),
+        Cmd::Completions(a) => return docs::completions(a),
+        _ => {}
     }
     let s = open_session(cli)?;
     let out = match &cli.cmd {
@@ -243,33 +308,69 @@ fn run(cli: &Cli) -> CmdResult {
         Cmd::Discover(a) => discover::run(&s, a),
         Cmd::Bench(a) => ping::bench(&s, a),
         Cmd::Serve(a) => ping::serve(&s, a),
-        Cmd::Dump(_) => unreachable!("handled above"),
+        Cmd::Perf(a) => perf::run(&s, a),
+        Cmd::Dump(_) | Cmd::Man(_) | Cmd::Completions(_) => unreachable!("handled above"),
     };
+    if cli.verbose > 0 {
+        let st = s.port.stats();
+        if cli.verbose > 1 {
+            eprintln!("vmad: port counters {st:?}");
+        } else {
+            eprintln!(
+                "vmad: sent {} received {} retries {} timeouts {}",
+                st.sent, st.received, st.retries, st.timeouts
+            );
+        }
+    }
     // Close before the demo fabric's responders stop, so the capture holds everything.
     s.port.close();
     out
 }
 
+/// The version of the `--json` documents' layout; raised when a field changes meaning or goes.
+const JSON_SCHEMA: u32 = 1;
+
+/// Every JSON document carries `"schema"`, so a script can refuse one it does not know.
+fn with_schema(v: Value) -> Value {
+    match v {
+        Value::Object(mut m) => {
+            m.insert("schema".into(), JSON_SCHEMA.into());
+            Value::Object(m)
+        }
+        other => serde_json::json!({ "schema": JSON_SCHEMA, "data": other }),
+    }
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) if !e.use_stderr() => e.exit(), // --help, --version: 0
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(exit::Exit::Usage as u8);
+        }
+    };
     match run(&cli) {
         Ok(out) => {
             if cli.json {
-                println!(
-                    "{}",
-                    serde_json::to_string_pretty(&out.json).unwrap_or_default()
-                );
+                let mut doc = with_schema(out.json);
+                if let Some(e) = out.exit {
+                    doc["exit"] = (e as u8).into();
+                }
+                println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
             } else {
                 print!("{}", out.text);
             }
-            ExitCode::SUCCESS
+            out.exit
+                .map_or(ExitCode::SUCCESS, |e| ExitCode::from(e as u8))
         }
-        Err(Failure(msg)) => {
+        Err(Failure { msg, exit }) => {
             if cli.json {
-                println!("{}", serde_json::json!({ "error": msg }));
+                let doc = serde_json::json!({ "error": msg, "exit": exit as u8 });
+                println!("{}", with_schema(doc));
             }
             eprintln!("vmad: {msg}");
-            ExitCode::FAILURE
+            ExitCode::from(exit as u8)
         }
     }
 }

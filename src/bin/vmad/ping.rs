@@ -13,13 +13,14 @@ use vmad::port::Port;
 use vmad::types::{GrhAddr, MadAddr};
 
 use crate::mads::{self, CLASS_BULK, CLASS_PING, GET, OPENIB_OUI};
+use crate::progress::Progress;
 use crate::sweep::Topology;
 use crate::{demo, CmdResult, Failure, Output, Session};
 
 #[derive(Debug, Args)]
 pub(crate) struct PingArgs {
-    /// Destination LID (default: the demo fabric's responder, 3).
-    lid: Option<u16>,
+    /// Destination LID, hex or decimal (with -G a port GUID; default: the demo fabric's responder, 3).
+    lid: Option<String>,
     /// Destination GID instead of a LID (an IPv6 or IPv4 address on RoCE).
     #[arg(long)]
     gid: Option<std::net::IpAddr>,
@@ -42,8 +43,8 @@ pub(crate) enum Mode {
 
 #[derive(Debug, Args)]
 pub(crate) struct BenchArgs {
-    /// Destination LID (default: the demo fabric's responder, 3).
-    lid: Option<u16>,
+    /// Destination LID, hex or decimal (with -G a port GUID; default: the demo fabric's responder, 3).
+    lid: Option<String>,
     /// Destination GID instead of a LID (an IPv6 or IPv4 address on RoCE).
     #[arg(long)]
     gid: Option<std::net::IpAddr>,
@@ -62,6 +63,9 @@ pub(crate) struct BenchArgs {
     /// RMPP transfers.
     #[arg(long, default_value_t = 10)]
     transfers: u32,
+    /// Show a progress line on stderr (on by default when stderr is a terminal).
+    #[arg(long)]
+    progress: bool,
 }
 
 #[derive(Debug, Args)]
@@ -72,7 +76,11 @@ pub(crate) struct ServeArgs {
 }
 
 /// QP1 of the destination: by GID (with a GRH) when given, else by LID.
-fn dest(lid: Option<u16>, gid: Option<std::net::IpAddr>) -> (MadAddr, String) {
+fn dest(
+    s: &Session,
+    lid: Option<&str>,
+    gid: Option<std::net::IpAddr>,
+) -> Result<(MadAddr, String), Failure> {
     match gid {
         Some(ip) => {
             let g = match ip {
@@ -87,11 +95,14 @@ fn dest(lid: Option<u16>, gid: Option<std::net::IpAddr>) -> (MadAddr, String) {
                 }),
                 ..mads::gsi(0)
             };
-            (addr, format!("Gid {ip}"))
+            Ok((addr, format!("Gid {ip}")))
         }
         None => {
-            let l = lid.unwrap_or(demo::SERVER_LID);
-            (mads::gsi(l), format!("Lid {l}"))
+            let l = match lid {
+                Some(a) => crate::addr::resolve_lid(s, a)?,
+                None => demo::SERVER_LID,
+            };
+            Ok((mads::gsi(l), format!("Lid {l}")))
         }
     }
 }
@@ -118,6 +129,7 @@ pub(crate) fn serve(s: &Session, a: &ServeArgs) -> CmdResult {
     Ok(Output {
         text: format!("served: {} received, {} sent\n", st.received, st.sent),
         json: json!({ "received": st.received, "sent": st.sent }),
+        exit: None,
     })
 }
 
@@ -147,7 +159,7 @@ fn ping_agent(port: &Port) -> Result<AgentId, Failure> {
 }
 
 pub(crate) fn ping(s: &Session, a: &PingArgs) -> CmdResult {
-    let (to, name) = dest(a.lid, a.gid);
+    let (to, name) = dest(s, a.lid.as_deref(), a.gid)?;
     let agent = ping_agent(&s.port)?;
     let mut text = String::new();
     let mut samples = Vec::new();
@@ -168,7 +180,7 @@ pub(crate) fn ping(s: &Session, a: &PingArgs) -> CmdResult {
                 );
                 samples.push(us);
             }
-            Err(Failure(e)) => {
+            Err(Failure { msg: e, .. }) => {
                 let _ = writeln!(text, "ping {i} to {name}: {e}");
             }
         }
@@ -227,7 +239,12 @@ pub(crate) fn ping(s: &Session, a: &PingArgs) -> CmdResult {
         "histogram": hist.iter().map(|(b, n)| json!({ "lt_us": b, "count": n })).collect::<Vec<Value>>(),
         "samples_us": samples,
     });
-    Ok(Output { text, json })
+    // As ping(8): the statistics either way, and a failure status when nothing came back.
+    Ok(Output {
+        text,
+        json,
+        exit: (received == 0 && a.count > 0).then_some(crate::exit::Exit::Timeout),
+    })
 }
 
 /// One row of the bench table.
@@ -243,7 +260,7 @@ struct Row {
     p99_us: u64,
 }
 
-fn latency_run(s: &Session, agent: AgentId, to: MadAddr, n: u32) -> Row {
+fn latency_run(s: &Session, agent: AgentId, to: MadAddr, n: u32, p: &mut Progress) -> Row {
     let mut samples = Vec::with_capacity(n as usize);
     let mut failed = 0;
     let start = Instant::now();
@@ -254,7 +271,9 @@ fn latency_run(s: &Session, agent: AgentId, to: MadAddr, n: u32) -> Row {
             Ok(_) => samples.push(t0.elapsed().as_micros() as u64),
             Err(_) => failed += 1,
         }
+        p.show(format_args!("bench: latency {}/{n}", i + 1));
     }
+    p.done();
     let elapsed = start.elapsed();
     samples.sort_unstable();
     Row {
@@ -275,6 +294,7 @@ fn throughput_run(
     to: MadAddr,
     n: u32,
     window: u32,
+    p: &mut Progress,
 ) -> Result<Row, Failure> {
     let send = |i: u32| -> Result<(), Failure> {
         let req = mads::request(CLASS_PING, 1, GET, 0, 0, 0x6200_0000 + i);
@@ -307,7 +327,9 @@ fn throughput_run(
             send(next)?;
             next += 1;
         }
+        p.show(format_args!("bench: throughput {}/{n}", done + failed));
     }
+    p.done();
     let elapsed = start.elapsed();
     Ok(Row {
         name: "throughput",
@@ -321,7 +343,13 @@ fn throughput_run(
     })
 }
 
-fn rmpp_run(s: &Session, to: MadAddr, size: u32, transfers: u32) -> Result<Row, Failure> {
+fn rmpp_run(
+    s: &Session,
+    to: MadAddr,
+    size: u32,
+    transfers: u32,
+    p: &mut Progress,
+) -> Result<Row, Failure> {
     let agent = mads::client(&s.port, CLASS_BULK, 1, true, OPENIB_OUI)?;
     let mut samples = Vec::new();
     let mut failed = 0;
@@ -338,7 +366,7 @@ fn rmpp_run(s: &Session, to: MadAddr, size: u32, transfers: u32) -> Result<Row, 
                         .enumerate()
                         .all(|(i, &b)| b == demo::bulk_byte(i));
                 if !intact {
-                    return Err(Failure(format!(
+                    return Err(Failure::protocol(format!(
                         "RMPP transfer {i}: {} bytes back, {size} expected or pattern broken",
                         data.len()
                     )));
@@ -347,7 +375,9 @@ fn rmpp_run(s: &Session, to: MadAddr, size: u32, transfers: u32) -> Result<Row, 
             }
             Err(_) => failed += 1,
         }
+        p.show(format_args!("bench: rmpp {}/{transfers} x {size} B", i + 1));
     }
+    p.done();
     let elapsed = start.elapsed();
     samples.sort_unstable();
     let bytes = samples.len() as f64 * f64::from(size);
@@ -364,17 +394,18 @@ fn rmpp_run(s: &Session, to: MadAddr, size: u32, transfers: u32) -> Result<Row, 
 }
 
 pub(crate) fn bench(s: &Session, a: &BenchArgs) -> CmdResult {
-    let (to, name) = dest(a.lid, a.gid);
+    let (to, name) = dest(s, a.lid.as_deref(), a.gid)?;
     let agent = ping_agent(&s.port)?;
     let mut rows = Vec::new();
+    let mut p = Progress::new(a.progress);
     if matches!(a.mode, Mode::All | Mode::Latency) {
-        rows.push(latency_run(s, agent, to, a.count));
+        rows.push(latency_run(s, agent, to, a.count, &mut p));
     }
     if matches!(a.mode, Mode::All | Mode::Throughput) {
-        rows.push(throughput_run(s, agent, to, a.count, a.window)?);
+        rows.push(throughput_run(s, agent, to, a.count, a.window, &mut p)?);
     }
     if matches!(a.mode, Mode::All | Mode::Rmpp) {
-        rows.push(rmpp_run(s, to, a.size, a.transfers)?);
+        rows.push(rmpp_run(s, to, a.size, a.transfers, &mut p)?);
     }
     let st = s.port.stats();
     let aborts = s.port.rmpp_aborts();
@@ -433,5 +464,9 @@ pub(crate) fn bench(s: &Session, a: &BenchArgs) -> CmdResult {
         })).collect::<Vec<Value>>(),
         "counters": counters.iter().map(|(k, v)| ((*k).to_owned(), json!(v))).collect::<serde_json::Map<String, Value>>(),
     });
-    Ok(Output { text, json })
+    Ok(Output {
+        text,
+        json,
+        exit: None,
+    })
 }

@@ -9,24 +9,24 @@ use serde_json::{json, Value};
 use vmad::wire::sa::{path_record, Records};
 
 use crate::mads::{self, be16, be32, be64};
-use crate::{CmdResult, Failure, Output, Session};
+use crate::{addr, CmdResult, Failure, Output, Session};
 
 #[derive(Debug, Args)]
 pub(crate) struct SaArgs {
     /// Record type: NodeRecord (node, default) or PathRecord (path).
     #[arg(default_value = "NodeRecord")]
     record: String,
-    /// NodeRecord: only the node with this LID.
-    #[arg(long)]
+    /// NodeRecord: only the node with this LID (hex or decimal).
+    #[arg(long, value_parser = addr::lid)]
     lid: Option<u16>,
     /// PathRecord: source LID.
-    #[arg(long)]
+    #[arg(long, value_parser = addr::lid)]
     slid: Option<u16>,
     /// PathRecord: destination LID.
-    #[arg(long)]
+    #[arg(long, value_parser = addr::lid)]
     dlid: Option<u16>,
-    /// SA LID (default: the port's SM LID).
-    #[arg(long)]
+    /// SA LID (default: the port's SM LID); -s as saquery's --sm_port.
+    #[arg(short = 's', long, alias = "smlid", value_parser = addr::lid)]
     sa_lid: Option<u16>,
 }
 
@@ -34,7 +34,7 @@ pub(crate) struct SaArgs {
 pub(crate) struct SmpArgs {
     /// Attribute: nodeinfo (ni), nodedesc (nd) or portinfo (pi).
     attr: String,
-    /// Destination: a LID, or with -D a directed route like 0,1,2.
+    /// Destination: a LID (hex or decimal), with -G a port GUID, or with -D a directed route like 0,1,2.
     addr: String,
     /// PortInfo: the port number (the attribute modifier).
     port_num: Option<u8>,
@@ -87,7 +87,12 @@ pub(crate) fn sa_query(s: &Session, a: &SaArgs) -> CmdResult {
     let (attr, rec_len) = match kind.as_str() {
         "noderecord" | "node" | "nr" => (mads::ATTR_NODE_RECORD, 112usize),
         "pathrecord" | "path" | "pr" => (mads::ATTR_PATH_RECORD, path_record::LEN),
-        _ => return Err(Failure(format!("unsupported record type {:?}", a.record))),
+        _ => {
+            return Err(Failure::usage(format!(
+                "unsupported record type {:?}",
+                a.record
+            )))
+        }
     };
     let sa_lid = a.sa_lid.unwrap_or(s.port.attrs().sm_lid);
     let agent = mads::client(&s.port, mads::CLASS_SA, 2, true, 0)?;
@@ -126,7 +131,9 @@ pub(crate) fn sa_query(s: &Session, a: &SaArgs) -> CmdResult {
     )?;
     let status = mads::status(&resp);
     if status != 0 {
-        return Err(Failure(format!("SA answered status 0x{status:04x}")));
+        return Err(Failure::protocol(format!(
+            "SA answered status 0x{status:04x}"
+        )));
     }
     let off = be16(&resp, 44);
     let records = Records::new(&resp[56..], off)?;
@@ -214,6 +221,7 @@ pub(crate) fn sa_query(s: &Session, a: &SaArgs) -> CmdResult {
     Ok(Output {
         text,
         json: json!({ "sa_lid": sa_lid, "attribute": name, "records": list }),
+        exit: None,
     })
 }
 
@@ -224,7 +232,7 @@ fn parse_path(s: &str) -> Result<Vec<u8>, Failure> {
         .map(|p| {
             p.trim()
                 .parse::<u8>()
-                .map_err(|_| Failure(format!("bad route {s:?}")))
+                .map_err(|_| Failure::usage(format!("bad route {s:?}")))
         })
         .collect::<Result<Vec<u8>, Failure>>()?;
     if v.first() == Some(&0) {
@@ -233,21 +241,12 @@ fn parse_path(s: &str) -> Result<Vec<u8>, Failure> {
     Ok(v)
 }
 
-fn parse_lid(s: &str) -> Result<u16, Failure> {
-    let t = s.trim();
-    let r = match t.strip_prefix("0x") {
-        Some(h) => u16::from_str_radix(h, 16),
-        None => t.parse(),
-    };
-    r.map_err(|_| Failure(format!("bad LID {s:?}")))
-}
-
 pub(crate) fn smp_query(s: &Session, a: &SmpArgs) -> CmdResult {
     let attr = match a.attr.to_ascii_lowercase().as_str() {
         "nodeinfo" | "ni" => mads::ATTR_NODE_INFO,
         "nodedesc" | "nd" => mads::ATTR_NODE_DESC,
         "portinfo" | "pi" => mads::ATTR_PORT_INFO,
-        other => return Err(Failure(format!("unsupported attribute {other:?}"))),
+        other => return Err(Failure::usage(format!("unsupported attribute {other:?}"))),
     };
     let attr_mod = u32::from(a.port_num.unwrap_or(0));
     let (resp, target) = if a.direct {
@@ -264,7 +263,7 @@ pub(crate) fn smp_query(s: &Session, a: &SmpArgs) -> CmdResult {
         )?;
         (r, format!("DR path {}", a.addr))
     } else {
-        let lid = parse_lid(&a.addr)?;
+        let lid = addr::resolve_lid(s, &a.addr)?;
         let agent = mads::client(&s.port, mads::CLASS_LID, 1, false, 0)?;
         let req = mads::request(mads::CLASS_LID, 1, mads::GET, attr, attr_mod, 0x5b00_0001);
         let r = mads::transact(
@@ -279,7 +278,9 @@ pub(crate) fn smp_query(s: &Session, a: &SmpArgs) -> CmdResult {
     };
     let status = mads::status(&resp);
     if status != 0 {
-        return Err(Failure(format!("SMP answered status 0x{status:04x}")));
+        return Err(Failure::protocol(format!(
+            "SMP answered status 0x{status:04x}"
+        )));
     }
     let d = &resp[64..128];
     let mut text = String::new();
@@ -381,7 +382,11 @@ pub(crate) fn smp_query(s: &Session, a: &SmpArgs) -> CmdResult {
             })
         }
     };
-    Ok(Output { text, json })
+    Ok(Output {
+        text,
+        json,
+        exit: None,
+    })
 }
 
 fn port_state_name(s: u8) -> &'static str {

@@ -112,7 +112,7 @@ impl Sweeper<'_> {
         )?;
         match mads::status(&resp) {
             0 => Ok(resp),
-            s => Err(Failure(format!(
+            s => Err(Failure::protocol(format!(
                 "SubnGet(0x{attr:04x}) along {path:?}: status 0x{s:04x}"
             ))),
         }

@@ -58,7 +58,10 @@ pub struct RmppConfig {
     pub total_timeout: Duration,
     /// How long a completed receive session is kept to re-ACK retransmits (kernel: 10 s).
     pub linger: Duration,
-    /// Largest message (headers + data) accepted or sent, in bytes.
+    /// Largest message (headers + data) accepted or sent, in bytes (default
+    /// 16 MiB). The kernel has no such limit: a larger message is refused
+    /// with EMSGSIZE when sent and aborted (BadLength, or STOP when its length
+    /// was not announced) when received; see the engine's departures.
     pub max_message: usize,
 }
 

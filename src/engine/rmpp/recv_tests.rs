@@ -1,5 +1,5 @@
 use super::super::tests::{
-    at, cfg, drain_receiver, drain_sender, hdr_of, message, reply, rmpp_of, sender, SA, VENDOR,
+    at, cfg, drain_receiver, drain_sender, hdr_of, message, reply, rmpp_of, sender, DM, SA, VENDOR,
 };
 use super::*;
 
@@ -406,4 +406,76 @@ fn ack_bytes_match_kernel_format_ack() {
     ]);
     assert_eq!(ack.len(), 1);
     assert_eq!(ack[0], want);
+}
+
+/// The DATA segments a kernel sender puts on the wire for `message` (written
+/// here from `mad_rmpp.c`, not with vmad's `Sender`): `get_pad_size` (a zero-
+/// length message is one segment of padding), PayloadLength = segments × 220
+/// − pad in the first, 220 − pad in the last (which wins in a single
+/// segment), 0 in the middle ones.
+fn kernel_segments(message: &[u8], hdr_len: usize) -> Vec<[u8; MAD_SIZE]> {
+    let per_seg = MAD_SIZE - hdr_len;
+    let data = &message[hdr_len..];
+    let pad = match data.len() % per_seg {
+        _ if data.is_empty() => per_seg,
+        0 => 0,
+        r => per_seg - r,
+    };
+    let count = (data.len() + pad) / per_seg;
+    (1..=count)
+        .map(|seg| {
+            let mut m = [0u8; MAD_SIZE];
+            m[..hdr_len].copy_from_slice(&message[..hdr_len]);
+            let chunk = data.chunks(per_seg).nth(seg - 1).unwrap_or(&[]);
+            m[hdr_len..hdr_len + chunk.len()].copy_from_slice(chunk);
+            let mut paylen = 0;
+            let mut flags = rmpp::FLAG_ACTIVE;
+            if seg == 1 {
+                flags |= rmpp::FLAG_FIRST;
+                paylen = (count * rmpp::SEGMENT_PAYLOAD - pad) as u32;
+            }
+            if seg == count {
+                flags |= rmpp::FLAG_LAST;
+                paylen = (rmpp::SEGMENT_PAYLOAD - pad) as u32;
+            }
+            let mut p = Packet::new_unchecked(&mut m[..]);
+            p.set_rmpp_version(rmpp::VERSION);
+            p.set_rmpp_type(RmppType::Data);
+            p.set_resp_time_flags(0x1f, flags);
+            p.set_rmpp_status(RmppStatus::Success);
+            p.set_seg_num(seg as u32);
+            p.set_paylen_newwin(paylen);
+            m
+        })
+        .collect()
+}
+
+#[test]
+fn every_kernel_sender_payload_length_is_accepted() {
+    for class in [SA, VENDOR, DM] {
+        let hdr = hdr_of(class);
+        let per_seg = MAD_SIZE - hdr;
+        let mut lens = vec![0, 1, 2, 19, 20, 21, 100_000];
+        for k in 1..=4 {
+            lens.extend([k * per_seg - 1, k * per_seg, k * per_seg + 1]);
+        }
+        for data_len in lens {
+            let want = message(class, hdr, data_len);
+            let segs = kernel_segments(&want, hdr);
+            let (mut rx, mut p) = Receiver::new(at(0), &segs[0], &cfg());
+            for s in &segs[1..] {
+                assert_eq!(p, Progress::Pending, "class {class:#x}, {data_len} bytes");
+                p = rx.handle_data(at(1), s);
+            }
+            assert_eq!(p, Progress::Complete, "class {class:#x}, {data_len} bytes");
+            let replies = drain_receiver(&mut rx, at(1));
+            assert!(
+                replies.iter().all(|r| r[25] == u8::from(RmppType::Ack)),
+                "only ACKs, class {class:#x}, {data_len} bytes"
+            );
+            let m = rx.take_message().unwrap();
+            assert_eq!(m.len(), hdr + data_len, "kernel get_mad_len");
+            assert_eq!(&m[36..], &want[36..]);
+        }
+    }
 }

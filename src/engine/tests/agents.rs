@@ -135,7 +135,7 @@ fn agents_limit_is_32_per_port() {
 fn agents_hi_tid_is_24_bit_cyclic_and_seeded() {
     let hi = |seed| {
         let mut e = Engine::new(EngineConfig {
-            rng_seed: seed,
+            rng_seed: Some(seed),
             ..EngineConfig::default()
         });
         let a = e.register(gsi_agent(0x04, 0, &[])).unwrap();
@@ -152,7 +152,7 @@ fn agents_hi_tid_is_24_bit_cyclic_and_seeded() {
     let (p, q) = hi(2);
     assert_ne!((p, q), (x, y), "seeded start");
     let mut e = Engine::new(EngineConfig {
-        rng_seed: 1,
+        rng_seed: Some(1),
         ..EngineConfig::default()
     });
     let a = e.register(gsi_agent(0x04, 0, &[])).unwrap();

@@ -179,3 +179,48 @@ fn requests_in_client_only_agent_gets_responses_only() {
         .all(|e| !matches!(e, Event::Recv { .. })));
     let _ = client;
 }
+
+#[test]
+fn requests_in_retry_of_a_request_the_full_queue_dropped_is_delivered() {
+    // The queue holds one event and nobody drains it: a Send fills it, the Get
+    // after it is dropped, never seen by the agent, so its retry must not count
+    // as a duplicate.
+    let mut e = crate::engine::Engine::new(crate::engine::EngineConfig {
+        max_events: 1,
+        ..Default::default()
+    });
+    let server = e.register(gsi_agent(0x04, 0, &[0x01, 0x03])).unwrap();
+    let meta = crate::engine::RecvMeta {
+        qp: Qp::Gsi,
+        src: crate::types::MadAddr {
+            qpn: 1,
+            lid: 1,
+            ..Default::default()
+        },
+    };
+    let now = crate::time::Instant::ZERO;
+    e.handle_datagram(now, meta, &mad(0x04, 0x03, 1));
+    e.handle_datagram(now, meta, &mad(0x04, 0x01, 2));
+    assert_eq!(e.stats().queue_drops, 1);
+    assert!(matches!(e.poll_event(), Some(Event::Recv { .. })));
+    e.handle_datagram(now, meta, &mad(0x04, 0x01, 2));
+    match e.poll_event() {
+        Some(Event::Recv { agent, mad, .. }) => assert_eq!((agent, tid_of(&mad)), (server, 2)),
+        other => panic!("the retry was not delivered: {other:?}"),
+    }
+    assert_eq!(e.stats().dropped_duplicates, 0);
+}
+
+#[test]
+fn requests_in_answer_from_another_agent_lets_the_retry_through() {
+    // libibumad lets any agent of the port send a response; once one is sent,
+    // the requester's retry (its response was lost) is delivered again.
+    let mut f = Fabric::new(2, LinkModel::perfect(), 38);
+    let _server = f.register(1, gsi_agent(0x04, 0, &[0x01]));
+    let other = f.register(1, gsi_agent(0x04, 0, &[]));
+    f.inject(0, 1, Qp::Gsi, &mad(0x04, 0x01, 1));
+    assert_eq!(answer_all(&mut f, 1, other), 1);
+    f.inject(0, 1, Qp::Gsi, &mad(0x04, 0x01, 1));
+    assert_eq!(recvs(&f.take_events(1)).len(), 1, "the retry is delivered");
+    assert_eq!(f.nodes[1].engine.stats().dropped_duplicates, 0);
+}

@@ -151,7 +151,7 @@ impl Fabric {
         let nodes = (0..n)
             .map(|i| {
                 let config = EngineConfig {
-                    rng_seed: seed.wrapping_add(i as u64),
+                    rng_seed: Some(seed.wrapping_add(i as u64)),
                     ..EngineConfig::default()
                 };
                 Node {

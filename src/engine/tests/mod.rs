@@ -9,6 +9,7 @@ mod limits;
 mod requests;
 mod rmpp_grid;
 mod rmpp_integration;
+mod rmpp_sessions;
 mod timers;
 #[cfg(feature = "tracing")]
 mod trace;

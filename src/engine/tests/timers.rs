@@ -10,7 +10,7 @@ use crate::wire::MAD_SIZE;
 
 fn client() -> (Engine, AgentId) {
     let mut e = Engine::new(EngineConfig {
-        rng_seed: 5,
+        rng_seed: Some(5),
         ..EngineConfig::default()
     });
     let a = e.register(gsi_agent(0x04, 0, &[])).unwrap();

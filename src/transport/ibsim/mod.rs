@@ -142,6 +142,11 @@ impl IbsimConfig {
     }
 }
 
+/// How long a parked transport goes without a word from ibsim before it asks
+/// ibsim whether it is still there (a dead ibsim then fails the port within
+/// about this long, plus the control timeout if it hangs instead).
+const LIVENESS: Duration = Duration::from_millis(500);
+
 /// A vmad transport attached to one node of a running ibsim.
 ///
 /// A receiver thread always drains ibsim's data socket: ibsim busy-waits
@@ -166,6 +171,8 @@ pub struct IbsimTransport {
     tids: TidRestore,
     monitor: DropMonitor,
     ctl: Control,
+    /// When ibsim was last heard from (a datagram, or a control answer).
+    heard: std::time::Instant,
 }
 
 impl IbsimTransport {
@@ -247,6 +254,7 @@ impl IbsimTransport {
             tids,
             monitor,
             ctl,
+            heard: std::time::Instant::now(),
         })
     }
 
@@ -412,6 +420,7 @@ impl Transport for IbsimTransport {
                     }
                 },
             };
+            self.heard = std::time::Instant::now();
             if let Some(meta) = self.classify(&mut pkt) {
                 sink(meta, &pkt[32..]);
                 n += 1;
@@ -457,8 +466,44 @@ impl Transport for IbsimTransport {
 
     fn wait(&mut self, timeout: Option<Duration>) -> io::Result<()> {
         if self.pending.is_none() {
-            self.pending = self.next_packet(timeout)?;
+            // ibsim's death shows on no socket of ours until we send: wait at most
+            // LIVENESS, and after that long without a word from ibsim, ask it something.
+            let bounded = Some(timeout.map_or(LIVENESS, |t| t.min(LIVENESS)));
+            self.pending = self.next_packet(bounded)?;
+            if self.pending.is_some() {
+                self.heard = std::time::Instant::now();
+            } else if self.heard.elapsed() >= LIVENESS {
+                match self.ctl.call(CtlType::GetPort, &[]) {
+                    Ok(_) => self.heard = std::time::Instant::now(),
+                    // Busy, not gone: the next wait asks again.
+                    Err(e) if e.kind() == io::ErrorKind::TimedOut => {}
+                    Err(e) => {
+                        return Err(io::Error::new(
+                            io::ErrorKind::BrokenPipe,
+                            format!("ibsim is gone: {e}"),
+                        ))
+                    }
+                }
+            }
         }
+        Ok(())
+    }
+
+    fn set_sm(&mut self, on: bool) -> crate::Result<()> {
+        // SET_ISSM both sets IsSM and makes this client the one ibsim hands the node's
+        // unsolicited QP0/QP1 requests to. Like the kernel's issm device, refuse while
+        // another client holds the role (ibsim itself would let a second one take it).
+        if on && !self.config.issm {
+            let now = query_attrs(&self.ctl)?;
+            if now.capmask & crate::wire::smp::port_info::CAP_IS_SM != 0 {
+                return Err(crate::Error::AddressInUse(format!(
+                    "ibsim node {} already has an SM (PortInfo:CapMask.IsSM is set)",
+                    self.node_id
+                )));
+            }
+        }
+        self.set_issm(on)?;
+        self.config.issm = on;
         Ok(())
     }
 

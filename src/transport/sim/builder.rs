@@ -7,7 +7,7 @@ use super::fault::LinkFaults;
 use super::state::NodeConf;
 use super::{
     lock, pma, registry, sm, topo, write, CaProvider, Fabric, FabricInner, FaultConfig, Link,
-    MkeyConfig, Node, NodeKind, PortCounters, Provider, GUID_BASE, MAX_NAME,
+    MkeyConfig, Node, NodeKind, PortCounters, Provider, SaPort, SaSlot, GUID_BASE, MAX_NAME,
 };
 use crate::{Error, Result};
 
@@ -297,8 +297,8 @@ impl FabricBuilder {
                 links,
                 lid_map: RwLock::new(BTreeMap::new()),
                 sm: sm::Sm::new(seat, plan),
-                // The SA plugs in here (`OnceLock::from(Box::new(..) as Box<dyn SaPort>)`).
-                sa: std::sync::OnceLock::new(),
+                sa: RwLock::new(Some(Arc::new(SaSlot::new()) as Arc<dyn SaPort>)),
+                sa_sent: Mutex::new(std::collections::VecDeque::new()),
                 registered: Mutex::new(Vec::new()),
             }),
         };

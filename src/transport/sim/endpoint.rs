@@ -171,6 +171,7 @@ impl SimTransport {
             grh: frame.grh,
             hops: 0,
             duplicate: false,
+            from_sa: false,
         };
         self.fabric
             .originate(self.node, self.port, pkt, Duration::ZERO);
@@ -296,6 +297,7 @@ impl Transport for SimTransport {
             }),
             hops: 0,
             duplicate: false,
+            from_sa: false,
         };
         self.fabric
             .originate(self.node, self.port, pkt, Duration::ZERO);

@@ -55,6 +55,8 @@ mod endpoint;
 mod fault;
 mod pma;
 mod route;
+#[allow(dead_code)] // poll_transmit, stats, subscriptions: for callers other than the fabric
+mod sa;
 #[cfg(test)]
 mod sa_port_test;
 mod sm;
@@ -73,6 +75,8 @@ pub use access::{MkeyConfig, PortCounters, RawFrame};
 pub use builder::FabricBuilder;
 pub use endpoint::SimTransport;
 pub use fault::{FaultConfig, LinkStats};
+#[doc(hidden)]
+pub use sa::SaBench;
 pub use sm::SweepStats;
 
 use crate::transport::registry::{self, CaInfo, CaProvider};
@@ -187,7 +191,9 @@ pub(crate) struct FabricInner {
     /// The built-in SM.
     pub(crate) sm: sm::Sm,
     /// The in-fabric SA, once one is plugged in: see [`SaPort`].
-    pub(crate) sa: std::sync::OnceLock<Box<dyn SaPort>>,
+    pub(crate) sa: RwLock<Option<Arc<dyn SaPort>>>,
+    /// (TID, peer LID) of the last MADs the SA sent: what answers them is the SA's.
+    pub(crate) sa_sent: Mutex<std::collections::VecDeque<(u64, u16)>>,
     /// Names this fabric put in the process-wide registry.
     registered: Mutex<Vec<String>>,
 }
@@ -217,6 +223,54 @@ pub(crate) trait SaPort: Send + Sync + core::fmt::Debug {
         notice: &[u8],
         db: &subnet_db::SubnetDb,
     ) -> Vec<(crate::engine::Transmit, Box<[u8; crate::wire::MAD_SIZE]>)>;
+}
+
+/// The SA service as the fabric drives it: one lock around it (SA MADs come from
+/// every sending thread), and its clock the time since the fabric was built, since
+/// its clients' RMPP timers run on the same wall clock.
+#[derive(Debug)]
+pub(crate) struct SaSlot {
+    sa: Mutex<sa::SaService>,
+    epoch: std::time::Instant,
+}
+
+impl SaSlot {
+    pub(crate) fn new() -> SaSlot {
+        let mut config = crate::engine::EngineConfig::default();
+        // A GetTable of every PathRecord of a large fabric is many megabytes.
+        config.rmpp.max_message = 1 << 30;
+        SaSlot {
+            sa: Mutex::new(sa::SaService::new(config)),
+            epoch: std::time::Instant::now(),
+        }
+    }
+
+    fn now(&self) -> crate::time::Instant {
+        let micros = u64::try_from(self.epoch.elapsed().as_micros()).unwrap_or(u64::MAX);
+        crate::time::Instant::from_micros(micros)
+    }
+}
+
+impl SaPort for SaSlot {
+    fn exchange(
+        &self,
+        meta: crate::engine::RecvMeta,
+        mad: &[u8],
+        db: &subnet_db::SubnetDb,
+    ) -> Vec<(crate::engine::Transmit, Box<[u8; crate::wire::MAD_SIZE]>)> {
+        lock(&self.sa).exchange(self.now(), meta, mad, db)
+    }
+
+    fn trap(
+        &self,
+        notice: &[u8],
+        _db: &subnet_db::SubnetDb,
+    ) -> Vec<(crate::engine::Transmit, Box<[u8; crate::wire::MAD_SIZE]>)> {
+        let now = self.now();
+        let mut sa = lock(&self.sa);
+        sa.handle_trap(now, notice);
+        sa.drain(now)
+    }
 }
 
 impl FabricInner {

@@ -44,6 +44,8 @@ pub(crate) const CLASS_LID: u8 = 0x01;
 pub(crate) const CLASS_SA: u8 = 0x03;
 const METHOD_TRAP: u8 = 0x05;
 const METHOD_TRAP_REPRESS: u8 = 0x07;
+/// Transactions of the SA remembered for [`FabricInner::for_sa`].
+const SA_SENT_KEPT: usize = 1024;
 /// What the SA wants sent.
 type SaSends = Vec<(crate::engine::Transmit, Box<[u8; MAD_SIZE]>)>;
 
@@ -73,6 +75,9 @@ pub(crate) struct Pkt {
     /// This frame is an injected duplicate: it is never duplicated again, so a
     /// frame crossing n links makes at most n + 1 copies.
     pub(crate) duplicate: bool,
+    /// Sent by the in-fabric SA: it goes to the port's owner even at the SM's port
+    /// (where a client of the SA may sit too), never back into the SA.
+    pub(crate) from_sa: bool,
 }
 
 impl Pkt {
@@ -93,6 +98,7 @@ impl Pkt {
             grh: None,
             hops: 0,
             duplicate: false,
+            from_sa: false,
         }
     }
 
@@ -474,8 +480,8 @@ impl FabricInner {
                 return;
             }
         }
-        if pkt.dqp == 1 && pkt.class() == CLASS_SA && self.sm.master_seat() == Some((node, port)) {
-            if let Some(sa) = self.sa.get() {
+        if self.sm.master_seat() == Some((node, port)) && self.for_sa(&pkt) {
+            if let Some(sa) = super::read(&self.sa).clone() {
                 self.serve_sa(sa.as_ref(), node, port, &pkt, delay);
                 return;
             }
@@ -508,11 +514,28 @@ impl FabricInner {
         repress.mad[3] = METHOD_TRAP_REPRESS;
         repress.mad[DATA..DATA + DATA_LEN].copy_from_slice(&pkt.mad[DATA..DATA + DATA_LEN]);
         self.respond(node, port, repress, delay);
-        if let Some(sa) = self.sa.get() {
+        if let Some(sa) = super::read(&self.sa).clone() {
             let db = self.subnet_db();
             let sends = sa.trap(&pkt.mad[DATA..DATA + DATA_LEN], &db);
             self.send_from_sm(node, port, sends, delay);
         }
+    }
+
+    /// Whether a MAD at the master SM's port is the SA's, as the kernel's MAD layer
+    /// would tell an SA agent's traffic from a client's on the same port: a new
+    /// request (not an RMPP ACK, STOP or ABORT, which answer someone's transfer) is;
+    /// anything else only if it answers a MAD the SA sent (its TID, from that peer).
+    fn for_sa(&self, pkt: &Pkt) -> bool {
+        if pkt.dqp != 1 || pkt.class() != CLASS_SA || pkt.from_sa {
+            return false;
+        }
+        let rmpp = crate::wire::rmpp::Packet::new_unchecked(&pkt.mad[..]);
+        let control = rmpp.is_active() && rmpp.rmpp_type() != crate::wire::rmpp::RmppType::Data;
+        if pkt.mad[3] & 0x80 == 0 && !control {
+            return true;
+        }
+        let tid = crate::wire::mad::Packet::new_unchecked(&pkt.mad[..]).tid();
+        lock(&self.sa_sent).contains(&(tid, pkt.slid))
     }
 
     /// Hand an SA MAD that reached the master SM's port to the in-fabric SA, and send
@@ -539,6 +562,17 @@ impl FabricInner {
     fn send_from_sm(&self, node: usize, port: u8, sends: SaSends, delay: Duration) {
         let here = &self.nodes[node];
         for (tx, mad) in sends {
+            {
+                // Remember what may be answered (ACKs of a GetTable, ReportResps).
+                let tid = crate::wire::mad::Packet::new_unchecked(&mad[..]).tid();
+                let mut sent = lock(&self.sa_sent);
+                if !sent.contains(&(tid, tx.dest.lid)) {
+                    if sent.len() == SA_SENT_KEPT {
+                        sent.pop_front();
+                    }
+                    sent.push_back((tid, tx.dest.lid));
+                }
+            }
             let pkey = {
                 let conf = super::read(&here.conf);
                 let table = &conf.ports[here.mgmt_port(port)].pkeys;
@@ -562,6 +596,7 @@ impl FabricInner {
                 grh: None,
                 hops: 0,
                 duplicate: false,
+                from_sa: true,
             };
             self.originate(node, port, resp, delay);
         }

@@ -1,6 +1,6 @@
-//! The SA slot: SA MADs and traps to the master SM's port reach the plugged-in
-//! [`SaPort`], its answers go back from that port, and an application holding the
-//! SM role gets them instead.
+//! The SA slot: SA MADs and traps to the master SM's port reach the fabric's
+//! [`SaPort`] (here a stand-in that echoes), its answers go back from that port,
+//! and an application holding the SM role gets them instead.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -105,7 +105,8 @@ fn sa_mads_reach_the_sa_port_while_the_built_in_sm_is_master() {
         .build_private()
         .unwrap();
     let calls = Arc::new(AtomicUsize::new(0));
-    f.inner.sa.set(Box::new(Echo(calls.clone()))).unwrap();
+    // In place of the fabric's own SA.
+    *super::write(&f.inner.sa) = Some(Arc::new(Echo(calls.clone())));
     let mut client = f.open("sap1", 1).unwrap();
     send(&mut client, &sa_get(1), 1);
     let (meta, mad) = recv(&mut client).expect("the SA answered");

@@ -3,6 +3,7 @@
 //!
 //! The view wraps one record (offset 0 = LID).
 
+use super::comp::Component;
 use crate::wire::smp::{node_desc, node_info};
 use crate::wire::{be, Field, Result};
 
@@ -22,6 +23,26 @@ pub const RECORD_LEN: usize = field::PAD.end;
 /// ComponentMask bit of the LID (the record's key).
 pub const COMP_LID: u64 = 1 << 0;
 const _: () = assert!(LEN == 108 && RECORD_LEN == 112);
+
+/// The ComponentMask layout (IBA table 210), by bit: LID, reserved, then
+/// NodeInfo's fields in order, then NodeDescription.
+pub const COMPONENTS: [Component; 15] = [
+    Component::bytes(0, 2),   // LID
+    Component::NONE,          // reserved
+    Component::bytes(4, 1),   // BaseVersion
+    Component::bytes(5, 1),   // ClassVersion
+    Component::bytes(6, 1),   // NodeType
+    Component::bytes(7, 1),   // NumPorts
+    Component::bytes(8, 8),   // SystemImageGUID
+    Component::bytes(16, 8),  // NodeGUID
+    Component::bytes(24, 8),  // PortGUID
+    Component::bytes(32, 2),  // PartitionCap
+    Component::bytes(34, 2),  // DeviceID
+    Component::bytes(36, 4),  // Revision
+    Component::bytes(40, 1),  // LocalPortNum
+    Component::bytes(41, 3),  // VendorID
+    Component::bytes(44, 64), // NodeDescription
+];
 const _: () = assert!(field::NODE_INFO.end - field::NODE_INFO.start == node_info::LEN);
 const _: () = assert!(field::NODE_DESC.end - field::NODE_DESC.start == node_desc::LEN);
 

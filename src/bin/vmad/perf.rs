@@ -1,0 +1,457 @@
+//! `perf`: PortCounters and PortCountersExtended of every linked port in the
+//! fabric (perfquery / ibqueryerrors), as a table, JSON, or a Prometheus
+//! text file for node_exporter's textfile collector.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use clap::Args;
+use serde_json::{json, Map, Value};
+
+use vmad::engine::AgentId;
+
+use crate::exit::Failure;
+use crate::mads::{self, be16, be32, be64};
+use crate::sweep::{self, Topology};
+use crate::{addr, CmdResult, Output, Session};
+
+#[derive(Debug, Args)]
+pub(crate) struct PerfArgs {
+    /// Only this LID (hex or decimal; with -G a port GUID) instead of every node found by a sweep.
+    lid: Option<String>,
+    /// With a LID: the port to read (default 1).
+    port: Option<u8>,
+    /// Also write the counters as Prometheus text exposition to FILE (replaced atomically).
+    #[arg(long, value_name = "FILE")]
+    prometheus: Option<PathBuf>,
+}
+
+const CLASS_PERF: u8 = 0x04;
+const ATTR_PORT_COUNTERS: u16 = 0x0012;
+const ATTR_PORT_COUNTERS_EXT: u16 = 0x001d;
+/// PerfMgt attributes start after the 24-byte header and 40 reserved bytes.
+const DATA: usize = 64;
+
+/// Where a counter sits in its attribute (offsets from the attribute's start).
+#[derive(Clone, Copy)]
+enum Field {
+    U8(usize),
+    U16(usize),
+    U32(usize),
+    U64(usize),
+    /// The high nibble of a byte.
+    Hi4(usize),
+    /// The low nibble of a byte.
+    Lo4(usize),
+}
+
+impl Field {
+    fn read(self, d: &[u8]) -> u64 {
+        match self {
+            Field::U8(o) => u64::from(d[o]),
+            Field::U16(o) => u64::from(be16(d, o)),
+            Field::U32(o) => u64::from(be32(d, o)),
+            Field::U64(o) => be64(d, o),
+            Field::Hi4(o) => u64::from(d[o] >> 4),
+            Field::Lo4(o) => u64::from(d[o] & 0xf),
+        }
+    }
+}
+
+/// PortCounters (IBA 16.1.3.5): name, place, Prometheus help.
+const COUNTERS: &[(&str, Field, &str)] = &[
+    (
+        "symbol_errors",
+        Field::U16(4),
+        "SymbolErrorCounter: minor link errors",
+    ),
+    (
+        "link_error_recovery",
+        Field::U8(6),
+        "LinkErrorRecoveryCounter: link retrainings",
+    ),
+    (
+        "link_downed",
+        Field::U8(7),
+        "LinkDownedCounter: links that went down",
+    ),
+    (
+        "rcv_errors",
+        Field::U16(8),
+        "PortRcvErrors: packets received with errors",
+    ),
+    (
+        "rcv_remote_physical_errors",
+        Field::U16(10),
+        "PortRcvRemotePhysicalErrors: packets marked bad by the sender",
+    ),
+    (
+        "rcv_switch_relay_errors",
+        Field::U16(12),
+        "PortRcvSwitchRelayErrors: packets a switch could not forward",
+    ),
+    (
+        "xmit_discards",
+        Field::U16(14),
+        "PortXmitDiscards: outbound packets discarded",
+    ),
+    (
+        "xmit_constraint_errors",
+        Field::U8(16),
+        "PortXmitConstraintErrors: outbound packets dropped by partition or raw filters",
+    ),
+    (
+        "rcv_constraint_errors",
+        Field::U8(17),
+        "PortRcvConstraintErrors: inbound packets dropped by partition or raw filters",
+    ),
+    (
+        "local_link_integrity_errors",
+        Field::Hi4(19),
+        "LocalLinkIntegrityErrors: physical errors past the threshold",
+    ),
+    (
+        "excessive_buffer_overrun_errors",
+        Field::Lo4(19),
+        "ExcessiveBufferOverrunErrors: buffer overruns in a row",
+    ),
+    (
+        "vl15_dropped",
+        Field::U16(22),
+        "VL15Dropped: SMPs dropped for lack of buffers",
+    ),
+    (
+        "xmit_data",
+        Field::U32(24),
+        "PortXmitData: data octets sent, divided by 4",
+    ),
+    (
+        "rcv_data",
+        Field::U32(28),
+        "PortRcvData: data octets received, divided by 4",
+    ),
+    ("xmit_pkts", Field::U32(32), "PortXmitPkts: packets sent"),
+    ("rcv_pkts", Field::U32(36), "PortRcvPkts: packets received"),
+    (
+        "xmit_wait",
+        Field::U32(40),
+        "PortXmitWait: ticks with data to send and no credit",
+    ),
+];
+
+/// PortCountersExtended (IBA 16.1.4.11): the 64-bit data and packet counters.
+const EXTENDED: &[(&str, Field, &str)] = &[
+    (
+        "xmit_data",
+        Field::U64(8),
+        "PortXmitData (64-bit): data octets sent, divided by 4",
+    ),
+    (
+        "rcv_data",
+        Field::U64(16),
+        "PortRcvData (64-bit): data octets received, divided by 4",
+    ),
+    (
+        "xmit_pkts",
+        Field::U64(24),
+        "PortXmitPkts (64-bit): packets sent",
+    ),
+    (
+        "rcv_pkts",
+        Field::U64(32),
+        "PortRcvPkts (64-bit): packets received",
+    ),
+    (
+        "unicast_xmit_pkts",
+        Field::U64(40),
+        "PortUnicastXmitPkts: unicast packets sent",
+    ),
+    (
+        "unicast_rcv_pkts",
+        Field::U64(48),
+        "PortUnicastRcvPkts: unicast packets received",
+    ),
+    (
+        "multicast_xmit_pkts",
+        Field::U64(56),
+        "PortMulticastXmitPkts: multicast packets sent",
+    ),
+    (
+        "multicast_rcv_pkts",
+        Field::U64(64),
+        "PortMulticastRcvPkts: multicast packets received",
+    ),
+];
+
+/// The counters that count errors: what ibqueryerrors reports.
+const ERRORS: &[&str] = &[
+    "symbol_errors",
+    "link_error_recovery",
+    "link_downed",
+    "rcv_errors",
+    "rcv_remote_physical_errors",
+    "rcv_switch_relay_errors",
+    "xmit_discards",
+    "xmit_constraint_errors",
+    "rcv_constraint_errors",
+    "local_link_integrity_errors",
+    "excessive_buffer_overrun_errors",
+    "vl15_dropped",
+];
+
+/// One port to read: where its PMA is and what to call it.
+struct Target {
+    node: String,
+    /// The node GUID, when a sweep found the port (not for a bare LID).
+    guid: Option<u64>,
+    lid: u16,
+    port: u8,
+}
+
+/// One port's result.
+struct Row {
+    target: Target,
+    counters: Result<Vec<(&'static str, u64)>, Failure>,
+    extended: Option<Vec<(&'static str, u64)>>,
+}
+
+fn targets_from(topo: &Topology) -> Vec<Target> {
+    let mut v = Vec::new();
+    for n in &topo.nodes {
+        for (&num, p) in &n.ports {
+            if p.remote.is_none() {
+                continue;
+            }
+            // A switch has one LID (port 0's) and its PMA answers for every port.
+            let lid = if n.is_switch() { n.lid() } else { p.lid };
+            v.push(Target {
+                node: n.desc(),
+                guid: Some(n.guid()),
+                lid,
+                port: num,
+            });
+        }
+    }
+    v
+}
+
+fn get(s: &Session, agent: AgentId, attr: u16, t: &Target, tid: u32) -> Result<Vec<u8>, Failure> {
+    let mut req = mads::request(CLASS_PERF, 1, mads::GET, attr, 0, tid);
+    req[DATA + 1] = t.port;
+    let resp = mads::transact(
+        &s.port,
+        agent,
+        mads::gsi(t.lid),
+        &req,
+        s.timeout_ms,
+        s.retries,
+    )?;
+    match mads::status(&resp) {
+        0 if resp.len() >= DATA + 72 => Ok(resp[DATA..].to_vec()),
+        0 => Err(Failure::protocol(format!(
+            "short PerfMgt answer: {} bytes",
+            resp.len()
+        ))),
+        st => Err(Failure::protocol(format!(
+            "PerfMgt Get(0x{attr:04x}) of LID {} port {}: status 0x{st:04x}",
+            t.lid, t.port
+        ))),
+    }
+}
+
+fn decode(
+    table: &'static [(&'static str, Field, &'static str)],
+    d: &[u8],
+) -> Vec<(&'static str, u64)> {
+    table.iter().map(|&(n, f, _)| (n, f.read(d))).collect()
+}
+
+fn read(s: &Session, agent: AgentId, targets: Vec<Target>) -> Vec<Row> {
+    let mut tid = 0x7e00_0000u32;
+    targets
+        .into_iter()
+        .map(|t| {
+            tid = tid.wrapping_add(2);
+            let counters = get(s, agent, ATTR_PORT_COUNTERS, &t, tid).map(|d| decode(COUNTERS, &d));
+            // Optional (CapabilityMask bit 9): a PMA without it answers with a status.
+            let extended = counters
+                .as_ref()
+                .ok()
+                .and_then(|_| get(s, agent, ATTR_PORT_COUNTERS_EXT, &t, tid + 1).ok())
+                .map(|d| decode(EXTENDED, &d));
+            Row {
+                target: t,
+                counters,
+                extended,
+            }
+        })
+        .collect()
+}
+
+fn value(list: &[(&str, u64)], name: &str) -> u64 {
+    list.iter().find(|(n, _)| *n == name).map_or(0, |(_, v)| *v)
+}
+
+fn text(rows: &[Row]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{:<20} {:>5} {:>4} {:>7} {:>7} {:>8} {:>7} {:>8} {:>8} {:>14} {:>14} {:>12} {:>12}",
+        "node",
+        "lid",
+        "port",
+        "symerr",
+        "linkrec",
+        "linkdown",
+        "rcverr",
+        "xmitdisc",
+        "vl15drop",
+        "xmit_data",
+        "rcv_data",
+        "xmit_pkts",
+        "rcv_pkts"
+    );
+    let mut with_errors = 0;
+    for r in rows {
+        let t = &r.target;
+        match &r.counters {
+            Ok(c) => {
+                if ERRORS.iter().any(|e| value(c, e) != 0) {
+                    with_errors += 1;
+                }
+                // The 64-bit counters when the PMA has them: the 32-bit ones stop at 2^32-1.
+                let big = |n: &str| r.extended.as_ref().map_or(value(c, n), |e| value(e, n));
+                let _ = writeln!(
+                    out,
+                    "{:<20} {:>5} {:>4} {:>7} {:>7} {:>8} {:>7} {:>8} {:>8} {:>14} {:>14} {:>12} {:>12}",
+                    t.node, t.lid, t.port,
+                    value(c, "symbol_errors"), value(c, "link_error_recovery"),
+                    value(c, "link_downed"), value(c, "rcv_errors"), value(c, "xmit_discards"),
+                    value(c, "vl15_dropped"),
+                    big("xmit_data"), big("rcv_data"), big("xmit_pkts"), big("rcv_pkts"),
+                );
+            }
+            Err(e) => {
+                let _ = writeln!(out, "{:<20} {:>5} {:>4} {}", t.node, t.lid, t.port, e.msg);
+            }
+        }
+    }
+    let failed = rows.iter().filter(|r| r.counters.is_err()).count();
+    let _ = writeln!(
+        out,
+        "# {} ports read, {with_errors} with error counters above 0, {failed} unreadable",
+        rows.len() - failed
+    );
+    out
+}
+
+fn guid_text(g: u64) -> String {
+    format!("0x{g:016x}")
+}
+
+fn row_json(r: &Row) -> Value {
+    let t = &r.target;
+    let map = |l: &[(&str, u64)]| -> Value {
+        Value::Object(
+            l.iter()
+                .map(|(n, v)| ((*n).to_owned(), json!(v)))
+                .collect::<Map<_, _>>(),
+        )
+    };
+    let mut o = json!({
+        "node": t.node,
+        "guid": t.guid.map(guid_text),
+        "lid": t.lid,
+        "port": t.port,
+    });
+    match &r.counters {
+        Ok(c) => {
+            o["counters"] = map(c);
+            o["extended"] = r.extended.as_deref().map_or(Value::Null, map);
+        }
+        Err(e) => o["error"] = json!(e.msg),
+    }
+    o
+}
+
+/// Prometheus text exposition (version 0.0.4): one counter family per field.
+fn prometheus(rows: &[Row]) -> String {
+    let mut out = String::new();
+    let families = [
+        ("vmad_perf_", COUNTERS, false),
+        ("vmad_perf_ext_", EXTENDED, true),
+    ];
+    for (prefix, table, ext) in families {
+        for &(name, _, help) in table {
+            let _ = writeln!(out, "# HELP {prefix}{name}_total {help}");
+            let _ = writeln!(out, "# TYPE {prefix}{name}_total counter");
+            for r in rows {
+                let list = match (&r.counters, ext) {
+                    (Ok(c), false) => c,
+                    (Ok(_), true) => match &r.extended {
+                        Some(e) => e,
+                        None => continue,
+                    },
+                    (Err(_), _) => continue,
+                };
+                let t = &r.target;
+                let node = t.node.replace('\\', "\\\\").replace('"', "\\\"");
+                let _ = writeln!(
+                    out,
+                    "{prefix}{name}_total{{guid=\"{}\",node=\"{node}\",lid=\"{}\",port=\"{}\"}} {}",
+                    t.guid.map(guid_text).unwrap_or_default(),
+                    t.lid,
+                    t.port,
+                    value(list, name)
+                );
+            }
+        }
+    }
+    out
+}
+
+/// Write through a temporary name, so the collector never reads half a file.
+fn write_atomically(path: &Path, body: &str) -> Result<(), Failure> {
+    let tmp = path.with_extension("prom.tmp");
+    std::fs::write(&tmp, body)?;
+    std::fs::rename(&tmp, path)?;
+    Ok(())
+}
+
+pub(crate) fn run(s: &Session, a: &PerfArgs) -> CmdResult {
+    let targets = match &a.lid {
+        Some(arg) => {
+            let lid = addr::resolve_lid(s, arg)?;
+            vec![Target {
+                node: format!("lid {lid}"),
+                guid: None,
+                lid,
+                port: a.port.unwrap_or(1),
+            }]
+        }
+        None => {
+            let dr = mads::client(&s.port, mads::CLASS_DR, 1, false, 0)?;
+            let topo = sweep::sweep(&s.port, dr, s.timeout_ms, s.retries, &mut |_, _| {})?;
+            s.port.unregister(dr)?;
+            targets_from(&topo)
+        }
+    };
+    let agent = mads::client(&s.port, CLASS_PERF, 1, false, 0)?;
+    let rows = read(s, agent, targets);
+    if let Some(first) = rows.iter().find_map(|r| r.counters.as_ref().err()) {
+        if rows.iter().all(|r| r.counters.is_err()) {
+            return Err(Failure::new(
+                first.exit,
+                format!("no PMA answered: {}", first.msg),
+            ));
+        }
+    }
+    if let Some(path) = &a.prometheus {
+        write_atomically(path, &prometheus(&rows))?;
+    }
+    Ok(Output {
+        text: text(&rows),
+        json: json!({ "ports": rows.iter().map(row_json).collect::<Vec<Value>>() }),
+        exit: None,
+    })
+}

@@ -1,0 +1,304 @@
+//! PathRecords (IBA 15.2.5.16) from the SubnetDb: the path from one end
+//! port to another follows the switches' linear forwarding tables; its MTU
+//! and rate are the smallest of the links it crosses (PortInfo's active
+//! MTU and MTUCap, LinkWidthActive × LinkSpeedActive), as OpenSM's
+//! `pr_rcv_get_path_parms` computes them.
+//!
+//! Sources and destinations come from SGID or SLID and DGID or DLID when
+//! the ComponentMask has them, else every end port (OpenSM's "world"
+//! query, what `saquery -p` asks). MTU, Rate and PacketLifeTime honour
+//! their selectors; P_Key and SL must equal when masked. Not modelled:
+//! LMC paths (one path per pair, base LIDs), QoS classes, SL2VL, flow
+//! labels, GRH paths to other subnets.
+
+use super::db::{self, end_ports, is_switch, EndPort, Index};
+use super::{Outcome, Query};
+use crate::transport::sim::subnet_db::{PortEntry, SubnetDb};
+use crate::wire::sa::path_record::{self, comp};
+use crate::wire::sa::SaStatus;
+
+/// PacketLifeTime of every path: OpenSM's default `packet_life_time` (0x12).
+const PACKET_LIFE: u8 = 0x12;
+/// Longest walk through the LFTs before a path is declared looping.
+const MAX_HOPS: u8 = 64;
+/// Selector "exactly" (IBA 15.2.5.16).
+const SEL_EXACTLY: u8 = 2;
+
+/// What a walk through the fabric found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Route {
+    /// Links crossed.
+    pub(super) hops: u8,
+    /// Smallest MTU code on the way.
+    pub(super) mtu: u8,
+    /// Smallest link rate on the way, in 0.5 Gb/s.
+    pub(super) half_gbps: u32,
+}
+
+/// IB rate codes (PathRecord Rate, IBA table 219) by data rate in 0.5 Gb/s.
+const RATES: [(u32, u8); 21] = [
+    (5, 2),
+    (10, 5),
+    (20, 3),
+    (28, 11),
+    (40, 6),
+    (50, 15),
+    (56, 19),
+    (60, 4),
+    (80, 7),
+    (100, 20),
+    (112, 12),
+    (120, 8),
+    (160, 9),
+    (200, 16),
+    (224, 13),
+    (240, 10),
+    (336, 14),
+    (400, 17),
+    (600, 18),
+    (800, 21),
+    (1200, 22),
+];
+
+/// The rate code of a data rate: the largest code not above it.
+pub(super) fn rate_code(half_gbps: u32) -> u8 {
+    RATES
+        .iter()
+        .take_while(|(r, _)| *r <= half_gbps)
+        .last()
+        .map_or(2, |(_, c)| *c)
+}
+
+/// The data rate of a code, in 0.5 Gb/s (0 for an unknown code).
+fn rate_of(code: u8) -> u32 {
+    RATES
+        .iter()
+        .find(|(_, c)| *c == code)
+        .map_or(0, |(r, _)| *r)
+}
+
+/// A port's link rate in 0.5 Gb/s, from its active width and speed.
+pub(super) fn link_half_gbps(p: &PortEntry) -> u32 {
+    let pi = db::port_info(p);
+    let lanes = match pi.link_width_active() {
+        1 => 1,
+        2 => 4,
+        4 => 8,
+        8 => 12,
+        16 => 2,
+        _ => 1,
+    };
+    let lane = match (pi.link_speed_ext_active(), pi.link_speed_active()) {
+        (1, _) => 28, // FDR, 14 Gb/s
+        (2, _) => 50, // EDR
+        (4, _) => 100,
+        (8, _) => 200,
+        (_, 2) => 10,
+        (_, 4) => 20,
+        _ => 5,
+    };
+    lanes * lane
+}
+
+/// A port's MTU code: the smaller of its active (neighbor) MTU and MTUCap.
+fn port_mtu(p: &PortEntry) -> u8 {
+    let pi = db::port_info(p);
+    match pi.neighbor_mtu() {
+        0 => pi.mtu_cap(),
+        n => n.min(pi.mtu_cap()),
+    }
+}
+
+/// Walk from `src` to the end port `dst` through the LFTs.
+pub(super) fn walk(db: &SubnetDb, src: EndPort, dst: EndPort) -> Option<Route> {
+    let first = &db.nodes[src.node].ports[src.port];
+    if src == dst {
+        return Some(Route {
+            hops: 0,
+            mtu: port_mtu(first),
+            half_gbps: link_half_gbps(first),
+        });
+    }
+    let mut route = Route {
+        hops: 0,
+        mtu: u8::MAX,
+        half_gbps: u32::MAX,
+    };
+    let mut at = src.node;
+    while route.hops < MAX_HOPS {
+        let node = &db.nodes[at];
+        if route.hops > 0 && at == dst.node {
+            return Some(route);
+        }
+        let egress = if is_switch(node) {
+            let out = *node.lft.get(usize::from(dst.lid))?;
+            node.ports.iter().find(|p| p.port_num == out && out != 0)?
+        } else if route.hops == 0 {
+            first
+        } else {
+            return None; // reached a CA that is not the destination
+        };
+        route.mtu = route.mtu.min(port_mtu(egress));
+        route.half_gbps = route.half_gbps.min(link_half_gbps(egress));
+        at = egress.peer?.0;
+        route.hops += 1;
+    }
+    None
+}
+
+/// Whether `have` satisfies `want` under a PathRecord selector.
+fn selected(selector: u8, want: u32, have: u32) -> bool {
+    match selector {
+        0 => have > want,
+        1 => have < want,
+        2 => have == want,
+        _ => true, // "largest available": the one path there is
+    }
+}
+
+/// The P_Key two ports share: the first of `src`'s table (by membership-free
+/// value) that `dst` also has; `want` (masked) must be one of them.
+fn common_pkey(src: &PortEntry, dst: &PortEntry, want: Option<u16>) -> Option<u16> {
+    let base = |k: u16| k & 0x7fff;
+    if src.pkeys.is_empty() && dst.pkeys.is_empty() {
+        return Some(want.unwrap_or(0xffff));
+    }
+    src.pkeys
+        .iter()
+        .copied()
+        .filter(|k| base(*k) != 0)
+        .filter(|k| want.is_none_or(|w| base(w) == base(*k)))
+        .find(|k| dst.pkeys.iter().any(|d| base(*d) == base(*k)))
+}
+
+/// The end ports a query names through a GID (`gid_bit`) or LID (`lid_bit`),
+/// or all of them.
+fn ends(
+    db: &SubnetDb,
+    ix: &Index,
+    mask: u64,
+    (gid_bit, gid): (u64, [u8; 16]),
+    (lid_bit, lid): (u64, u16),
+) -> Result<Vec<EndPort>, Outcome> {
+    if mask & gid_bit != 0 {
+        let mut prefix = [0u8; 8];
+        prefix.copy_from_slice(&gid[..8]);
+        let mut guid = [0u8; 8];
+        guid.copy_from_slice(&gid[8..]);
+        if u64::from_be_bytes(prefix) != db.subnet_prefix {
+            return Err(Outcome::sa(SaStatus::ReqInvalidGid));
+        }
+        return match ix.by_guid.get(&u64::from_be_bytes(guid)) {
+            Some(e) => Ok(vec![*e]),
+            None => Err(Outcome::sa(SaStatus::ReqInvalidGid)),
+        };
+    }
+    if mask & lid_bit != 0 {
+        return Ok(ix.by_lid.get(&lid).copied().into_iter().collect());
+    }
+    Ok(end_ports(db).collect())
+}
+
+fn gid(prefix: u64, guid: u64) -> [u8; 16] {
+    let mut g = [0u8; 16];
+    g[..8].copy_from_slice(&prefix.to_be_bytes());
+    g[8..].copy_from_slice(&guid.to_be_bytes());
+    g
+}
+
+/// PathRecords for a Get or GetTable.
+pub(super) fn path_records(db: &SubnetDb, q: &Query<'_>) -> Outcome {
+    let want = path_record::Packet::new_unchecked(q.record);
+    let mask = q.comp_mask;
+    let ix = Index::new(db);
+    let srcs = match ends(
+        db,
+        &ix,
+        mask,
+        (comp::SGID, want.sgid()),
+        (comp::SLID, want.slid()),
+    ) {
+        Ok(v) => v,
+        Err(o) => return o,
+    };
+    let dsts = match ends(
+        db,
+        &ix,
+        mask,
+        (comp::DGID, want.dgid()),
+        (comp::DLID, want.dlid()),
+    ) {
+        Ok(v) => v,
+        Err(o) => return o,
+    };
+    let want_pkey = (mask & comp::PKEY != 0).then(|| want.pkey());
+    let sel = |sel_bit: u64, selector: u8| {
+        if mask & sel_bit != 0 {
+            selector
+        } else {
+            SEL_EXACTLY
+        }
+    };
+    let mtu_sel = sel(comp::MTU_SELECTOR, want.mtu_selector());
+    let rate_sel = sel(comp::RATE_SELECTOR, want.rate_selector());
+    let life_sel = sel(comp::PKT_LIFE_SELECTOR, want.pkt_life_selector());
+    if mask & comp::SL != 0 && want.sl() != 0 {
+        return Outcome::Records {
+            record_len: path_record::LEN,
+            data: Vec::new(),
+        };
+    }
+    let mut data = Vec::with_capacity(srcs.len() * dsts.len() * path_record::LEN);
+    let mut rec = [0u8; path_record::LEN];
+    for s in &srcs {
+        let sp = &db.nodes[s.node].ports[s.port];
+        for d in &dsts {
+            let Some(route) = walk(db, *s, *d) else {
+                continue;
+            };
+            let dp = &db.nodes[d.node].ports[d.port];
+            let Some(pkey) = common_pkey(sp, dp, want_pkey) else {
+                continue;
+            };
+            let rate = rate_code(route.half_gbps);
+            if mask & comp::MTU != 0 && !selected(mtu_sel, want.mtu().into(), route.mtu.into()) {
+                continue;
+            }
+            if mask & comp::RATE != 0 && !selected(rate_sel, rate_of(want.rate()), rate_of(rate)) {
+                continue;
+            }
+            if mask & comp::PKT_LIFE != 0
+                && !selected(life_sel, want.pkt_life().into(), PACKET_LIFE.into())
+            {
+                continue;
+            }
+            path_record::Repr {
+                service_id: if mask & (comp::SERVICE_ID_MSB | comp::SERVICE_ID_LSB) != 0 {
+                    want.service_id()
+                } else {
+                    0
+                },
+                dgid: gid(db.subnet_prefix, d.guid),
+                sgid: gid(db.subnet_prefix, s.guid),
+                dlid: d.lid,
+                slid: s.lid,
+                hop_limit: route.hops,
+                reversible: true,
+                pkey,
+                mtu_selector: SEL_EXACTLY,
+                mtu: route.mtu,
+                rate_selector: SEL_EXACTLY,
+                rate,
+                pkt_life_selector: SEL_EXACTLY,
+                pkt_life: PACKET_LIFE,
+                ..path_record::Repr::default()
+            }
+            .emit(&mut path_record::Packet::new_unchecked(&mut rec[..]));
+            data.extend_from_slice(&rec);
+        }
+    }
+    Outcome::Records {
+        record_len: path_record::LEN,
+        data,
+    }
+}

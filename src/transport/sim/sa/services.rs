@@ -1,0 +1,100 @@
+//! Service records (IBA 15.2.5.14, OpenSM `osm_sa_service_record.c`):
+//! SubnAdmSet registers or replaces a service (keyed by ServiceID,
+//! ServiceGID and ServiceP_Key), Delete removes it, Get/GetTable find them
+//! by ComponentMask. A record whose lease runs out is forgotten; `now`
+//! comes with each request, so no timer is needed: expired records are
+//! dropped before each answer, and the lease a query sees is what is left.
+
+use core::time::Duration;
+
+use super::{Outcome, Query};
+use crate::time::Instant;
+use crate::wire::mad::{MadStatus, Method};
+use crate::wire::sa::service_record::{self as sr, comp as c, LEASE_INFINITE};
+use crate::wire::sa::{comp, SaStatus};
+
+#[derive(Debug, Clone)]
+struct Entry {
+    rec: sr::Repr,
+    /// When the lease ends (`None`: never).
+    expires: Option<Instant>,
+}
+
+/// The SA's registered services.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Services {
+    entries: Vec<Entry>,
+}
+
+fn one(rec: &sr::Repr) -> Outcome {
+    let mut data = vec![0u8; sr::RECORD_LEN];
+    rec.emit(&mut sr::Packet::new_unchecked(&mut data[..]));
+    Outcome::Records {
+        record_len: sr::RECORD_LEN,
+        data,
+    }
+}
+
+impl Services {
+    /// Serve one ServiceRecord request at `now`.
+    pub(super) fn handle(&mut self, now: Instant, q: &Query<'_>) -> Outcome {
+        self.entries.retain(|e| e.expires.is_none_or(|t| t > now));
+        let Ok(req) = sr::Repr::parse(&sr::Packet::new_unchecked(q.record)) else {
+            return Outcome::sa(SaStatus::ReqInvalid);
+        };
+        let rid = c::ID | c::GID;
+        match q.method {
+            Method::Set | Method::Delete if q.comp_mask & rid != rid => {
+                Outcome::sa(SaStatus::InsufficientComponents)
+            }
+            Method::Set => {
+                let expires = (req.lease != LEASE_INFINITE)
+                    .then(|| now + Duration::from_secs(u64::from(req.lease)));
+                let entry = Entry { rec: req, expires };
+                match self.find(q.comp_mask, &req) {
+                    Some(i) => self.entries[i] = entry,
+                    None => self.entries.push(entry),
+                }
+                one(&req)
+            }
+            Method::Delete => match self.find(q.comp_mask, &req) {
+                Some(i) => one(&self.entries.remove(i).rec),
+                None => Outcome::sa(SaStatus::NoRecords),
+            },
+            Method::Get | Method::GetTable => self.query(now, q),
+            _ => Outcome::Error(MadStatus::UNSUPPORTED_METHOD_ATTR),
+        }
+    }
+
+    /// The entry with the request's record ID (ServiceID, ServiceGID, and
+    /// ServiceP_Key when masked).
+    fn find(&self, mask: u64, req: &sr::Repr) -> Option<usize> {
+        self.entries.iter().position(|e| {
+            e.rec.id == req.id
+                && e.rec.gid == req.gid
+                && (mask & c::PKEY == 0 || e.rec.pkey == req.pkey)
+        })
+    }
+
+    fn query(&self, now: Instant, q: &Query<'_>) -> Outcome {
+        let mut data = Vec::new();
+        let mut rec = [0u8; sr::RECORD_LEN];
+        for e in &self.entries {
+            let left = e.expires.map_or(LEASE_INFINITE, |t| {
+                u32::try_from((t - now).as_secs().max(1)).unwrap_or(LEASE_INFINITE - 1)
+            });
+            sr::Repr {
+                lease: left,
+                ..e.rec
+            }
+            .emit(&mut sr::Packet::new_unchecked(&mut rec[..]));
+            if comp::matches(&sr::COMPONENTS, q.comp_mask, q.record, &rec) {
+                data.extend_from_slice(&rec);
+            }
+        }
+        Outcome::Records {
+            record_len: sr::RECORD_LEN,
+            data,
+        }
+    }
+}
