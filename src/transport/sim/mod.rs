@@ -416,7 +416,7 @@ impl Fabric {
     }
 
     /// Sweep the subnet again with the built-in SM (discover, assign LIDs, program the
-    /// LFTs, bring ports up, refresh the [`subnet_db`] the SA answers from).
+    /// LFTs, bring ports up, refresh the subnet the SA answers from).
     ///
     /// # Errors
     /// EBUSY-like [`Error::AddressInUse`] while an application holds the SM role;
