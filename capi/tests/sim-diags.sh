@@ -91,6 +91,14 @@ check "ibqueryerrors: 3 nodes, none bad" has "$out" '3 nodes checked, 0 bad node
 out=$(VMAD_SIM_FAULTS="loss=0.3,seed=3" vmad ibqueryerrors --skip-sl)
 check "ibqueryerrors: frames lost on vmadsim1's link show as PortRcvErrors" \
   has "$out" 'GUID 0x766d616400000300 port 2: \[PortRcvErrors == [1-9]'
+# An OpenSM-style program: it opens the issm path, the built-in SM steps aside, OpenSM
+# configures the subnet with its own SubnSets through the nodes' SMAs.
+mkdir -p "$work/osm"
+printf 'force_log_flush TRUE\n' >"$work/osm/opensm.conf"
+(cd "$work/osm" && OSM_CACHE_DIR=$work/osm OSM_TMP_DIR=$work/osm \
+  vmad opensm -F "$work/osm/opensm.conf" -o -s 0 -f "$work/osm/opensm.log" >/dev/null)
+check "opensm -o on the embedded fabric: SUBNET UP, no ERR" \
+  bash -c 'grep -q "SUBNET UP" "$1" && ! grep -q " ERR " "$1"' _ "$work/osm/opensm.log"
 vmad saquery -N >"$work/sa"
 check "saquery -N: three NodeRecords" test "$(grep -c "^NodeRecord dump:" "$work/sa")" = 3
 vmad saquery -p >"$work/sa"
