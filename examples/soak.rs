@@ -252,7 +252,8 @@ impl Side {
                 // One retry only: over this link some GMPs end in ETIMEDOUT.
                 Kind::Gmp => (
                     self.perf,
-                    gmp(PERF, 1, GET, tid, 0x12, 0).to_vec(),
+                    // Not PortCounters (0x12): the fabric's PMA answers that one itself.
+                    gmp(PERF, 1, GET, tid, 0x10, 0).to_vec(),
                     gsi(self.peer_lid),
                     50,
                     1,

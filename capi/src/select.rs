@@ -6,7 +6,8 @@
 //! | unset | the host's CAs through the kernel (as `kernel`) when `/sys/class/infiniband` lists any; otherwise the embedded fabric (as `sim`) |
 //! | `kernel` | the host's CAs (`rxe0`, `mlx5_0`, …) through `/dev/infiniband/umadN`, QP0 where the port has one; vmad's engine does RMPP, timeouts and retries (`vmad::transport::kernel`). Not in a library built with `--no-default-features` |
 //! | `hybrid` | not built yet: fails with EOPNOTSUPP (use `kernel`) |
-//! | `sim` | the embedded fabric: `vmadsim0` (LID 1) and `vmadsim1` (LID 2), port 1 linked to port 1; `VMAD_SIM_FAULTS="loss=0.1,dup=0.05,reorder=0.1,corrupt=0,delay_us=0,seed=7"` injects faults on both directions |
+//! | `sim` | the embedded fabric, a managed subnet: `vmadsim0` (LID 1, the SM) and `vmadsim1` (LID 2) on switch `vmadsw0` (LID 3); `VMAD_SIM_FAULTS="loss=0.1,dup=0.05,reorder=0.1,corrupt=0,delay_us=0,seed=7"` injects faults on both directions |
+//! | `sim` + `VMAD_SIM_TOPO=file.net` | the subnet of an ibsim topology file, managed by the embedded SM; the process is the CA `VMAD_SIM_HOST` (default: the file's first CA) |
 //! | `ibsim` | `ibsim0`: the node ibsim attaches this process to (`IBSIM_SOCKNAME`, `IBSIM_SERVER_NAME`/`_PORT`, `SIM_HOST`); `SIM_SET_ISSM=1` attaches as the node's SM |
 //! | `verbs` | not built into this library: every call fails with EOPNOTSUPP and says so on stderr |
 //! | `roce` | `vmadroce0`, port 1: this process **is** QP1 of the RoCE v2 address `VMAD_ROCE_ADDR` (IPv6 or IPv4; one no kernel RoCE device owns), over UDP 4791 |
@@ -23,7 +24,7 @@ use std::time::Duration;
 use vmad::error::errno::EIO;
 use vmad::transport::ibsim::{IbsimConfig, IbsimTransport};
 use vmad::transport::registry::{self, CaInfo, CaProvider};
-use vmad::transport::sim::{Fabric, FaultConfig};
+use vmad::transport::sim::{Fabric, FabricBuilder, FaultConfig};
 use vmad::transport::Transport;
 use vmad::umad;
 use vmad::{Error, Result};
@@ -149,23 +150,34 @@ fn select_kernel(_why: &str) -> Result<(Selected, String)> {
 }
 
 fn select_sim() -> Result<Selected> {
+    if let Some(path) = var("VMAD_SIM_TOPO") {
+        return Ok(Selected::Sim(Some(sim_topology(&path)?)));
+    }
     let Some(spec) = var("VMAD_SIM_FAULTS") else {
         // The umad layer builds the default pair on first lookup.
         return Ok(Selected::Sim(None));
     };
     let f = parse_faults(&spec)?;
-    let back = FaultConfig {
+    // One faulty link, vmadsim1's, with the seed that won when the CAs were linked directly.
+    let config = FaultConfig {
         seed: f.seed.wrapping_add(1),
         ..f
     };
-    let fabric = Fabric::builder()
-        .ca("vmadsim0")
-        .ca("vmadsim1")
-        .link("vmadsim0", 1, "vmadsim1", 1)
-        .faults("vmadsim0", 1, f)
-        .faults("vmadsim1", 1, back)
+    let fabric = Fabric::default_builder()
+        .faults("vmadsim1", 1, config)
         .build()?;
     Ok(Selected::Sim(Some(fabric)))
+}
+
+/// The fabric of an ibsim topology file; only the process's own CA is registered, as
+/// ibsim attaches a client to one node: `VMAD_SIM_HOST`, else the file's first CA.
+fn sim_topology(path: &str) -> Result<Fabric> {
+    let text = std::fs::read_to_string(path)?;
+    let builder = FabricBuilder::from_topology(&text)?;
+    let host = var("VMAD_SIM_HOST")
+        .or_else(|| builder.ca_names().into_iter().next())
+        .ok_or(Error::InvalidArgument("VMAD_SIM_TOPO has no CA"))?;
+    builder.register_only(&[&host]).build()
 }
 
 /// `loss=0.1,dup=0.05,reorder=0.1,corrupt=0.01,delay_us=20,seed=7`.

@@ -52,6 +52,7 @@ pub mod class_port_info;
 pub mod grh;
 pub mod mad;
 pub mod names;
+pub mod perf;
 pub mod rmpp;
 pub mod roce;
 pub mod sa;

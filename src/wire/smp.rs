@@ -20,9 +20,13 @@
 
 use super::{be, enum_with_unknown, mad, Field, Result, MAD_SIZE};
 
+pub mod lft;
 pub mod node_desc;
 pub mod node_info;
+pub mod pkey_table;
 pub mod port_info;
+pub mod sm_info;
+pub mod switch_info;
 
 mod field {
     use super::Field;

@@ -29,7 +29,7 @@ fn drain(t: &mut dyn Transport) -> Vec<Vec<u8>> {
 fn qp1_takes_only_the_gsi_qkey() {
     let mut net = net("aqk");
     agent(&net.victim, PERF, 1, 0, &[GET]);
-    let mut wrong = RawFrame::gsi(gmp_mad(PERF, 1, GET, 1, 0x12), V);
+    let mut wrong = RawFrame::gsi(gmp_mad(PERF, 1, GET, 1, 0x10), V);
     wrong.qkey = 0x8001_0001;
     net.hostile.inject(&wrong);
     wrong.qkey = 0;
@@ -44,7 +44,7 @@ fn qp1_takes_only_the_gsi_qkey() {
     );
     // The right Q_Key goes through to the agent.
     net.hostile
-        .inject(&RawFrame::gsi(gmp_mad(PERF, 1, GET, 2, 0x12), V));
+        .inject(&RawFrame::gsi(gmp_mad(PERF, 1, GET, 2, 0x10), V));
     match net.victim.recv(Some(PATIENCE)).unwrap() {
         Event::Recv { addr, mad, .. } => {
             assert_eq!((addr.lid, be64(&mad, 8)), (X, 2));
@@ -63,7 +63,7 @@ fn pkeys_are_checked_against_the_port_table_and_the_index_is_reported() {
     assert_eq!(net.victim.attrs().pkeys, vec![0xffff, 0x8005]);
     agent(&net.victim, PERF, 1, 0, &[GET]);
     let send = |net: &mut Net, tid: u64, pkey: u16| {
-        let mut f = RawFrame::gsi(gmp_mad(PERF, 1, GET, tid, 0x12), V);
+        let mut f = RawFrame::gsi(gmp_mad(PERF, 1, GET, tid, 0x10), V);
         f.pkey = pkey;
         net.hostile.inject(&f);
     };
@@ -106,7 +106,7 @@ fn responses_reach_only_the_agent_and_peer_whose_request_they_answer() {
     let b = agent(&net.victim, PERF, 2, 0, &[]);
     // L serves Get but does not answer until told to.
     let server = agent(&net.legit, PERF, 1, 0, &[GET]);
-    let req = gmp_mad(PERF, 1, GET, 0x77, 0x12);
+    let req = gmp_mad(PERF, 1, GET, 0x77, 0x10);
     net.victim
         .send(
             a,
@@ -302,11 +302,11 @@ fn a_set_with_the_wrong_mkey_is_discarded_by_a_protected_switch() {
             .mkey_violations,
         1
     );
-    // With the key, the switch answers the Set (0x000c: it supports no Set).
+    // With the key, the switch applies the Set (port 1, nothing changed) and answers it.
     set[24..32].copy_from_slice(&mkey.key.to_be_bytes());
     let answers = send(&mut net, set);
     assert_eq!(answers.len(), 1);
-    assert_eq!(be16(&answers[0], 4), 0x000c);
+    assert_eq!(be16(&answers[0], 4), 0);
     // A Get with a wrong key passes at level 1, with the M_Key hidden.
     let resp = port_info_with(&mut net, sw_lid, 10, 1).unwrap();
     assert_eq!(shown_mkey(&resp), 0);

@@ -35,8 +35,8 @@ fn run(name: &str, loss: f64, n: u32, retries: u32) -> (Port, u32, u32) {
         .build_private()
         .unwrap();
     let port = Port::open(Box::new(f.open(&ca0, 1).unwrap()), PortConfig::default()).unwrap();
-    // Nobody opens ca1's port: its MAD layer answers every Get (status 0x000c), as the
-    // kernel's answers unclaimed requests, so only the injected loss decides the outcome.
+    // ca1's PMA answers every PortCounters Get in the fabric, whoever has the port open,
+    // so only the injected loss decides the outcome.
     let agent = port
         .register(AgentSpec {
             qp: Qp::Gsi,

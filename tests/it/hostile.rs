@@ -69,7 +69,7 @@ pub(crate) fn net(prefix: &str) -> Net {
 }
 
 /// The network, with `customize` applied to the fabric description (names:
-/// `{prefix}v`, `{prefix}l`, `{prefix}x`, switch `{prefix}s`).
+/// `{prefix}v`, `{prefix}l`, `{prefix}x`, switch `{prefix}s`, the SM's CA `{prefix}m`).
 pub(crate) fn net_with(
     prefix: &str,
     victim: EngineConfig,
@@ -81,14 +81,20 @@ pub(crate) fn net_with(
         format!("{prefix}x"),
     ];
     let sw = format!("{prefix}s");
+    // The SM (and its SA) on a fourth CA, LID 5, so that the victim's SA-class agents,
+    // not the fabric's SA, get what is sent to LID 1.
+    let sm = format!("{prefix}m");
     let builder = Fabric::builder()
         .ca(&names[0])
         .ca(&names[1])
         .ca(&names[2])
         .switch(&sw, 4)
+        .ca(&sm)
         .link(&names[0], 1, &sw, 1)
         .link(&names[1], 1, &sw, 2)
-        .link(&names[2], 1, &sw, 3);
+        .link(&names[2], 1, &sw, 3)
+        .link(&sm, 1, &sw, 4)
+        .sm_lid(5);
     let fabric = customize(builder).build().unwrap();
     let config = PortConfig {
         engine: victim,
@@ -158,7 +164,7 @@ pub(crate) fn serve_perf(legit: Arc<Port>) -> thread::JoinHandle<u64> {
 /// One Get from the victim to the legitimate peer, answered despite whatever else
 /// is queued on the victim (other events are consumed and ignored).
 pub(crate) fn legit_round_trip(net: &Net, client: AgentId, tid: u32) {
-    let mad = gmp_mad(PERF, 1, GET, u64::from(tid), 0x12);
+    let mad = gmp_mad(PERF, 1, GET, u64::from(tid), 0x10);
     net.victim
         .send(
             client,
@@ -426,7 +432,7 @@ fn a_flood_of_unsolicited_requests_stays_bounded_and_legit_traffic_flows() {
     // A flood nobody reads: only max_events are kept, the rest is counted.
     const FLOOD: u32 = 3000;
     for tid in 0..FLOOD {
-        inject(&mut net, gmp_mad(PERF, 1, GET, u64::from(tid), 0x12));
+        inject(&mut net, gmp_mad(PERF, 1, GET, u64::from(tid), 0x10));
     }
     // And as many Gets for a class nobody serves: answered 0x000c, not queued.
     for tid in 0..FLOOD {
@@ -455,7 +461,7 @@ fn a_flood_of_unsolicited_requests_stays_bounded_and_legit_traffic_flows() {
     let flooder = thread::spawn(move || {
         for tid in 0..20_000u64 {
             hostile.inject(&RawFrame::gsi(
-                gmp_mad(PERF, 1, GET, 0x1_0000 + tid, 0x12),
+                gmp_mad(PERF, 1, GET, 0x1_0000 + tid, 0x10),
                 V,
             ));
         }

@@ -21,6 +21,7 @@ mod roce;
 #[cfg(feature = "verbs")]
 mod rxe;
 mod sim_fabric;
+mod sim_subnet;
 mod sm_role;
 mod test_transport;
 mod umad_semantics;

@@ -11,7 +11,7 @@ use crate::util::*;
 fn gmp(tid: u64) -> [u8; 256] {
     let mut m = [0u8; 256];
     m[0] = 1;
-    m[1] = 0x04; // PerfMgt: not answered by any SMA
+    m[1] = 0x05; // Baseboard management: no agent in the fabric answers it
     m[2] = 1;
     m[3] = 0x01;
     m[8..16].copy_from_slice(&tid.to_be_bytes());

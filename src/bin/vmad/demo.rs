@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use vmad::engine::{AgentId, AgentSpec, Event, SendRequest};
 use vmad::port::{Port, PortConfig};
-use vmad::transport::sim::Fabric;
+use vmad::transport::sim::{Fabric, FabricBuilder};
 use vmad::types::{MadAddr, Qp};
 use vmad::wire::sa::path_record;
 
@@ -292,4 +292,27 @@ fn sa_reply(req: &[u8], topo: &Topology) -> Option<Vec<u8>> {
         r.resize(256, 0);
     }
     Some(r)
+}
+
+/// Build the subnet of the ibsim topology file `path` (its built-in SM sweeps it) and
+/// register `ca` (default: the file's first CA) for the CLI to open; the registry keeps
+/// the fabric alive.
+pub(crate) fn topology(path: &str, ca: Option<&str>) -> Result<String, Failure> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        Failure::new(
+            crate::exit::Exit::NoInput,
+            format!("VMAD_SIM_TOPO={path}: {e}"),
+        )
+    })?;
+    let builder = FabricBuilder::from_topology(&text)?;
+    let ca = match ca {
+        Some(ca) => ca.to_owned(),
+        None => builder
+            .ca_names()
+            .into_iter()
+            .next()
+            .ok_or_else(|| Failure::usage(format!("{path} has no CA")))?,
+    };
+    builder.register_only(&[&ca]).build()?;
+    Ok(ca)
 }

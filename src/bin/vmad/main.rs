@@ -11,7 +11,9 @@
 //! ```
 //!
 //! `--transport sim` (the default) runs against an in-process demo fabric:
-//! two CAs behind a switch, with an SA and a ping responder on `vmadsim1`.
+//! two CAs behind a switch, with an SA and a ping responder on `vmadsim1`; with
+//! `VMAD_SIM_TOPO=file.net`, the subnet of that ibsim topology instead, brought up by the
+//! fabric's built-in SM, the port being `-C ca` (default: the file's first CA).
 //! Exit statuses tell failures apart (`exit.rs`, `docs/tools.md`).
 
 mod addr;
@@ -197,12 +199,18 @@ fn open_session(cli: &Cli) -> Result<Session, Failure> {
         ..PortConfig::default()
     };
     let (port, demo) = match kind {
-        TransportKind::Sim => {
-            let demo = demo::Demo::start()?;
-            let ca = cli.ca.clone().unwrap_or_else(|| demo::CLIENT_CA.to_owned());
-            let (_, port) = vmad::umad::open_with(&ca, cli.port, config)?;
-            (port, Some(demo))
-        }
+        TransportKind::Sim => match std::env::var("VMAD_SIM_TOPO") {
+            Ok(path) => {
+                let ca = demo::topology(&path, cli.ca.as_deref())?;
+                (vmad::umad::open_with(&ca, cli.port, config)?.1, None)
+            }
+            Err(_) => {
+                let demo = demo::Demo::start()?;
+                let ca = cli.ca.clone().unwrap_or_else(|| demo::CLIENT_CA.to_owned());
+                let (_, port) = vmad::umad::open_with(&ca, cli.port, config)?;
+                (port, Some(demo))
+            }
+        },
         TransportKind::Ibsim => {
             let mut ic = vmad::transport::ibsim::IbsimConfig::from_env();
             if cli.ca.is_some() {

@@ -100,6 +100,8 @@ pub struct SimTransport {
     seq: u64,
     /// A wake arrived since the last `recv_burst`: the next `wait` must not block.
     woken: bool,
+    /// This port's owner holds the SM role (`set_sm(true)`).
+    holds_sm: bool,
 }
 
 impl SimTransport {
@@ -131,7 +133,15 @@ impl SimTransport {
             held: BinaryHeap::new(),
             seq: 0,
             woken: false,
+            holds_sm: false,
         })
+    }
+
+    /// Read the port's attributes again (LID, SM LID, state, IsSM): an SM may have
+    /// changed them since the port was opened.
+    pub fn refresh_attrs(&mut self) -> &PortAttrs {
+        self.attrs = self.fabric.port_attrs(self.node, self.port);
+        &self.attrs
     }
 
     /// This port's GID (GID prefix + port GUID).
@@ -161,6 +171,7 @@ impl SimTransport {
             grh: frame.grh,
             hops: 0,
             duplicate: false,
+            from_sa: false,
         };
         self.fabric
             .originate(self.node, self.port, pkt, Duration::ZERO);
@@ -206,6 +217,13 @@ impl SimTransport {
 impl Drop for SimTransport {
     fn drop(&mut self) {
         *lock(&self.fabric.nodes[self.node].endpoints[usize::from(self.port)]) = None;
+        if self.holds_sm {
+            // Closing issm gives the role back; the built-in SM re-sweeps.
+            let _ = self
+                .fabric
+                .sm
+                .set_owner(&self.fabric, self.node, self.port, false);
+        }
     }
 }
 
@@ -279,6 +297,7 @@ impl Transport for SimTransport {
             }),
             hops: 0,
             duplicate: false,
+            from_sa: false,
         };
         self.fabric
             .originate(self.node, self.port, pkt, Duration::ZERO);
@@ -309,6 +328,19 @@ impl Transport for SimTransport {
             },
         };
         self.stash(msg);
+        Ok(())
+    }
+
+    /// `on`: this port's owner takes the SM role, as opening `issm` does: IsSM is set in
+    /// its PortInfo and the built-in SM steps aside (with its SA): SMInfo and SA requests
+    /// then reach this port's owner, and its own SubnSets configure the fabric. `off`
+    /// (or closing the port): the built-in SM takes the role back and sweeps.
+    fn set_sm(&mut self, on: bool) -> Result<()> {
+        self.fabric
+            .sm
+            .set_owner(&self.fabric, self.node, self.port, on)?;
+        self.holds_sm = on;
+        self.refresh_attrs();
         Ok(())
     }
 

@@ -7,15 +7,26 @@
 //! Each CA port is opened as a [`SimTransport`] that owns the port's QP0
 //! and QP1; frames travel between threads over crossbeam channels.
 //!
-//! **Subnet management agents.** Every node answers SubnGet(NodeInfo),
-//! SubnGet(NodeDescription) and SubnGet(PortInfo) itself, LID-routed or
-//! directed-route, the way a HCA's firmware SMA does: those never reach the
-//! port's owner. Directed-route SMPs follow IBA 14.2.2 hop by hop (hop
-//! pointer, D bit, initial and return paths, LID-routed parts before
-//! DrSLID and after DrDLID), so multi-hop DR walks work without an external
-//! simulator. Other SMPs to a CA go to whoever opened that port (an SM, or
-//! the engine's automatic 0x000c reply); to a switch, a Get/Set of any
-//! other attribute is answered with status 0x000c.
+//! **A managed subnet.** Nodes power on unconfigured (LID 0, ports in
+//! Init, empty forwarding tables). A built-in SM, seated on the first CA's
+//! port 1 (see [`FabricBuilder::sm_lid`]), sweeps the subnet when the fabric
+//! is built and on [`Fabric::sweep`]: it discovers the nodes with
+//! directed-route SMPs, gives each port its LID, programs the switches' LFTs
+//! and brings the ports to Active, all through SubnSet to the nodes' SMAs,
+//! and answers SMInfo as MASTER. An application that takes the SM role
+//! (`set_sm`, as opening `issm`) makes it step aside. Every node also runs a
+//! PMA whose counters count the fabric's real traffic and drops.
+//!
+//! **Subnet management agents.** Every node answers SubnGet/SubnSet of
+//! NodeInfo, NodeDescription, PortInfo and P_KeyTable itself (a switch also
+//! SwitchInfo and its linear and multicast forwarding tables), LID-routed or
+//! directed-route, under the port's M_Key, the way a HCA's firmware SMA does:
+//! those never reach the port's owner. Directed-route SMPs follow IBA 14.2.2
+//! hop by hop (hop pointer, D bit, initial and return paths, LID-routed parts
+//! before DrSLID and after DrDLID), so multi-hop DR walks work without an
+//! external simulator. Other SMPs to a CA go to whoever opened that port (an
+//! SM, or the engine's automatic 0x000c reply); a switch answers them with
+//! status 0x000c.
 //!
 //! **Faults.** Each link can drop, duplicate, reorder, delay and corrupt
 //! frames ([`FaultConfig`]), decided by a seeded generator per link. Delay
@@ -39,30 +50,39 @@
 //! ```
 
 mod access;
+mod builder;
 mod endpoint;
 mod fault;
+mod pma;
 mod route;
-#[allow(dead_code)] // the fabric routes SA MADs to it once the built-in SM lands
+#[allow(dead_code)] // poll_transmit, stats, subscriptions: for callers other than the fabric
 mod sa;
+#[cfg(test)]
+mod sa_port_test;
+mod sm;
 mod sma;
-#[allow(dead_code)] // filled by the built-in SM, read by the SA (both being written)
-mod subnet_db;
+mod state;
+#[allow(dead_code)] // filled by the built-in SM; the SA (being written) reads the rest
+pub(crate) mod subnet_db;
+mod topo;
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 
 use crossbeam_channel::Sender;
 
 pub use access::{MkeyConfig, PortCounters, RawFrame};
+pub use builder::FabricBuilder;
 pub use endpoint::SimTransport;
 pub use fault::{FaultConfig, LinkStats};
 #[doc(hidden)]
 pub use sa::SaBench;
+pub use sm::SweepStats;
 
 use crate::transport::registry::{self, CaInfo, CaProvider};
 use crate::transport::{LinkLayer, PortAttrs, Transport};
+use crate::wire::smp::port_info::{self, PortState};
 use crate::{Error, Result};
-
 use fault::LinkFaults;
 
 /// The GID prefix every simulated port uses (link-local).
@@ -97,18 +117,16 @@ pub(crate) struct Node {
     pub(crate) kind: NodeKind,
     pub(crate) num_ports: u8,
     pub(crate) guid: u64,
-    /// LID per port number: a CA has one per port (index 0 unused), a switch one at index 0.
-    pub(crate) lids: Vec<u16>,
     /// Per port number: the link index attached there.
     pub(crate) links: Vec<Option<usize>>,
     /// Per port number (CA only): where frames for the port's owner go, while it is open.
     pub(crate) endpoints: Vec<Mutex<Option<Sender<endpoint::Msg>>>>,
-    /// Per port number (a switch: port 0): the P_Key table.
-    pub(crate) pkeys: Vec<Vec<u16>>,
-    /// Per port number (a switch: port 0): the SMA's M_Key protection.
-    pub(crate) mkeys: Vec<MkeyConfig>,
+    /// What the SM set through the SMA: LIDs, port states, M_Keys, P_Keys, LFT.
+    pub(crate) conf: RwLock<state::NodeConf>,
     /// Per port number (a switch: port 0): frames refused by the access checks.
     pub(crate) counters: Vec<Mutex<PortCounters>>,
+    /// Per port number: traffic and drops, as the PMA reports them.
+    pub(crate) traffic: Vec<pma::Traffic>,
 }
 
 impl Node {
@@ -126,16 +144,13 @@ impl Node {
 
     /// The LID that answers for `port` (a switch's ports share port 0's).
     pub(crate) fn lid(&self, port: u8) -> u16 {
-        match self.kind {
-            NodeKind::Ca => self.lids.get(usize::from(port)).copied().unwrap_or(0),
-            NodeKind::Switch => self.lids[0],
-        }
+        read(&self.conf).ports[self.mgmt_port(port)].lid
     }
 
-    /// The port whose P_Keys, M_Key and counters stand for `port` (a switch: port 0).
+    /// The port whose LID, P_Keys, M_Key and counters stand for `port` (a switch: port 0).
     pub(crate) fn mgmt_port(&self, port: u8) -> usize {
         match self.kind {
-            NodeKind::Ca => usize::from(port).min(self.pkeys.len() - 1),
+            NodeKind::Ca => usize::from(port.clamp(1, self.num_ports)),
             NodeKind::Switch => 0,
         }
     }
@@ -151,6 +166,8 @@ impl Node {
 pub(crate) struct Link {
     pub(crate) ends: [(usize, u8); 2],
     pub(crate) faults: Mutex<LinkFaults>,
+    /// The link trains: false while [`Fabric::set_link`] has it down.
+    pub(crate) up: std::sync::atomic::AtomicBool,
 }
 
 impl Link {
@@ -169,13 +186,91 @@ impl Link {
 pub(crate) struct FabricInner {
     pub(crate) nodes: Vec<Node>,
     pub(crate) links: Vec<Link>,
-    /// LID → (node, port).
-    pub(crate) lid_map: BTreeMap<u16, (usize, u8)>,
-    /// `routes[from][to_node]`: the port `from` sends out of to reach `to_node` (0: none).
-    pub(crate) routes: Vec<Vec<u8>>,
-    pub(crate) sm_lid: u16,
+    /// LID → (node, port), as the SMAs' LIDs stand now.
+    pub(crate) lid_map: RwLock<BTreeMap<u16, (usize, u8)>>,
+    /// The built-in SM.
+    pub(crate) sm: sm::Sm,
+    /// The in-fabric SA, once one is plugged in: see [`SaPort`].
+    pub(crate) sa: RwLock<Option<Arc<dyn SaPort>>>,
+    /// (TID, peer LID) of the last MADs the SA sent: what answers them is the SA's.
+    pub(crate) sa_sent: Mutex<std::collections::VecDeque<(u64, u16)>>,
     /// Names this fabric put in the process-wide registry.
     registered: Mutex<Vec<String>>,
+}
+
+/// The in-fabric SA, as the fabric drives it: each SubnAdm (class 0x03) MAD that
+/// reaches the built-in SM's port on QP1 while the built-in SM is master (requests,
+/// the clients' RMPP ACKs, ReportResps; an application holding the SM role gets them
+/// itself instead) is handed to [`SaPort::exchange`] with its source as received and
+/// the SM's [`SubnetDb`] snapshot; every MAD returned is sent from the SM's port
+/// QP1 to its `dest`, in order. The walk is synchronous, so the SA's timers fire
+/// when the next SA MAD arrives (`exchange` fires what is due first).
+///
+/// [`SubnetDb`]: subnet_db::SubnetDb
+pub(crate) trait SaPort: Send + Sync + core::fmt::Debug {
+    fn exchange(
+        &self,
+        meta: crate::engine::RecvMeta,
+        mad: &[u8],
+        db: &subnet_db::SubnetDb,
+    ) -> Vec<(crate::engine::Transmit, Box<[u8; crate::wire::MAD_SIZE]>)>;
+
+    /// A Trap(Notice) SMP reached the master SM (which has answered it with
+    /// TrapRepress): `notice` is its 64 bytes of data. Returns the MADs to send (the
+    /// Reports to InformInfo subscribers), as `exchange`.
+    fn trap(
+        &self,
+        notice: &[u8],
+        db: &subnet_db::SubnetDb,
+    ) -> Vec<(crate::engine::Transmit, Box<[u8; crate::wire::MAD_SIZE]>)>;
+}
+
+/// The SA service as the fabric drives it: one lock around it (SA MADs come from
+/// every sending thread), and its clock the time since the fabric was built, since
+/// its clients' RMPP timers run on the same wall clock.
+#[derive(Debug)]
+pub(crate) struct SaSlot {
+    sa: Mutex<sa::SaService>,
+    epoch: std::time::Instant,
+}
+
+impl SaSlot {
+    pub(crate) fn new() -> SaSlot {
+        let mut config = crate::engine::EngineConfig::default();
+        // A GetTable of every PathRecord of a large fabric is many megabytes.
+        config.rmpp.max_message = 1 << 30;
+        SaSlot {
+            sa: Mutex::new(sa::SaService::new(config)),
+            epoch: std::time::Instant::now(),
+        }
+    }
+
+    fn now(&self) -> crate::time::Instant {
+        let micros = u64::try_from(self.epoch.elapsed().as_micros()).unwrap_or(u64::MAX);
+        crate::time::Instant::from_micros(micros)
+    }
+}
+
+impl SaPort for SaSlot {
+    fn exchange(
+        &self,
+        meta: crate::engine::RecvMeta,
+        mad: &[u8],
+        db: &subnet_db::SubnetDb,
+    ) -> Vec<(crate::engine::Transmit, Box<[u8; crate::wire::MAD_SIZE]>)> {
+        lock(&self.sa).exchange(self.now(), meta, mad, db)
+    }
+
+    fn trap(
+        &self,
+        notice: &[u8],
+        _db: &subnet_db::SubnetDb,
+    ) -> Vec<(crate::engine::Transmit, Box<[u8; crate::wire::MAD_SIZE]>)> {
+        let now = self.now();
+        let mut sa = lock(&self.sa);
+        sa.handle_trap(now, notice);
+        sa.drain(now)
+    }
 }
 
 impl FabricInner {
@@ -183,9 +278,36 @@ impl FabricInner {
         self.nodes.iter().position(|n| n.name == name)
     }
 
-    fn port_attrs(&self, node: usize, port: u8) -> PortAttrs {
+    /// Whether `node`'s `port` is cabled to another node and the link is up.
+    pub(crate) fn link_up(&self, node: usize, port: u8) -> bool {
+        let link = self.nodes[node]
+            .links
+            .get(usize::from(port))
+            .copied()
+            .flatten();
+        link.is_some_and(|l| self.links[l].up.load(std::sync::atomic::Ordering::Acquire))
+    }
+
+    /// Where `lid` is now.
+    pub(crate) fn lid_owner(&self, lid: u16) -> Option<(usize, u8)> {
+        read(&self.lid_map).get(&lid).copied()
+    }
+
+    /// The subnet as the built-in SM last swept it (empty while an application holds the
+    /// SM role and before the first sweep).
+    pub(crate) fn subnet_db(&self) -> Arc<subnet_db::SubnetDb> {
+        self.sm.db()
+    }
+
+    pub(crate) fn port_attrs(&self, node: usize, port: u8) -> PortAttrs {
         let n = &self.nodes[node];
-        let linked = n.links.get(usize::from(port)).is_some_and(Option::is_some);
+        let conf = read(&n.conf);
+        let pc = &conf.ports[n.mgmt_port(port)];
+        let state = conf
+            .ports
+            .get(usize::from(port))
+            .map_or(1, |p| p.state.into());
+        let capmask = sma::CAPMASK | if pc.is_sm { port_info::CAP_IS_SM } else { 0 };
         PortAttrs {
             ca_name: n.name.clone(),
             port_num: port,
@@ -193,15 +315,15 @@ impl FabricInner {
             node_guid: n.guid,
             port_guid: n.port_guid(port),
             gid_prefix: GID_PREFIX,
-            lid: n.lid(port),
+            lid: pc.lid,
             lmc: 0,
-            sm_lid: self.sm_lid,
+            sm_lid: pc.sm_lid,
             sm_sl: 0,
-            state: if linked { 4 } else { 1 },
-            phys_state: if linked { 5 } else { 2 },
+            state,
+            phys_state: if self.link_up(node, port) { 5 } else { 2 },
             rate: 100,
-            capmask: sma::CAPMASK,
-            pkeys: n.pkeys[n.mgmt_port(port)].clone(),
+            capmask,
+            pkeys: pc.pkeys.clone(),
             link_layer: LinkLayer::InfiniBand,
         }
     }
@@ -254,17 +376,24 @@ impl Fabric {
         FabricBuilder::default()
     }
 
-    /// The default fabric: CAs `vmadsim0` (LID 1) and `vmadsim1` (LID 2), port 1 of each linked
-    /// directly, registered under those names.
+    /// The default fabric: CAs `vmadsim0` (LID 1) and `vmadsim1` (LID 2), each on a port of
+    /// the 8-port switch `vmadsw0` (LID 3: ports 1 and 2), the CAs registered under their
+    /// names; the built-in SM runs on `vmadsim0` port 1.
     ///
     /// # Errors
     /// EADDRINUSE ([`Error::AddressInUse`]) if either name is already registered.
     pub fn default_pair() -> Result<Fabric> {
+        Fabric::default_builder().build()
+    }
+
+    /// The description [`Fabric::default_pair`] builds, to add faults or rules to first.
+    pub fn default_builder() -> FabricBuilder {
         Fabric::builder()
             .ca("vmadsim0")
             .ca("vmadsim1")
-            .link("vmadsim0", 1, "vmadsim1", 1)
-            .build()
+            .switch("vmadsw0", 8)
+            .link("vmadsim0", 1, "vmadsw0", 1)
+            .link("vmadsw0", 2, "vmadsim1", 1)
     }
 
     /// Open port `port` of CA `ca` (0 = its first port) as a transport.
@@ -284,6 +413,34 @@ impl Fabric {
             .filter(|n| n.kind == NodeKind::Ca)
             .map(|n| n.name.clone())
             .collect()
+    }
+
+    /// Sweep the subnet again with the built-in SM (discover, assign LIDs, program the
+    /// LFTs, bring ports up, refresh the subnet the SA answers from).
+    ///
+    /// # Errors
+    /// EBUSY-like [`Error::AddressInUse`] while an application holds the SM role;
+    /// EIO if the SM's own port cannot be reached.
+    pub fn sweep(&self) -> Result<SweepStats> {
+        self.inner.sm.sweep(&self.inner)
+    }
+
+    /// The subnet as the built-in SM last swept it: how many nodes (0 while an
+    /// application holds the SM role).
+    pub fn swept_nodes(&self) -> usize {
+        self.inner.subnet_db().nodes.len()
+    }
+
+    /// The egress port `switch`'s LFT gives `lid` (None: no entry).
+    pub fn lft_port(&self, switch: &str, lid: u16) -> Option<u8> {
+        let n = &self.inner.nodes[self.inner.node_index(switch)?];
+        read(&n.conf).route(lid)
+    }
+
+    /// `node`'s `port` state (1 Down, 2 Init, 3 Armed, 4 Active).
+    pub fn port_state(&self, node: &str, port: u8) -> Option<u8> {
+        let n = &self.inner.nodes[self.inner.node_index(node)?];
+        Some(read(&n.conf).ports.get(usize::from(port))?.state.into())
     }
 
     /// The LID of `node`'s `port` (port 0 for a switch), if both exist.
@@ -333,6 +490,29 @@ impl Fabric {
         Ok(())
     }
 
+    /// Take the link at `node`'s `port` down (both ends Down, nothing crosses it) or bring
+    /// it back up (both ends Init, as after training). As an SM does on the trap such a
+    /// change raises, the built-in SM, while master, then sweeps again: routes move to the
+    /// links that remain, and a link back up is brought to Active.
+    ///
+    /// # Errors
+    /// EINVAL if no link is attached there.
+    pub fn set_link(&self, node: &str, port: u8, up: bool) -> Result<()> {
+        let link = self
+            .link_at(node, port)
+            .ok_or(Error::InvalidArgument("no link at that port"))?;
+        let l = &self.inner.links[link];
+        l.up.store(up, std::sync::atomic::Ordering::Release);
+        for (n, p) in l.ends {
+            let state = if up { PortState::Init } else { PortState::Down };
+            write(&self.inner.nodes[n].conf).ports[usize::from(p)].state = state;
+        }
+        if self.inner.sm.is_master() {
+            self.sweep()?;
+        }
+        Ok(())
+    }
+
     /// Remove this fabric's CAs from the process-wide registry (open ports keep working).
     pub fn unregister(&self) {
         for name in lock(&self.inner.registered).drain(..) {
@@ -359,211 +539,14 @@ impl CaProvider for Provider {
     }
 }
 
-/// Describes a fabric; see [`Fabric::builder`].
-#[derive(Debug, Default, Clone)]
-pub struct FabricBuilder {
-    nodes: Vec<(String, NodeKind, u8)>,
-    links: Vec<((String, u8), (String, u8))>,
-    faults: Vec<((String, u8), FaultConfig)>,
-    pkeys: Vec<((String, u8), Vec<u16>)>,
-    mkeys: Vec<((String, u8), MkeyConfig)>,
-    sm_lid: Option<u16>,
+/// Read-lock, ignoring poisoning (as [`lock`]).
+pub(crate) fn read<T>(m: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    m.read().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-impl FabricBuilder {
-    /// Add a CA with one port.
-    pub fn ca(self, name: &str) -> Self {
-        self.ca_ports(name, 1)
-    }
-
-    /// Add a CA with `ports` ports (1..=10).
-    pub fn ca_ports(mut self, name: &str, ports: u8) -> Self {
-        self.nodes.push((name.to_owned(), NodeKind::Ca, ports));
-        self
-    }
-
-    /// Add a switch with `ports` external ports (1..=63) plus its management port 0.
-    pub fn switch(mut self, name: &str, ports: u8) -> Self {
-        self.nodes.push((name.to_owned(), NodeKind::Switch, ports));
-        self
-    }
-
-    /// Join port `pa` of node `a` to port `pb` of node `b`.
-    pub fn link(mut self, a: &str, pa: u8, b: &str, pb: u8) -> Self {
-        self.links.push(((a.to_owned(), pa), (b.to_owned(), pb)));
-        self
-    }
-
-    /// Inject faults on the link attached to `node`'s `port` (both directions).
-    pub fn faults(mut self, node: &str, port: u8, config: FaultConfig) -> Self {
-        self.faults.push(((node.to_owned(), port), config));
-        self
-    }
-
-    /// Give `node`'s `port` (port 0 for a switch) this P_Key table (default: `[0xffff]`).
-    /// QP1 frames whose P_Key no entry accepts are dropped and counted.
-    pub fn pkeys(mut self, node: &str, port: u8, table: &[u16]) -> Self {
-        self.pkeys.push(((node.to_owned(), port), table.to_vec()));
-        self
-    }
-
-    /// Protect `node`'s `port` (port 0 for a switch) with an M_Key (default: none).
-    pub fn mkey(mut self, node: &str, port: u8, mkey: MkeyConfig) -> Self {
-        self.mkeys.push(((node.to_owned(), port), mkey));
-        self
-    }
-
-    /// The SM LID every port reports (default: the first CA port's LID).
-    pub fn sm_lid(mut self, lid: u16) -> Self {
-        self.sm_lid = Some(lid);
-        self
-    }
-
-    /// Build the fabric and register its CAs by name, so `umad::open_port(name, ..)` finds them.
-    ///
-    /// # Errors
-    /// EINVAL for an inconsistent description (unknown node, duplicate name, a name of 20
-    /// bytes or more, a port out of range or linked twice); EADDRINUSE if a CA name is
-    /// already registered (nothing is registered then).
-    pub fn build(self) -> Result<Fabric> {
-        let fabric = self.build_private()?;
-        let inner = &fabric.inner;
-        let names = fabric.ca_names();
-        let provider: Arc<dyn CaProvider> = Arc::new(Provider(inner.clone()));
-        registry::register_cas(&names, provider)?;
-        *lock(&inner.registered) = names;
-        Ok(fabric)
-    }
-
-    /// Build the fabric without registering it: reach its ports through [`Fabric::open`] only.
-    ///
-    /// # Errors
-    /// EINVAL as for [`FabricBuilder::build`].
-    pub fn build_private(self) -> Result<Fabric> {
-        let mut nodes = Vec::with_capacity(self.nodes.len());
-        let mut lid_map = BTreeMap::new();
-        let mut next_lid = 1u16;
-        for (index, (name, kind, ports)) in self.nodes.iter().enumerate() {
-            if name.is_empty() || name.len() > MAX_NAME || name.contains('\0') {
-                return Err(Error::InvalidArgument("node names are 1 to 19 bytes"));
-            }
-            if nodes.iter().any(|n: &Node| &n.name == name) {
-                return Err(Error::InvalidArgument("duplicate node name"));
-            }
-            let max = match kind {
-                NodeKind::Ca => 10,
-                NodeKind::Switch => 63,
-            };
-            if *ports == 0 || *ports > max {
-                return Err(Error::InvalidArgument("port count out of range"));
-            }
-            let mut lids = vec![0u16; usize::from(*ports) + 1];
-            let lid_ports: Vec<u8> = match kind {
-                NodeKind::Ca => (1..=*ports).collect(),
-                NodeKind::Switch => vec![0],
-            };
-            for p in lid_ports {
-                lids[usize::from(p)] = next_lid;
-                lid_map.insert(next_lid, (index, p));
-                next_lid = next_lid
-                    .checked_add(1)
-                    .filter(|l| *l < 0xc000)
-                    .ok_or(Error::InvalidArgument("too many ports for unicast LIDs"))?;
-            }
-            nodes.push(Node {
-                name: name.clone(),
-                kind: *kind,
-                num_ports: *ports,
-                guid: GUID_BASE | ((index as u64 + 1) << 8),
-                lids,
-                links: vec![None; usize::from(*ports) + 1],
-                endpoints: (0..=*ports).map(|_| Mutex::new(None)).collect(),
-                pkeys: vec![vec![crate::types::DEFAULT_PKEY]; usize::from(*ports) + 1],
-                mkeys: vec![MkeyConfig::default(); usize::from(*ports) + 1],
-                counters: (0..=*ports)
-                    .map(|_| Mutex::new(PortCounters::default()))
-                    .collect(),
-            });
-        }
-        let find = |nodes: &[Node], (name, port): &(String, u8)| -> Result<(usize, u8)> {
-            let i = nodes
-                .iter()
-                .position(|n| &n.name == name)
-                .ok_or(Error::InvalidArgument("link names an unknown node"))?;
-            if *port == 0 || *port > nodes[i].num_ports {
-                return Err(Error::InvalidArgument("link port out of range"));
-            }
-            Ok((i, *port))
-        };
-        let mut links = Vec::with_capacity(self.links.len());
-        for (a, b) in &self.links {
-            let (a, b) = (find(&nodes, a)?, find(&nodes, b)?);
-            for (n, p) in [a, b] {
-                let slot = &mut nodes[n].links[usize::from(p)];
-                if slot.is_some() || a == b {
-                    return Err(Error::InvalidArgument("port linked twice"));
-                }
-                *slot = Some(links.len());
-            }
-            links.push(Link {
-                ends: [a, b],
-                faults: Mutex::new(LinkFaults::new(FaultConfig::default(), links.len())),
-            });
-        }
-        for (at, config) in &self.faults {
-            let (n, p) = find(&nodes, at)?;
-            let link = nodes[n].links[usize::from(p)]
-                .ok_or(Error::InvalidArgument("faults on a port with no link"))?;
-            *lock(&links[link].faults) = LinkFaults::new(*config, link);
-        }
-        let mgmt = |nodes: &[Node], (name, port): &(String, u8)| -> Result<(usize, usize)> {
-            let i = nodes
-                .iter()
-                .position(|n| &n.name == name)
-                .ok_or(Error::InvalidArgument("access rule names an unknown node"))?;
-            let ok = match nodes[i].kind {
-                NodeKind::Ca => *port >= 1 && *port <= nodes[i].num_ports,
-                NodeKind::Switch => *port == 0,
-            };
-            if !ok {
-                return Err(Error::InvalidArgument("access rule port out of range"));
-            }
-            Ok((i, usize::from(*port)))
-        };
-        for (at, table) in &self.pkeys {
-            let (n, p) = mgmt(&nodes, at)?;
-            if table.is_empty() || table.len() > 0xffff {
-                return Err(Error::InvalidArgument(
-                    "a P_Key table holds 1 to 65535 entries",
-                ));
-            }
-            nodes[n].pkeys[p] = table.clone();
-        }
-        for (at, mkey) in &self.mkeys {
-            let (n, p) = mgmt(&nodes, at)?;
-            if mkey.protect_bits > 3 {
-                return Err(Error::InvalidArgument("M_KeyProtectBits is 0..=3"));
-            }
-            nodes[n].mkeys[p] = *mkey;
-        }
-        let routes = route::shortest_paths(&nodes, &links);
-        let sm_lid = self.sm_lid.unwrap_or_else(|| {
-            nodes
-                .iter()
-                .find(|n| n.kind == NodeKind::Ca)
-                .map_or(0, |n| n.lids[1])
-        });
-        Ok(Fabric {
-            inner: Arc::new(FabricInner {
-                nodes,
-                links,
-                lid_map,
-                routes,
-                sm_lid,
-                registered: Mutex::new(Vec::new()),
-            }),
-        })
-    }
+/// Write-lock, ignoring poisoning (as [`lock`]).
+pub(crate) fn write<T>(m: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    m.write().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Lock, ignoring poisoning: fabric state stays consistent across a panicking user thread.

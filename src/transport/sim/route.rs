@@ -7,10 +7,13 @@
 
 use core::time::Duration;
 
-use crate::types::{GrhAddr, Qp, GSI_QKEY};
+use crate::engine::RecvMeta;
+use crate::types::{GrhAddr, MadAddr, Qp, GSI_QKEY};
 use crate::wire::MAD_SIZE;
 
-use super::{access, lock, sma, FabricInner, Link, Node};
+use super::{access, lock, pma, sma, FabricInner, Link, Node};
+use crate::wire::smp::port_info::PortState;
+use crate::wire::smp::{DATA_LEN, DATA_OFFSET as DATA};
 
 /// The permissive LID.
 pub(crate) const PERMISSIVE: u16 = 0xffff;
@@ -37,6 +40,14 @@ pub(crate) mod dr {
 pub(crate) const CLASS_DR: u8 = 0x81;
 /// Management class of LID-routed SMPs.
 pub(crate) const CLASS_LID: u8 = 0x01;
+/// Subnet administration (the SA's class).
+pub(crate) const CLASS_SA: u8 = 0x03;
+const METHOD_TRAP: u8 = 0x05;
+const METHOD_TRAP_REPRESS: u8 = 0x07;
+/// Transactions of the SA remembered for [`FabricInner::for_sa`].
+const SA_SENT_KEPT: usize = 1024;
+/// What the SA wants sent.
+type SaSends = Vec<(crate::engine::Transmit, Box<[u8; MAD_SIZE]>)>;
 
 /// A frame in flight, with the LRH/BTH/DETH values a receiver would see.
 #[derive(Debug, Clone)]
@@ -64,9 +75,33 @@ pub(crate) struct Pkt {
     /// This frame is an injected duplicate: it is never duplicated again, so a
     /// frame crossing n links makes at most n + 1 copies.
     pub(crate) duplicate: bool,
+    /// Sent by the in-fabric SA: it goes to the port's owner even at the SM's port
+    /// (where a client of the SA may sit too), never back into the SA.
+    pub(crate) from_sa: bool,
 }
 
 impl Pkt {
+    /// An SMP from a local SM (QP0 to QP0, permissive destination).
+    pub(crate) fn smp(mad: [u8; MAD_SIZE], slid: u16) -> Pkt {
+        Pkt {
+            mad,
+            len: MAD_SIZE,
+            slid,
+            dlid: PERMISSIVE,
+            sqp: 0,
+            dqp: 0,
+            sl: 0,
+            pkey_index: 0,
+            pkey: crate::types::DEFAULT_PKEY,
+            qkey: 0,
+            spoofed: false,
+            grh: None,
+            hops: 0,
+            duplicate: false,
+            from_sa: false,
+        }
+    }
+
     pub(crate) fn class(&self) -> u8 {
         self.mad[1]
     }
@@ -105,6 +140,15 @@ enum DrAction {
     Handle,
     LidRoute(u16),
     Discard,
+}
+
+/// Where a LID-routed frame is at a node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Hop {
+    /// Sent from this node, by the owner or SMA of this port.
+    From(u8),
+    /// Arrived over a link on this port.
+    In(u8),
 }
 
 /// How to treat a frame when it arrives over a link.
@@ -266,33 +310,49 @@ impl FabricInner {
             // A LID-routed SMP to the permissive LID: whoever is at the other end takes it.
             self.cross(node, port, pkt, delay, Mode::Neighbour);
         } else {
-            self.lid_walk(node, None, pkt, delay);
+            self.lid_walk(node, Hop::From(port), pkt, delay);
         }
     }
 
-    /// LID routing from `node` (`in_port`: None when the frame starts here).
-    fn lid_walk(&self, node: usize, in_port: Option<u8>, mut pkt: Pkt, delay: Duration) {
-        let Some(&(dest, dest_port)) = self.lid_map.get(&pkt.dlid) else {
-            return;
-        };
-        if dest == node {
+    /// The port a LID-routed frame for `dlid` leaves `node` by: a switch's LFT, or
+    /// the port a CA sends on (`from`).
+    fn lid_out(&self, node: usize, from: u8, dlid: u16) -> Option<u8> {
+        let here = &self.nodes[node];
+        if here.is_switch() {
+            return super::read(&here.conf).route(dlid);
+        }
+        Some(from)
+    }
+
+    /// LID routing at `node`.
+    fn lid_walk(&self, node: usize, at: Hop, mut pkt: Pkt, delay: Duration) {
+        let here = &self.nodes[node];
+        let dest = self.lid_owner(pkt.dlid);
+        if let Some((_, dest_port)) = dest.filter(|d| d.0 == node) {
             if pkt.is_dr_smp() {
                 self.dr_walk(node, Entry::LidTerminus, pkt, delay);
             } else {
-                self.handle(node, in_port.unwrap_or(dest_port), pkt, delay);
+                let port = match at {
+                    Hop::In(p) if !here.is_switch() => p,
+                    _ => dest_port,
+                };
+                self.handle(node, port, pkt, delay);
             }
             return;
         }
-        let here = &self.nodes[node];
-        if in_port.is_some() && !here.is_switch() {
-            return; // CAs do not forward.
-        }
-        let out = self.routes[node][dest];
-        if out == 0 {
+        let from = match at {
+            Hop::In(_) if !here.is_switch() => return, // CAs do not forward.
+            Hop::In(p) | Hop::From(p) => p,
+        };
+        let Some(out) = self.lid_out(node, from, pkt.dlid).filter(|&o| o != 0) else {
+            // No route: a switch discards it, as a real one counts it.
+            if here.is_switch() {
+                here.traffic[usize::from(from)].discard();
+            }
             return;
-        }
-        if in_port.is_none() && !here.is_switch() && !pkt.spoofed {
-            // The sending CA's LID is the source, whichever port the route leaves by.
+        };
+        if matches!(at, Hop::From(_)) && !here.is_switch() && !pkt.spoofed {
+            // The sending CA's LID is the source.
             pkt.slid = here.lid(out);
         }
         self.cross(node, out, pkt, delay, Mode::Lid);
@@ -305,7 +365,7 @@ impl FabricInner {
             DrAction::Handle => {
                 let port = match entry {
                     Entry::Wire(p) | Entry::Local(p) | Entry::Port(p) => p,
-                    Entry::LidTerminus => self.lid_map.get(&pkt.dlid).map_or(0, |&(_, p)| p),
+                    Entry::LidTerminus => self.lid_owner(pkt.dlid).map_or(0, |(_, p)| p),
                 };
                 self.handle(node, port, pkt, delay);
             }
@@ -318,13 +378,16 @@ impl FabricInner {
                 pkt.slid = here.lid(0).max(here.lid(1));
                 pkt.dlid = lid;
                 // Leave through the routing table, as any LID-routed frame from here.
-                let Some(&(dest, _)) = self.lid_map.get(&lid) else {
+                let Some((dest, _)) = self.lid_owner(lid) else {
                     return;
+                };
+                let from = match entry {
+                    Entry::Wire(p) | Entry::Local(p) | Entry::Port(p) => p,
+                    Entry::LidTerminus => 0,
                 };
                 if dest == node {
                     self.dr_walk(node, Entry::LidTerminus, pkt, delay);
-                } else if self.routes[node][dest] != 0 {
-                    let out = self.routes[node][dest];
+                } else if let Some(out) = self.lid_out(node, from, lid).filter(|&o| o != 0) {
                     self.cross(node, out, pkt, delay, Mode::Lid);
                 }
             }
@@ -345,11 +408,27 @@ impl FabricInner {
             return;
         }
         let link: &Link = &self.links[link_index];
+        if !link.up.load(std::sync::atomic::Ordering::Acquire) {
+            return; // A link that is down carries nothing.
+        }
         let (peer, in_port) = link.peer(node, out);
-        let verdict = lock(&link.faults).judge(pkt.len, !pkt.duplicate);
-        if verdict.lose {
+        // Only SMPs cross a link before the SM has brought both ends up (IBA 7.2: Init
+        // passes SMPs only, Armed receives others but does not send them).
+        if pkt.dqp != 0
+            && !(self.port_state(node, out) == PortState::Active
+                && self.port_state(peer, in_port) >= PortState::Armed)
+        {
+            here.traffic[usize::from(out)].discard();
             return;
         }
+        here.traffic[usize::from(out)].sent(pkt.len);
+        let verdict = lock(&link.faults).judge(pkt.len, !pkt.duplicate);
+        if verdict.lose {
+            // The receiver sees a packet it cannot accept.
+            self.nodes[peer].traffic[usize::from(in_port)].rcv_error();
+            return;
+        }
+        self.nodes[peer].traffic[usize::from(in_port)].received(pkt.len);
         if let Some((pos, mask)) = verdict.corrupt {
             pkt.mad[pos] ^= mask;
         }
@@ -364,9 +443,16 @@ impl FabricInner {
         self.arrive(peer, in_port, pkt, delay, mode);
     }
 
+    fn port_state(&self, node: usize, port: u8) -> PortState {
+        let conf = super::read(&self.nodes[node].conf);
+        conf.ports
+            .get(usize::from(port))
+            .map_or(PortState::Down, |p| p.state)
+    }
+
     fn arrive(&self, node: usize, in_port: u8, pkt: Pkt, delay: Duration, mode: Mode) {
         match mode {
-            Mode::Lid => self.lid_walk(node, Some(in_port), pkt, delay),
+            Mode::Lid => self.lid_walk(node, Hop::In(in_port), pkt, delay),
             Mode::Dr => self.dr_walk(node, Entry::Port(in_port), pkt, delay),
             Mode::Neighbour => self.handle(node, in_port, pkt, delay),
         }
@@ -381,6 +467,25 @@ impl FabricInner {
         let is_smp = matches!(pkt.class(), CLASS_LID | CLASS_DR) && pkt.dqp == 0;
         let is_request = pkt.mad[3] & 0x80 == 0 && !(pkt.is_dr_smp() && pkt.returning());
         let out = if here.is_switch() { 0 } else { port };
+        if is_smp && !is_request && self.sm.catch(node, port, &pkt) {
+            return;
+        }
+        if is_smp && pkt.mad[3] == METHOD_TRAP && self.sm.master_seat() == Some((node, port)) {
+            self.trap_to_sm(node, port, &pkt, delay);
+            return;
+        }
+        if pkt.dqp == 1 && is_request && pkt.class() == pma::CLASS {
+            if let Some(resp) = pma::answer(self, node, port, &pkt) {
+                self.respond(node, out, resp, delay);
+                return;
+            }
+        }
+        if self.sm.master_seat() == Some((node, port)) && self.for_sa(&pkt) {
+            if let Some(sa) = super::read(&self.sa).clone() {
+                self.serve_sa(sa.as_ref(), node, port, &pkt, delay);
+                return;
+            }
+        }
         if is_smp && is_request {
             match sma::answer(self, node, port, &pkt) {
                 sma::Answer::Reply(resp) => {
@@ -402,14 +507,111 @@ impl FabricInner {
         }
     }
 
+    /// The built-in SM takes a trap: TrapRepress back to the sender (IBA 14.2.5.1),
+    /// then the Notice to the SA, which reports it to its subscribers.
+    fn trap_to_sm(&self, node: usize, port: u8, pkt: &Pkt, delay: Duration) {
+        let mut repress = sma::respond(self, node, port, pkt, 0, &[0; crate::wire::smp::DATA_LEN]);
+        repress.mad[3] = METHOD_TRAP_REPRESS;
+        repress.mad[DATA..DATA + DATA_LEN].copy_from_slice(&pkt.mad[DATA..DATA + DATA_LEN]);
+        self.respond(node, port, repress, delay);
+        if let Some(sa) = super::read(&self.sa).clone() {
+            let db = self.subnet_db();
+            let sends = sa.trap(&pkt.mad[DATA..DATA + DATA_LEN], &db);
+            self.send_from_sm(node, port, sends, delay);
+        }
+    }
+
+    /// Whether a MAD at the master SM's port is the SA's, as the kernel's MAD layer
+    /// would tell an SA agent's traffic from a client's on the same port: a new
+    /// request (not an RMPP ACK, STOP or ABORT, which answer someone's transfer) is;
+    /// anything else only if it answers a MAD the SA sent (its TID, from that peer).
+    fn for_sa(&self, pkt: &Pkt) -> bool {
+        if pkt.dqp != 1 || pkt.class() != CLASS_SA || pkt.from_sa {
+            return false;
+        }
+        let rmpp = crate::wire::rmpp::Packet::new_unchecked(&pkt.mad[..]);
+        let control = rmpp.is_active() && rmpp.rmpp_type() != crate::wire::rmpp::RmppType::Data;
+        if pkt.mad[3] & 0x80 == 0 && !control {
+            return true;
+        }
+        let tid = crate::wire::mad::Packet::new_unchecked(&pkt.mad[..]).tid();
+        lock(&self.sa_sent).contains(&(tid, pkt.slid))
+    }
+
+    /// Hand an SA MAD that reached the master SM's port to the in-fabric SA, and send
+    /// its answers from that port's QP1.
+    fn serve_sa(&self, sa: &dyn super::SaPort, node: usize, port: u8, pkt: &Pkt, delay: Duration) {
+        let meta = RecvMeta {
+            qp: Qp::Gsi,
+            src: MadAddr {
+                qpn: pkt.sqp,
+                qkey: pkt.qkey,
+                lid: pkt.slid,
+                sl: pkt.sl,
+                path_bits: 0,
+                grh: pkt.grh,
+                pkey_index: pkt.pkey_index,
+            },
+        };
+        let db = self.subnet_db();
+        let sends = sa.exchange(meta, &pkt.mad[..pkt.len], &db);
+        self.send_from_sm(node, port, sends, delay);
+    }
+
+    /// Send the SA's MADs from the SM's port QP1.
+    fn send_from_sm(&self, node: usize, port: u8, sends: SaSends, delay: Duration) {
+        let here = &self.nodes[node];
+        for (tx, mad) in sends {
+            {
+                // Remember what may be answered (ACKs of a GetTable, ReportResps).
+                let tid = crate::wire::mad::Packet::new_unchecked(&mad[..]).tid();
+                let mut sent = lock(&self.sa_sent);
+                if !sent.contains(&(tid, tx.dest.lid)) {
+                    if sent.len() == SA_SENT_KEPT {
+                        sent.pop_front();
+                    }
+                    sent.push_back((tid, tx.dest.lid));
+                }
+            }
+            let pkey = {
+                let conf = super::read(&here.conf);
+                let table = &conf.ports[here.mgmt_port(port)].pkeys;
+                table
+                    .get(usize::from(tx.dest.pkey_index))
+                    .or(table.first())
+                    .copied()
+            };
+            let resp = Pkt {
+                mad: *mad,
+                len: tx.len.min(MAD_SIZE),
+                slid: here.lid(port),
+                dlid: tx.dest.lid,
+                sqp: 1,
+                dqp: tx.dest.qpn,
+                sl: tx.dest.sl,
+                pkey_index: tx.dest.pkey_index,
+                pkey: pkey.unwrap_or(crate::types::DEFAULT_PKEY),
+                qkey: GSI_QKEY,
+                spoofed: false,
+                grh: None,
+                hops: 0,
+                duplicate: false,
+                from_sa: true,
+            };
+            self.originate(node, port, resp, delay);
+        }
+    }
+
     /// The receiving port's checks, as its HCA makes them before any software sees
     /// the frame: on QP1, the GSI Q_Key and a P_Key its table accepts (IBA 9.6.1.1,
     /// 10.9.3); refused frames are counted. Records the accepting P_Key index.
     /// QP0 takes any Q_Key and P_Key (SMPs are P_Key-exempt, IBA 10.9.2).
     fn admit(&self, node: usize, port: u8, pkt: &mut Pkt) -> bool {
         let here = &self.nodes[node];
-        let table = &here.pkeys[here.mgmt_port(port)];
-        let index = access::pkey_index(table, pkt.pkey);
+        let index = {
+            let conf = super::read(&here.conf);
+            access::pkey_index(&conf.ports[here.mgmt_port(port)].pkeys, pkt.pkey)
+        };
         pkt.pkey_index = index.unwrap_or(0);
         if pkt.dqp != 1 || here.is_switch() {
             return true;
@@ -455,41 +657,4 @@ impl FabricInner {
             None => false,
         }
     }
-}
-
-/// `routes[from][to]`: the first port on a shortest path from `from` to `to` (0 = none).
-/// Only switches forward, so paths never pass through a CA. Ties go to the lowest port.
-pub(crate) fn shortest_paths(nodes: &[Node], links: &[Link]) -> Vec<Vec<u8>> {
-    let mut routes = vec![vec![0u8; nodes.len()]; nodes.len()];
-    for (from, row) in routes.iter_mut().enumerate() {
-        let mut seen = vec![false; nodes.len()];
-        seen[from] = true;
-        let mut queue = std::collections::VecDeque::new();
-        for port in 1..=nodes[from].num_ports {
-            if let Some(l) = nodes[from].links[usize::from(port)] {
-                let (peer, _) = links[l].peer(from, port);
-                if !seen[peer] {
-                    seen[peer] = true;
-                    row[peer] = port;
-                    queue.push_back(peer);
-                }
-            }
-        }
-        while let Some(at) = queue.pop_front() {
-            if !nodes[at].is_switch() {
-                continue;
-            }
-            for port in 1..=nodes[at].num_ports {
-                if let Some(l) = nodes[at].links[usize::from(port)] {
-                    let (peer, _) = links[l].peer(at, port);
-                    if !seen[peer] {
-                        seen[peer] = true;
-                        row[peer] = row[at];
-                        queue.push_back(peer);
-                    }
-                }
-            }
-        }
-    }
-    routes
 }

@@ -1,17 +1,21 @@
 //! The subnet management agent every simulated node runs (IBA 14.2.5).
 //!
-//! It answers SubnGet of NodeDescription, NodeInfo, PortInfo (and SwitchInfo
-//! on switches). A CA's SMA leaves every other SMP to the port's owner; a
-//! switch answers any other Get/Set with status 0x000c (unsupported
-//! method/attribute), as the kernel does for unclaimed requests.
+//! It answers SubnGet and SubnSet of PortInfo and P_KeyTable, SubnGet of
+//! NodeDescription and NodeInfo, SMInfo at the built-in SM's port while it is
+//! master, and on switches SwitchInfo, LinearForwardingTable and
+//! MulticastForwardingTable, all under the port's M_Key. A Set changes the
+//! node's [`super::state::NodeConf`], which routing and every later answer
+//! read. A CA's SMA leaves every other SMP to the port's owner; a switch
+//! answers any other Get/Set with status 0x000c, as the kernel does for
+//! unclaimed requests.
 
 use super::access::MkeyVerdict;
 use super::route::{dr, Pkt, CLASS_DR};
-use super::{FabricInner, NodeKind};
+use super::{read, write, FabricInner, Node, NodeKind};
 use crate::types::GSI_QKEY;
 use crate::wire::smp::node_info::{self, NodeType};
 use crate::wire::smp::port_info::{self, PhysState, PortState};
-use crate::wire::smp::{node_desc, DATA_LEN, DATA_OFFSET as DATA};
+use crate::wire::smp::{lft, node_desc, pkey_table, switch_info, DATA_LEN, DATA_OFFSET as DATA};
 
 /// PortInfo:CapabilityMask of every simulated port: IsTrapSupported,
 /// IsSLMappingSupported, IsSystemImageGUIDSupported.
@@ -25,17 +29,22 @@ const ATTR_NODE_DESC: u16 = 0x0010;
 const ATTR_NODE_INFO: u16 = 0x0011;
 const ATTR_SWITCH_INFO: u16 = 0x0012;
 const ATTR_PORT_INFO: u16 = 0x0015;
+const ATTR_PKEY_TABLE: u16 = 0x0016;
+const ATTR_LFT: u16 = 0x0019;
+const ATTR_MFT: u16 = 0x001b;
+const ATTR_SM_INFO: u16 = 0x0020;
+
+/// LinearFDBCap: a switch's LFT covers every unicast LID.
+const LFT_CAP: u16 = 0xc000;
+/// MulticastFDBCap.
+const MFT_CAP: u16 = 0x0400;
+/// The most P_Keys a port's table holds (PartitionCap's ceiling here).
+const PKEY_CAP: usize = 0x1_0000;
 
 /// Unsupported method/attribute combination (MAD status code 3).
 const STATUS_UNSUPPORTED: u16 = 0x000c;
 /// Invalid attribute modifier or value (code 7).
 const STATUS_INVALID_VALUE: u16 = 0x001c;
-
-/// SwitchInfo field offsets (IBA 14.2.5.4); vmad has no SwitchInfo view.
-mod switch_info {
-    pub(super) const LINEAR_FDB_CAP: usize = 0;
-    pub(super) const LINEAR_FDB_TOP: usize = 6;
-}
 
 /// What the SMA does with an SMP request.
 #[derive(Debug)]
@@ -57,9 +66,14 @@ pub(crate) fn answer(fabric: &FabricInner, node: usize, port: u8, req: &Pkt) -> 
     let method = req.mad[3];
     let attr = u16::from_be_bytes([req.mad[16], req.mad[17]]);
     let attr_mod = u32::from_be_bytes([req.mad[20], req.mad[21], req.mad[22], req.mad[23]]);
+    let sm_info = (method == METHOD_GET && attr == ATTR_SM_INFO)
+        .then(|| fabric.sm.sm_info(fabric, node, port))
+        .flatten();
     let answers = match (method, attr) {
-        (METHOD_GET, ATTR_NODE_DESC | ATTR_NODE_INFO | ATTR_PORT_INFO) => true,
-        (METHOD_GET, ATTR_SWITCH_INFO) | (METHOD_GET | METHOD_SET, _) => n.is_switch(),
+        (METHOD_GET, ATTR_NODE_DESC | ATTR_NODE_INFO) => true,
+        (METHOD_GET | METHOD_SET, ATTR_PORT_INFO | ATTR_PKEY_TABLE) => true,
+        (METHOD_GET, ATTR_SM_INFO) => sm_info.is_some() || n.is_switch(),
+        (METHOD_GET | METHOD_SET, _) => n.is_switch(),
         _ => false,
     };
     if !answers {
@@ -67,24 +81,35 @@ pub(crate) fn answer(fabric: &FabricInner, node: usize, port: u8, req: &Pkt) -> 
     }
     let mut key = [0u8; 8];
     key.copy_from_slice(&req.mad[SMP_MKEY..SMP_MKEY + 8]);
-    let verdict = n.mkeys[n.mgmt_port(port)].check(u64::from_be_bytes(key), method == METHOD_GET);
+    let mkey = read(&n.conf).ports[n.mgmt_port(port)].mkey;
+    let verdict = mkey.check(u64::from_be_bytes(key), method == METHOD_GET);
     if verdict == MkeyVerdict::Fail {
         n.count(port, |c| c.mkey_violations += 1);
         return Answer::Discard;
     }
     let show_mkey = verdict == MkeyVerdict::Pass;
     let mut data = [0u8; DATA_LEN];
-    let status = match (method, attr) {
-        (METHOD_GET, ATTR_NODE_DESC) => {
+    let mut given = [0u8; DATA_LEN];
+    given.copy_from_slice(&req.mad[DATA..DATA + DATA_LEN]);
+    let set = method == METHOD_SET;
+    let status = match attr {
+        ATTR_NODE_DESC => {
             node_desc::Repr::from_text(n.name.as_bytes())
                 .emit(&mut node_desc::Packet::new_unchecked(&mut data[..]));
             0
         }
-        (METHOD_GET, ATTR_NODE_INFO) => {
+        ATTR_NODE_INFO => {
             node_info(fabric, node, port, &mut data);
             0
         }
-        (METHOD_GET, ATTR_PORT_INFO) => {
+        ATTR_SM_INFO => match sm_info {
+            Some(d) => {
+                data = d;
+                0
+            }
+            None => STATUS_UNSUPPORTED,
+        },
+        ATTR_PORT_INFO => {
             // A CA reports the port the SMP arrived on when the modifier is 0.
             let which = match (n.kind, attr_mod) {
                 (NodeKind::Ca, 0) => Some(port),
@@ -93,22 +118,136 @@ pub(crate) fn answer(fabric: &FabricInner, node: usize, port: u8, req: &Pkt) -> 
             };
             match which {
                 Some(p) if !(n.kind == NodeKind::Ca && p == 0) => {
-                    port_info(fabric, node, p, port, show_mkey, &mut data);
-                    0
+                    let status = if set {
+                        set_port_info(fabric, node, p, &given)
+                    } else {
+                        0
+                    };
+                    port_info(fabric, node, p, port, show_mkey || set, &mut data);
+                    status
                 }
                 _ => STATUS_INVALID_VALUE,
             }
         }
-        (METHOD_GET, ATTR_SWITCH_INFO) if n.is_switch() => {
-            data[switch_info::LINEAR_FDB_CAP..][..2].copy_from_slice(&0xc000u16.to_be_bytes());
-            let top = fabric.lid_map.keys().next_back().copied().unwrap_or(0);
-            data[switch_info::LINEAR_FDB_TOP..][..2].copy_from_slice(&top.to_be_bytes());
+        ATTR_PKEY_TABLE => pkey_table(n, port, attr_mod, set.then_some(&given), &mut data),
+        ATTR_SWITCH_INFO => {
+            let mut conf = write(&n.conf);
+            if set {
+                let top = switch_info::Packet::new_unchecked(&given[..]).linear_fdb_top();
+                conf.lft_top = top.min(LFT_CAP - 1);
+            }
+            let mut p = switch_info::Packet::new_unchecked(&mut data[..]);
+            p.set_linear_fdb_cap(LFT_CAP);
+            p.set_multicast_fdb_cap(MFT_CAP);
+            p.set_linear_fdb_top(conf.lft_top);
+            p.set_life_time_value(18);
             0
         }
-        (METHOD_GET | METHOD_SET, _) if n.is_switch() => STATUS_UNSUPPORTED,
-        _ => return Answer::NotMine,
+        ATTR_LFT if attr_mod < u32::from(LFT_CAP) / lft::LEN as u32 => {
+            let mut conf = write(&n.conf);
+            if set {
+                conf.set_lft_block(attr_mod, &given);
+            }
+            data = conf.lft_block(attr_mod);
+            0
+        }
+        ATTR_MFT => {
+            let mut conf = write(&n.conf);
+            if set {
+                conf.mft.insert(attr_mod, given);
+            }
+            data = conf.mft.get(&attr_mod).copied().unwrap_or([0; DATA_LEN]);
+            0
+        }
+        ATTR_LFT => STATUS_INVALID_VALUE,
+        _ => STATUS_UNSUPPORTED,
     };
     Answer::Reply(Box::new(respond(fabric, node, port, req, status, &data)))
+}
+
+/// P_KeyTable Get or Set (`given`) of the block `attr_mod` names, at `port` (a CA: the
+/// port it arrived on; a switch keeps one table, port 0's, for all its ports).
+fn pkey_table(
+    n: &Node,
+    port: u8,
+    attr_mod: u32,
+    given: Option<&[u8; DATA_LEN]>,
+    d: &mut [u8; DATA_LEN],
+) -> u16 {
+    let block = (attr_mod & 0xffff) as usize;
+    let mut conf = write(&n.conf);
+    let table = &mut conf.ports[n.mgmt_port(port)].pkeys;
+    let start = block * pkey_table::ENTRIES;
+    if start >= PKEY_CAP {
+        return STATUS_INVALID_VALUE;
+    }
+    if let Some(given) = given {
+        let b = pkey_table::Packet::new_unchecked(&given[..]);
+        if table.len() < start + pkey_table::ENTRIES {
+            table.resize(start + pkey_table::ENTRIES, 0);
+        }
+        for i in 0..pkey_table::ENTRIES {
+            table[start + i] = b.pkey(i);
+        }
+        // Unused entries are 0; the table keeps at least one.
+        while table.len() > 1 && table.last() == Some(&0) {
+            table.pop();
+        }
+    }
+    let mut out = pkey_table::Packet::new_unchecked(&mut d[..]);
+    for i in 0..pkey_table::ENTRIES {
+        out.set_pkey(i, table.get(start + i).copied().unwrap_or(0));
+    }
+    0
+}
+
+/// PortInfo Set of `which` (IBA 14.2.5.6): M_Key and its protection, LID and
+/// MasterSMLID (of a CA port, or a switch's port 0), and PortState, which moves
+/// Init → Armed → Active (Down retrains the link back to Init). An invalid
+/// request changes nothing and returns status 0x001c.
+fn set_port_info(fabric: &FabricInner, node: usize, which: u8, given: &[u8; DATA_LEN]) -> u16 {
+    let n = &fabric.nodes[node];
+    let p = port_info::Packet::new_unchecked(&given[..]);
+    let mgmt = n.mgmt_port(which);
+    let mut conf = write(&n.conf);
+    let current = conf.ports[usize::from(which)].state;
+    let state = match p.port_state() {
+        PortState::NoChange => current,
+        PortState::Down if fabric.link_up(node, which) => PortState::Init,
+        PortState::Down => PortState::Down,
+        PortState::Armed if matches!(current, PortState::Init | PortState::Armed) => {
+            PortState::Armed
+        }
+        PortState::Active if matches!(current, PortState::Armed | PortState::Active) => {
+            PortState::Active
+        }
+        _ => return STATUS_INVALID_VALUE,
+    };
+    let lid = p.lid();
+    let owns_lid = usize::from(which) == mgmt;
+    if owns_lid && lid >= LFT_CAP {
+        return STATUS_INVALID_VALUE;
+    }
+    if which != 0 || n.is_switch() {
+        conf.ports[usize::from(which)].state = state;
+    }
+    if owns_lid {
+        let pc = &mut conf.ports[mgmt];
+        pc.mkey.key = p.m_key();
+        pc.mkey.protect_bits = p.m_key_protect_bits();
+        pc.sm_lid = p.master_sm_lid();
+        if pc.lid != lid {
+            let mut map = write(&fabric.lid_map);
+            if map.get(&pc.lid) == Some(&(node, mgmt as u8)) {
+                map.remove(&pc.lid);
+            }
+            if lid != 0 {
+                map.insert(lid, (node, mgmt as u8));
+            }
+            pc.lid = lid;
+        }
+    }
+    0
 }
 
 /// The answer a CA port nobody has open gives to an SMP or GMP Get/Set: GetResp with
@@ -120,7 +259,7 @@ pub(crate) fn unclaimed(fabric: &FabricInner, node: usize, port: u8, req: &Pkt) 
 
 /// `req` turned into its GetResp with `status` (and `data` when the status is 0),
 /// addressed back to its sender.
-fn respond(
+pub(crate) fn respond(
     fabric: &FabricInner,
     node: usize,
     port: u8,
@@ -181,11 +320,14 @@ fn port_info(
 ) {
     let n = &fabric.nodes[node];
     let mgmt = n.mgmt_port(which);
-    let mkey = n.mkeys[mgmt];
     let counters = *super::lock(&n.counters[mgmt]);
+    let conf = read(&n.conf);
+    let pc = &conf.ports[mgmt];
+    let (mkey, state) = (pc.mkey, conf.ports[usize::from(which)].state);
+    let capmask = CAPMASK | if pc.is_sm { port_info::CAP_IS_SM } else { 0 };
     let saturate = |v: u64| u16::try_from(v).unwrap_or(u16::MAX);
     // A switch's management port 0 is always up; other ports are up when linked.
-    let linked = which == 0 || n.links.get(usize::from(which)).is_some_and(Option::is_some);
+    let linked = which == 0 || fabric.link_up(node, which);
     let mut p = port_info::Packet::new_unchecked(&mut d[..]);
     p.set_m_key(if show_mkey { mkey.key } else { 0 });
     p.set_m_key_protect_bits(mkey.protect_bits);
@@ -193,19 +335,15 @@ fn port_info(
     p.set_p_key_violations(saturate(counters.pkey_violations));
     p.set_q_key_violations(saturate(counters.qkey_violations));
     p.set_gid_prefix(super::GID_PREFIX);
-    p.set_lid(n.lid(which));
-    p.set_master_sm_lid(fabric.sm_lid);
-    p.set_capability_mask(CAPMASK);
+    p.set_lid(pc.lid);
+    p.set_master_sm_lid(pc.sm_lid);
+    p.set_capability_mask(capmask);
     p.set_local_port_num(in_port);
     p.set_link_width_enabled(0x03);
     p.set_link_width_supported(0x03);
     p.set_link_width_active(0x02); // 4x
     p.set_link_speed_supported(1);
-    p.set_port_state(if linked {
-        PortState::Active
-    } else {
-        PortState::Down
-    });
+    p.set_port_state(state);
     p.set_phys_state(if linked {
         PhysState::LinkUp
     } else {
