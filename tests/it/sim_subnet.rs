@@ -497,3 +497,67 @@ fn a_link_going_down_and_up_is_routed_around_then_brought_back() {
     );
     assert_eq!(f.lft_port("lduS1", h3), Some(7));
 }
+
+/// An application that serves SA methods itself on the SM's port gets those requests
+/// (the kernel hands a request to the agent registered for its method); the built-in
+/// SA keeps the methods nobody there serves.
+#[test]
+fn an_sa_agent_on_the_sm_port_gets_its_methods_and_the_sa_keeps_the_rest() {
+    use vmad::engine::{AgentSpec, Event, SendRequest};
+    const SA: u8 = 0x03;
+    const GET: u8 = 0x01;
+    const GET_TABLE: u8 = 0x12;
+    let p = pair("sasm");
+    let port = |id| vmad::umad::port(id).unwrap();
+    let (sm_port, client) = (port(p.a), port(p.b));
+    // The built-in SM sits on the first CA (LID 1): p.a's port.
+    let spec = |methods: [u64; 2], rmpp| AgentSpec {
+        qp: Qp::Gsi,
+        mgmt_class: SA,
+        class_version: 2,
+        rmpp_version: rmpp,
+        method_mask: methods,
+        oui: 0,
+        user_rmpp: false,
+    };
+    let server = sm_port.register(spec([1 << GET_TABLE, 0], 1)).unwrap();
+    let asker = client.register(spec([0, 0], 1)).unwrap();
+    let ask = |method: u8, tid: u64| {
+        let mut m = gmp_mad(SA, 2, method, tid, 0x11);
+        m[24] = 1; // RMPP version
+        client
+            .send(
+                asker,
+                SendRequest {
+                    addr: gsi(1),
+                    mad: &m,
+                    timeout_ms: 2000,
+                    retries: 1,
+                },
+            )
+            .unwrap();
+    };
+    // GetTable: served here, so it reaches the application.
+    ask(GET_TABLE, 0x51);
+    match sm_port.recv(Some(Duration::from_secs(5))).unwrap() {
+        Event::Recv { agent, mad, .. } => {
+            assert_eq!(agent, server);
+            assert_eq!(be64(&mad, 8) & 0xffff_ffff, 0x51);
+        }
+        other => panic!("{other:?}"),
+    }
+    // Get: not served here, so the built-in SA answers it (a NodeRecord Get with an
+    // empty mask matches both nodes: an error status, but an answer from the SA).
+    ask(GET, 0x52);
+    match client.recv(Some(Duration::from_secs(5))).unwrap() {
+        Event::Recv { mad, .. } => {
+            assert_eq!(mad[3], 0x81, "a GetResp from the built-in SA");
+            assert_eq!(be64(&mad, 8) & 0xffff_ffff, 0x52);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(
+        sm_port.recv(Some(Duration::ZERO)).is_err(),
+        "the Get never reached the application"
+    );
+}

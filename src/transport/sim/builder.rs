@@ -299,6 +299,7 @@ impl FabricBuilder {
                 sm: sm::Sm::new(seat, plan),
                 sa: RwLock::new(Some(Arc::new(SaSlot::new()) as Arc<dyn SaPort>)),
                 sa_sent: Mutex::new(std::collections::VecDeque::new()),
+                sa_local: Mutex::new(Vec::new()),
                 registered: Mutex::new(Vec::new()),
             }),
         };

@@ -217,6 +217,8 @@ impl SimTransport {
 impl Drop for SimTransport {
     fn drop(&mut self) {
         *lock(&self.fabric.nodes[self.node].endpoints[usize::from(self.port)]) = None;
+        let (node, port) = (self.node, self.port);
+        lock(&self.fabric.sa_local).retain(|&(n, p, _, _)| (n, p) != (node, port));
         if self.holds_sm {
             // Closing issm gives the role back; the built-in SM re-sweeps.
             let _ = self
@@ -335,6 +337,21 @@ impl Transport for SimTransport {
     /// its PortInfo and the built-in SM steps aside (with its SA): SMInfo and SA requests
     /// then reach this port's owner, and its own SubnSets configure the fabric. `off`
     /// (or closing the port): the built-in SM takes the role back and sweeps.
+    fn register_agent(&mut self, spec: &crate::engine::AgentSpec, hi_tid: u32) -> Result<()> {
+        if spec.qp == crate::types::Qp::Gsi
+            && spec.mgmt_class == super::route::CLASS_SA
+            && spec.method_mask != [0; 2]
+        {
+            lock(&self.fabric.sa_local).push((self.node, self.port, hi_tid, spec.method_mask));
+        }
+        Ok(())
+    }
+
+    fn unregister_agent(&mut self, hi_tid: u32) {
+        let (node, port) = (self.node, self.port);
+        lock(&self.fabric.sa_local).retain(|&(n, p, h, _)| (n, p, h) != (node, port, hi_tid));
+    }
+
     fn set_sm(&mut self, on: bool) -> Result<()> {
         self.fabric
             .sm

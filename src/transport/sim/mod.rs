@@ -194,6 +194,10 @@ pub(crate) struct FabricInner {
     pub(crate) sa: RwLock<Option<Arc<dyn SaPort>>>,
     /// (TID, peer LID) of the last MADs the SA sent: what answers them is the SA's.
     pub(crate) sa_sent: Mutex<std::collections::VecDeque<(u64, u16)>>,
+    /// SA-class (0x03) agents the ports' owners serve methods with: (node, port, the
+    /// agent's TID high word, its method mask). A request for one of their methods is
+    /// theirs, not the built-in SA's, as the kernel hands it to the registered agent.
+    pub(crate) sa_local: Mutex<Vec<(usize, u8, u32, [u64; 2])>>,
     /// Names this fabric put in the process-wide registry.
     registered: Mutex<Vec<String>>,
 }

@@ -480,7 +480,7 @@ impl FabricInner {
                 return;
             }
         }
-        if self.sm.master_seat() == Some((node, port)) && self.for_sa(&pkt) {
+        if self.sm.master_seat() == Some((node, port)) && self.for_sa(node, port, &pkt) {
             if let Some(sa) = super::read(&self.sa).clone() {
                 self.serve_sa(sa.as_ref(), node, port, &pkt, delay);
                 return;
@@ -525,14 +525,20 @@ impl FabricInner {
     /// would tell an SA agent's traffic from a client's on the same port: a new
     /// request (not an RMPP ACK, STOP or ABORT, which answer someone's transfer) is;
     /// anything else only if it answers a MAD the SA sent (its TID, from that peer).
-    fn for_sa(&self, pkt: &Pkt) -> bool {
+    /// A request for a method an SA-class agent of the port's owner serves is the
+    /// owner's (an application serving the SA itself on the SM's port).
+    fn for_sa(&self, node: usize, port: u8, pkt: &Pkt) -> bool {
         if pkt.dqp != 1 || pkt.class() != CLASS_SA || pkt.from_sa {
             return false;
         }
         let rmpp = crate::wire::rmpp::Packet::new_unchecked(&pkt.mad[..]);
         let control = rmpp.is_active() && rmpp.rmpp_type() != crate::wire::rmpp::RmppType::Data;
         if pkt.mad[3] & 0x80 == 0 && !control {
-            return true;
+            let method = usize::from(pkt.mad[3]);
+            let served_here = lock(&self.sa_local).iter().any(|&(n, p, _, mask)| {
+                n == node && p == port && mask[method / 64] & (1 << (method % 64)) != 0
+            });
+            return !served_here;
         }
         let tid = crate::wire::mad::Packet::new_unchecked(&pkt.mad[..]).tid();
         lock(&self.sa_sent).contains(&(tid, pkt.slid))
