@@ -182,6 +182,9 @@ impl Link {
 }
 
 /// The shared state of a built fabric.
+/// An SA-class agent of a port's owner: (node, port, its TID high word, its method mask).
+pub(crate) type LocalSaAgent = (usize, u8, u32, [u64; 2]);
+
 #[derive(Debug)]
 pub(crate) struct FabricInner {
     pub(crate) nodes: Vec<Node>,
@@ -197,7 +200,7 @@ pub(crate) struct FabricInner {
     /// SA-class (0x03) agents the ports' owners serve methods with: (node, port, the
     /// agent's TID high word, its method mask). A request for one of their methods is
     /// theirs, not the built-in SA's, as the kernel hands it to the registered agent.
-    pub(crate) sa_local: Mutex<Vec<(usize, u8, u32, [u64; 2])>>,
+    pub(crate) sa_local: Mutex<Vec<LocalSaAgent>>,
     /// Names this fabric put in the process-wide registry.
     registered: Mutex<Vec<String>>,
 }
