@@ -49,8 +49,11 @@
 //! # Counters and pcap
 //!
 //! [`PathCounters`] counts MADs sent and received per path. The port's pcap
-//! capture records every MAD, but its records (the pcap `LINKTYPE_INFINIBAND`
-//! packet) have no field for the path; the counters are where it shows.
+//! capture records every MAD, but it is written by the port from what the
+//! engine sends and receives, before or after the transport: its packets
+//! show the MAD's QP (1), not the path. Showing the path there (the verbs
+//! QPN in the BTH/DETH) would need the transport to tell the port, per MAD,
+//! which path it took; the [`Transport`] trait has no such channel yet.
 
 use std::collections::{HashSet, VecDeque};
 use std::io;
@@ -115,6 +118,8 @@ pub struct HybridTransport {
     verbs_pkey_index: u16,
     via_verbs: HashSet<ReqKey>,
     via_verbs_order: VecDeque<ReqKey>,
+    /// Requests seen in the current verbs burst (kept to reuse its allocation).
+    burst_requests: Vec<ReqKey>,
     counters: Arc<PathCounters>,
 }
 
@@ -152,6 +157,7 @@ impl HybridTransport {
             verbs_pkey_index,
             via_verbs: HashSet::new(),
             via_verbs_order: VecDeque::new(),
+            burst_requests: Vec::new(),
             counters: Arc::default(),
         })
     }
@@ -211,7 +217,7 @@ impl Transport for HybridTransport {
         max: usize,
         sink: &mut dyn FnMut(RecvMeta, &[u8]),
     ) -> io::Result<usize> {
-        let mut requests = Vec::new();
+        let mut requests = std::mem::take(&mut self.burst_requests);
         let from_verbs = self.verbs.recv_burst(max, &mut |meta, mad| {
             let m = Mad::new_unchecked(mad);
             if !m.is_response() {
@@ -219,9 +225,10 @@ impl Transport for HybridTransport {
             }
             sink(meta, mad);
         })?;
-        for key in requests {
+        for key in requests.drain(..) {
             self.remember_verbs_request(key);
         }
+        self.burst_requests = requests;
         let from_kernel = self
             .kernel
             .recv_burst(max.saturating_sub(from_verbs), sink)?;
