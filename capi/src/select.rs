@@ -3,9 +3,9 @@
 //!
 //! | `VMAD_TRANSPORT` | CAs |
 //! |---|---|
-//! | unset | the host's CAs through the kernel (as `kernel`) when `/sys/class/infiniband` lists any; otherwise the embedded fabric (as `sim`) |
+//! | unset | the host's CAs when `/sys/class/infiniband` lists any: as `hybrid` where built in and the process has CAP_NET_RAW, else as `kernel`; otherwise the embedded fabric (as `sim`) |
 //! | `kernel` | the host's CAs (`rxe0`, `mlx5_0`, …) through `/dev/infiniband/umadN`, QP0 where the port has one; vmad's engine does RMPP, timeouts and retries (`vmad::transport::kernel`). Not in a library built with `--no-default-features` |
-//! | `hybrid` | not built yet: fails with EOPNOTSUPP (use `kernel`) |
+//! | `hybrid` | the host's CAs, each port over two paths (`vmad::transport::hybrid`): GMPs this process sends as a client over vmad's own UD QP (verbs), SMPs and what must arrive at QP1 through the kernel. Only in a library built with the `hybrid` feature; needs CAP_NET_RAW (or `privileged-qkey on`) |
 //! | `sim` | the embedded fabric, a managed subnet: `vmadsim0` (LID 1, the SM) and `vmadsim1` (LID 2) on switch `vmadsw0` (LID 3); `VMAD_SIM_FAULTS="loss=0.1,dup=0.05,reorder=0.1,corrupt=0,delay_us=0,seed=7"` injects faults on both directions |
 //! | `sim` + `VMAD_SIM_TOPO=file.net` | the subnet of an ibsim topology file, managed by the embedded SM; the process is the CA `VMAD_SIM_HOST` (default: the file's first CA) |
 //! | `ibsim` | `ibsim0`: the node ibsim attaches this process to (`IBSIM_SOCKNAME`, `IBSIM_SERVER_NAME`/`_PORT`, `SIM_HOST`); `SIM_SET_ISSM=1` attaches as the node's SM |
@@ -47,6 +47,9 @@ enum Selected {
     /// The host's CAs through the kernel's umad devices (registered with the CA registry).
     #[cfg(feature = "kernel")]
     Kernel,
+    /// The host's CAs, kernel and verbs paths (registered with the CA registry).
+    #[cfg(feature = "hybrid")]
+    Hybrid,
 }
 
 /// Select the transport if not done yet.
@@ -91,11 +94,7 @@ fn select() -> Result<Selected> {
         Some("ibsim") => (select_ibsim()?, "VMAD_TRANSPORT=ibsim".into()),
         Some("roce") => (select_roce()?, "VMAD_TRANSPORT=roce".into()),
         Some("kernel") => select_kernel("VMAD_TRANSPORT=kernel")?,
-        Some("hybrid") => {
-            return Err(Error::Unsupported(
-                "VMAD_TRANSPORT=hybrid: not built yet (use kernel)",
-            ))
-        }
+        Some("hybrid") => select_hybrid("VMAD_TRANSPORT=hybrid")?,
         Some("verbs") => {
             return Err(Error::Unsupported(
                 "VMAD_TRANSPORT=verbs: this libibumad was built without the verbs transport",
@@ -120,11 +119,7 @@ fn select_default() -> Result<(Selected, String)> {
     {
         let cas = vmad::transport::kernel::host_cas();
         if !cas.is_empty() {
-            // hybrid (a verbs UD QP for client GMPs where the GSI Q_Key is permitted)
-            // would be the choice here once it exists.
-            return select_kernel(&format!(
-                "VMAD_TRANSPORT unset and the host has CAs {cas:?}: the kernel's umad devices (hybrid is not built yet)"
-            ));
+            return select_host(&cas);
         }
     }
     let why = if cfg!(feature = "kernel") {
@@ -140,6 +135,44 @@ fn select_kernel(why: &str) -> Result<(Selected, String)> {
     umad::disable_default_fabric();
     let cas = vmad::transport::kernel::register_host_cas()?;
     Ok((Selected::Kernel, format!("kernel: {why}; CAs {cas:?}")))
+}
+
+/// `VMAD_TRANSPORT` unset on a host with CAs: hybrid where it is built in and the
+/// GSI Q_Key is permitted, else kernel; the reason says which and why.
+#[cfg(feature = "hybrid")]
+fn select_host(cas: &[String]) -> Result<(Selected, String)> {
+    if vmad::transport::hybrid::gsi_qkey_permitted() {
+        return select_hybrid(&format!(
+            "VMAD_TRANSPORT unset, the host has CAs {cas:?} and this process has CAP_NET_RAW (the GSI Q_Key on its own UD QP)"
+        ));
+    }
+    select_kernel(&format!(
+        "VMAD_TRANSPORT unset and the host has CAs {cas:?}; not hybrid: no CAP_NET_RAW for the GSI Q_Key (privileged-qkey is not read; set VMAD_TRANSPORT=hybrid to try it)"
+    ))
+}
+
+#[cfg(all(feature = "kernel", not(feature = "hybrid")))]
+fn select_host(cas: &[String]) -> Result<(Selected, String)> {
+    select_kernel(&format!(
+        "VMAD_TRANSPORT unset and the host has CAs {cas:?}: the kernel's umad devices (this library was built without the hybrid feature)"
+    ))
+}
+
+#[cfg(feature = "hybrid")]
+fn select_hybrid(why: &str) -> Result<(Selected, String)> {
+    umad::disable_default_fabric();
+    let cas = vmad::transport::hybrid::register_host_cas()?;
+    Ok((
+        Selected::Hybrid,
+        format!("hybrid (client GMPs over vmad's UD QP, the rest through the kernel): {why}; CAs {cas:?}"),
+    ))
+}
+
+#[cfg(not(feature = "hybrid"))]
+fn select_hybrid(_why: &str) -> Result<(Selected, String)> {
+    Err(Error::Unsupported(
+        "VMAD_TRANSPORT=hybrid: this libibumad was built without the hybrid feature (cargo build -p vmad-capi --features hybrid)",
+    ))
 }
 
 #[cfg(not(feature = "kernel"))]

@@ -7,10 +7,14 @@
 //! | `verbs` | no | own UD QP: client of remote QP1s, peer of vmad | an RDMA device, CAP_NET_RAW |
 //! | `roce` | no (RoCE has no QP0) | yes: vmad is QP1 of its own address | UDP 4791 on a free address |
 //! | `kernel` | where the port has one (not on RoCE) | yes: the kernel's QP1 through `/dev/infiniband/umadN` | a host CA, read/write on its umad device |
+//! | `hybrid` | as `kernel` | client GMPs over vmad's UD QP (`verbs`), the rest as `kernel` | both of theirs |
 //!
 //! A transport moves whole 256-byte MADs. It never interprets them beyond
 //! what its wire format needs; matching, timers and RMPP are the engine's.
 
+#[cfg(all(feature = "kernel", feature = "verbs"))]
+#[cfg_attr(docsrs, doc(cfg(all(feature = "kernel", feature = "verbs"))))]
+pub mod hybrid;
 pub mod ibsim;
 #[cfg(feature = "kernel")]
 pub mod kernel;

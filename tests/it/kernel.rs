@@ -22,41 +22,53 @@ use super::kernel_peer::*;
 
 /// Which libibumad a C fixture runs on.
 #[derive(Debug, Clone, Copy, PartialEq)]
-enum Lib {
+pub(crate) enum Lib {
     /// The system's (rdma-core).
     Classic,
     /// vmad's drop-in, `VMAD_TRANSPORT` unset (the host's CAs: kernel).
     VmadDefault,
     /// vmad's drop-in, `VMAD_TRANSPORT=kernel`.
     VmadKernel,
+    /// vmad's drop-in built with the `hybrid` feature, `VMAD_TRANSPORT` unset (root in
+    /// the VM has CAP_NET_RAW: hybrid). Used by tests/it/hybrid.rs (feature `verbs`).
+    #[cfg_attr(not(feature = "verbs"), allow(dead_code))]
+    HybridDefault,
+    /// vmad's drop-in built with the `hybrid` feature, `VMAD_TRANSPORT=hybrid`.
+    #[cfg_attr(not(feature = "verbs"), allow(dead_code))]
+    Hybrid,
 }
 
-fn dropin_dir() -> PathBuf {
-    PathBuf::from(fixture("vmad-lib"))
+fn dropin_dir(lib: Lib) -> PathBuf {
+    match lib {
+        Lib::HybridDefault | Lib::Hybrid => PathBuf::from(fixture("vmad-hybrid-lib")),
+        _ => PathBuf::from(fixture("vmad-lib")),
+    }
 }
 
 /// A fixture command on `lib`.
-fn on(lib: Lib, program: &str) -> Command {
+pub(crate) fn on(lib: Lib, program: &str) -> Command {
     let mut cmd = Command::new(fixture(program));
     cmd.env_remove("VMAD_TRANSPORT")
         .env_remove("LD_LIBRARY_PATH");
     if lib != Lib::Classic {
-        let so = dropin_dir().join("libibumad.so.3");
+        let so = dropin_dir(lib).join("libibumad.so.3");
         assert!(
             so.exists(),
             "{} is missing (scripts/rxe-test builds it)",
             so.display()
         );
-        cmd.env("LD_LIBRARY_PATH", dropin_dir())
+        cmd.env("LD_LIBRARY_PATH", dropin_dir(lib))
             .env("VMAD_LOG", "1");
     }
-    if lib == Lib::VmadKernel {
-        cmd.env("VMAD_TRANSPORT", "kernel");
+    match lib {
+        Lib::VmadKernel => drop(cmd.env("VMAD_TRANSPORT", "kernel")),
+        Lib::Hybrid => drop(cmd.env("VMAD_TRANSPORT", "hybrid")),
+        _ => {}
     }
     cmd
 }
 
-fn run(lib: Lib, program: &str, args: &[&str]) -> Output {
+pub(crate) fn run(lib: Lib, program: &str, args: &[&str]) -> Output {
     let out = on(lib, program)
         .args(args)
         .output()
@@ -99,10 +111,10 @@ fn kernel_ca_listing_matches_the_system_libibumad_field_by_field() {
 }
 
 /// `umad_agent serve` on rxe1 on `lib`, until dropped.
-struct Agent(Child);
+pub(crate) struct Agent(Child);
 
 impl Agent {
-    fn start(lib: Lib) -> Agent {
+    pub(crate) fn start(lib: Lib) -> Agent {
         use std::io::{BufRead, BufReader};
         let mut child = on(lib, "umad_agent")
             .args(["serve", &env("RXE1_DEV"), &env("RXE1_PORT"), "600"])
@@ -131,7 +143,7 @@ impl Drop for Agent {
 
 /// The ping-pong (RMPP 64 KiB and 1 MiB both ways, byte-exact): `client` on rxe0
 /// against an agent on `server` on rxe1.
-fn pingpong(server: Lib, client: Lib) {
+pub(crate) fn pingpong(server: Lib, client: Lib) -> Output {
     let _g = serial();
     let _agent = Agent::start(server);
     let out = run(
@@ -155,6 +167,7 @@ fn pingpong(server: Lib, client: Lib) {
         );
     }
     assert!(out.status.success());
+    out
 }
 
 #[test]

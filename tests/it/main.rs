@@ -9,6 +9,8 @@ mod counters;
 mod dead_transport;
 mod dr_walk;
 mod hostile;
+#[cfg(all(feature = "kernel", feature = "roce", feature = "verbs"))]
+mod hybrid;
 mod ibsim;
 #[cfg(all(feature = "kernel", feature = "roce"))]
 mod kernel;

@@ -196,6 +196,19 @@ impl KernelTransport {
         })
     }
 
+    /// The umad device's descriptor: readable when a MAD waits (for a transport that
+    /// waits on it beside others: the hybrid one).
+    pub fn readiness_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.umad.as_fd()
+    }
+
+    /// Whether a retry waits for the kernel to forget its previous attempt: a
+    /// [`Transport::wait`] done elsewhere must then return within 1 ms (see the
+    /// module docs), since no descriptor says when.
+    pub fn holds_sends(&self) -> bool {
+        !self.held.is_empty()
+    }
+
     /// Write what was held back, oldest first, as far as the kernel lets it.
     fn flush_held(&mut self) -> io::Result<()> {
         for _ in 0..self.held.len() {

@@ -172,6 +172,8 @@ pub struct VerbsTransport {
     wcs: Vec<sys::ibv_wc>,
     armed: bool,
     wake: wake::Wake,
+    /// Another descriptor an idle wait also sleeps on (-1: none; see `also_wake_on`).
+    extra_fd: c_int,
     stats: VerbsStats,
 }
 
@@ -386,6 +388,7 @@ impl VerbsTransport {
             config,
             armed: false,
             wake: wake::Wake::new().map_err(step("socketpair"))?,
+            extra_fd: -1,
             stats: VerbsStats::default(),
         })
     }
@@ -427,6 +430,13 @@ impl VerbsTransport {
     pub fn pinning(&self) -> (bool, bool) {
         let p = self.ring.pinning();
         (p.huge, p.locked)
+    }
+
+    /// Make an idle [`Transport::wait`] also return when `fd` is readable (the
+    /// hybrid transport's kernel umad device): one `poll` sleeps on both.
+    /// The caller keeps `fd` open as long as this transport waits on it.
+    pub fn also_wake_on(&mut self, fd: std::os::fd::RawFd) {
+        self.extra_fd = fd;
     }
 
     /// Data-path counters, recoveries and async events.
@@ -713,8 +723,14 @@ impl Transport for VerbsTransport {
         // Sleep, but wake to look for the device now and then (see `events.rs`).
         let left = deadline.map(|d| d.saturating_duration_since(Clock::now()));
         let limit = left.map_or(events::LIVENESS_EVERY, |l| l.min(events::LIVENESS_EVERY));
-        let fds = [self.channel.fd(), self.wake.fd(), self.async_fd];
-        let [event, woken, async_ready] = wake::readable(fds, Some(limit))?;
+        // A negative fd (no extra one) is ignored by poll.
+        let fds = [
+            self.channel.fd(),
+            self.wake.fd(),
+            self.async_fd,
+            self.extra_fd,
+        ];
+        let [event, woken, async_ready, _extra] = wake::readable(fds, Some(limit))?;
         self.async_ready |= async_ready;
         if woken {
             self.wake.take();

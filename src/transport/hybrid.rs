@@ -1,0 +1,442 @@
+//! The hybrid transport: one port of a host CA, two paths, chosen per MAD
+//! (features `kernel` and `verbs`).
+//!
+//! - **verbs** ([`VerbsTransport`]): the GMPs the port sends as a client.
+//!   A request leaves from vmad's own UD QP, so its answer (and every RMPP
+//!   segment and ACK of the exchange) comes back to that QP's pinned ring,
+//!   busy-polled: no kernel MAD layer on this path.
+//! - **kernel** ([`KernelTransport`]): SMPs (QP0), and whatever must arrive at
+//!   QP1: unsolicited requests to a registered agent, traps, reports, SA
+//!   requests to an SM. The answers to those go back the way they came.
+//!
+//! # Which path a MAD takes
+//!
+//! In [`Transport::transmit`], the engine writes the MAD straight into a verbs
+//! send slot; if it must go through the kernel it is copied into the kernel's
+//! buffer instead (256 bytes) and the verbs slot is handed back unused.
+//!
+//! | MAD | path |
+//! |---|---|
+//! | on QP0 (SMP) | kernel |
+//! | a request (response bit clear) | verbs, unless addressed with a P_Key index other than the verbs QP's (a UD QP has one P_Key): kernel |
+//! | a response whose request came in through verbs (a vmad peer that addressed the verbs QP) | verbs |
+//! | any other response | kernel |
+//!
+//! RMPP needs nothing more: the segments and ACKs of a transfer carry its TID
+//! and the method kind of its request or response side. An ACK for a
+//! response being received carries a request method (verbs: the response came
+//! to the verbs QP); an ACK for a request being received carries a response
+//! method, and so takes the request's path (the `via_verbs` set below).
+//!
+//! # TIDs
+//!
+//! Through verbs nothing rewrites the TID: requests keep the engine's high
+//! word and responses come back with it. Through the kernel the kernel
+//! transport translates as its docs say. Every engine agent is registered with
+//! the kernel (the kernel path needs a kernel agent for unsolicited requests,
+//! and for the answers to requests that go through the kernel).
+//!
+//! # Waiting
+//!
+//! The two transports sleep differently (verbs: busy polling, then its
+//! completion channel; kernel: `poll` on the umad device). The verbs transport
+//! does the waiting and is given the umad descriptor to sleep on as well
+//! ([`VerbsTransport::also_wake_on`]): one `poll` covers both, and the verbs
+//! waker ends it. A kernel MAD that arrives while verbs busy-polls (at most
+//! `idle_spin`, 1 ms) waits until the spin ends. While the kernel transport
+//! holds a retry back, a wait lasts 1 ms at most (it has no descriptor).
+//!
+//! # Counters and pcap
+//!
+//! [`PathCounters`] counts MADs sent and received per path. The port's pcap
+//! capture records every MAD, but it is written by the port from what the
+//! engine sends and receives, before or after the transport: its packets
+//! show the MAD's QP (1), not the path. Showing the path there (the verbs
+//! QPN in the BTH/DETH) would need the transport to tell the port, per MAD,
+//! which path it took; the [`Transport`] trait has no such channel yet.
+
+use std::collections::{HashSet, VecDeque};
+use std::io;
+use std::os::fd::AsRawFd;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::kernel::sysfs::Sysfs;
+use super::kernel::KernelTransport;
+use super::registry::{self, CaInfo, CaProvider};
+use super::verbs::{VerbsConfig, VerbsTransport};
+use super::{Caps, PortAttrs, Transport, Waker};
+use crate::engine::{AgentSpec, RecvMeta, Transmit};
+use crate::types::Qp;
+use crate::wire::mad::Packet as Mad;
+use crate::wire::MAD_SIZE;
+use crate::{Error, Result};
+
+/// How many requests received through verbs are remembered for their
+/// responses' path; the oldest are forgotten first (a response that late goes
+/// through the kernel, as to a stranger).
+const VIA_VERBS_KEPT: usize = 4096;
+
+/// MADs per path since the transport opened (shared: read it from a handle
+/// taken before the transport went into a port).
+#[derive(Debug, Default)]
+pub struct PathCounters {
+    /// MADs sent through vmad's UD QP.
+    pub verbs_sent: AtomicU64,
+    /// MADs received on vmad's UD QP.
+    pub verbs_received: AtomicU64,
+    /// MADs written to the kernel's umad device.
+    pub kernel_sent: AtomicU64,
+    /// MADs read from the kernel's umad device.
+    pub kernel_received: AtomicU64,
+}
+
+impl PathCounters {
+    /// (verbs sent, verbs received, kernel sent, kernel received).
+    pub fn snapshot(&self) -> (u64, u64, u64, u64) {
+        let r = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        (
+            r(&self.verbs_sent),
+            r(&self.verbs_received),
+            r(&self.kernel_sent),
+            r(&self.kernel_received),
+        )
+    }
+}
+
+/// A request received through verbs: class and TID (all 64 bits, the sender's).
+type ReqKey = (u8, u64);
+
+/// A kernel and a verbs transport on one port of a host CA. See the module docs.
+pub struct HybridTransport {
+    // Drop order: verbs first, it polls the kernel transport's descriptor.
+    verbs: VerbsTransport,
+    kernel: KernelTransport,
+    attrs: PortAttrs,
+    verbs_pkey_index: u16,
+    via_verbs: HashSet<ReqKey>,
+    via_verbs_order: VecDeque<ReqKey>,
+    /// Requests seen in the current verbs burst (kept to reuse its allocation).
+    burst_requests: Vec<ReqKey>,
+    counters: Arc<PathCounters>,
+}
+
+impl core::fmt::Debug for HybridTransport {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("HybridTransport")
+            .field("kernel", &self.kernel)
+            .field("verbs", &self.verbs)
+            .finish_non_exhaustive()
+    }
+}
+
+impl HybridTransport {
+    /// Open `port` of CA `ca` (0: the first active port) through the kernel, and a
+    /// verbs UD QP on the same port.
+    ///
+    /// # Errors
+    /// What [`KernelTransport::open`] and [`VerbsTransport::open`] return; EPERM
+    /// ([`Error::NotPermitted`]) where the GSI Q_Key is not permitted.
+    pub fn open(sysfs: &Sysfs, ca: &str, port: u8) -> Result<HybridTransport> {
+        let kernel = KernelTransport::open(sysfs, ca, port)?;
+        let config = VerbsConfig {
+            device: Some(ca.to_owned()),
+            port: Some(kernel.attrs().port_num),
+            ..VerbsConfig::default()
+        };
+        let verbs_pkey_index = config.pkey_index;
+        let mut verbs = VerbsTransport::open(config)?;
+        verbs.also_wake_on(kernel.readiness_fd().as_raw_fd());
+        vmad_debug!(target: "vmad::transport", ca = ca, qpn = verbs.qpn(), "hybrid transport open");
+        Ok(HybridTransport {
+            attrs: kernel.attrs().clone(),
+            verbs,
+            kernel,
+            verbs_pkey_index,
+            via_verbs: HashSet::new(),
+            via_verbs_order: VecDeque::new(),
+            burst_requests: Vec::new(),
+            counters: Arc::default(),
+        })
+    }
+
+    /// The per-path counters (a handle that stays valid after the transport moved).
+    pub fn counters(&self) -> Arc<PathCounters> {
+        self.counters.clone()
+    }
+
+    /// The verbs QP number (where vmad peers address this port's client side).
+    pub fn verbs_qpn(&self) -> u32 {
+        self.verbs.qpn()
+    }
+
+    fn remember_verbs_request(&mut self, key: ReqKey) {
+        if !self.via_verbs.insert(key) {
+            return;
+        }
+        self.via_verbs_order.push_back(key);
+        if self.via_verbs_order.len() > VIA_VERBS_KEPT {
+            if let Some(old) = self.via_verbs_order.pop_front() {
+                self.via_verbs.remove(&old);
+            }
+        }
+    }
+}
+
+/// Whether a MAD the engine wrote goes through verbs (see the table in the module docs).
+fn goes_via_verbs(
+    via_verbs: &HashSet<ReqKey>,
+    verbs_pkey_index: u16,
+    mad: &[u8; MAD_SIZE],
+    t: &Transmit,
+) -> bool {
+    if t.qp == Qp::Smi {
+        return false;
+    }
+    let m = Mad::new_unchecked(&mad[..]);
+    if m.is_response() {
+        via_verbs.contains(&(mad[1], m.tid()))
+    } else {
+        t.dest.pkey_index == verbs_pkey_index
+    }
+}
+
+impl Transport for HybridTransport {
+    fn caps(&self) -> Caps {
+        self.kernel.caps()
+    }
+
+    fn attrs(&self) -> &PortAttrs {
+        &self.attrs
+    }
+
+    fn recv_burst(
+        &mut self,
+        max: usize,
+        sink: &mut dyn FnMut(RecvMeta, &[u8]),
+    ) -> io::Result<usize> {
+        let mut requests = std::mem::take(&mut self.burst_requests);
+        let from_verbs = self.verbs.recv_burst(max, &mut |meta, mad| {
+            let m = Mad::new_unchecked(mad);
+            if !m.is_response() {
+                requests.push((mad[1], m.tid()));
+            }
+            sink(meta, mad);
+        })?;
+        for key in requests.drain(..) {
+            self.remember_verbs_request(key);
+        }
+        self.burst_requests = requests;
+        let from_kernel = self
+            .kernel
+            .recv_burst(max.saturating_sub(from_verbs), sink)?;
+        let c = &self.counters;
+        c.verbs_received
+            .fetch_add(from_verbs as u64, Ordering::Relaxed);
+        c.kernel_received
+            .fetch_add(from_kernel as u64, Ordering::Relaxed);
+        Ok(from_verbs + from_kernel)
+    }
+
+    fn transmit(
+        &mut self,
+        fill: &mut dyn FnMut(&mut [u8; MAD_SIZE]) -> Option<Transmit>,
+    ) -> io::Result<bool> {
+        // The engine writes into a verbs slot; a MAD for the kernel is moved out of
+        // it (the slot goes back unused) and written through the kernel below.
+        let mut for_kernel: Option<([u8; MAD_SIZE], Transmit)> = None;
+        let (via_verbs, pkey_index) = (&self.via_verbs, self.verbs_pkey_index);
+        let sent_verbs = self.verbs.transmit(&mut |slot| {
+            let t = fill(slot)?;
+            if goes_via_verbs(via_verbs, pkey_index, slot, &t) {
+                Some(t)
+            } else {
+                for_kernel = Some((*slot, t));
+                None
+            }
+        })?;
+        if sent_verbs {
+            self.counters.verbs_sent.fetch_add(1, Ordering::Relaxed);
+            return Ok(true);
+        }
+        let Some((mad, t)) = for_kernel else {
+            // Nothing to send, or every verbs slot in flight (the MAD stays queued
+            // in the engine for the next turn).
+            return Ok(false);
+        };
+        let mut once = Some((mad, t));
+        let sent = self.kernel.transmit(&mut |slot| {
+            let (mad, t) = once.take()?;
+            *slot = mad;
+            Some(t)
+        })?;
+        if sent {
+            self.counters.kernel_sent.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(sent)
+    }
+
+    fn wait(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+        let timeout = match self.kernel.holds_sends() {
+            true => Some(timeout.map_or(Duration::from_millis(1), |t| {
+                t.min(Duration::from_millis(1))
+            })),
+            false => timeout,
+        };
+        self.verbs.wait(timeout)
+    }
+
+    fn waker(&self) -> Option<Waker> {
+        self.verbs.waker()
+    }
+
+    fn busy_poll(&self) -> bool {
+        // The client path is a busy-polled CQ: spinning gets its answers sooner.
+        true
+    }
+
+    fn attrs_changed(&mut self) -> bool {
+        if !self.verbs.attrs_changed() {
+            return false;
+        }
+        // The verbs transport re-read the port after an event; the names stay the kernel's.
+        let fresh = self.verbs.attrs();
+        self.attrs = PortAttrs {
+            ca_name: self.attrs.ca_name.clone(),
+            port_num: self.attrs.port_num,
+            ..fresh.clone()
+        };
+        true
+    }
+
+    fn register_agent(&mut self, spec: &AgentSpec, hi_tid: u32) -> Result<()> {
+        self.kernel.register_agent(spec, hi_tid)
+    }
+
+    fn unregister_agent(&mut self, hi_tid: u32) {
+        self.kernel.unregister_agent(hi_tid);
+    }
+
+    fn set_sm(&mut self, on: bool) -> Result<()> {
+        self.kernel.set_sm(on)
+    }
+}
+
+/// The host's CAs with every port opened as a [`HybridTransport`] (described and
+/// given their `issm` devices as [`super::kernel::KernelCas`] does).
+#[derive(Debug)]
+pub struct HybridCas {
+    sysfs: Sysfs,
+    kernel: super::kernel::KernelCas,
+}
+
+impl HybridCas {
+    /// The CAs of `sysfs`.
+    pub fn new(sysfs: Sysfs) -> HybridCas {
+        HybridCas {
+            kernel: super::kernel::KernelCas::new(sysfs.clone()),
+            sysfs,
+        }
+    }
+}
+
+impl CaProvider for HybridCas {
+    fn ca_info(&self, name: &str) -> Option<CaInfo> {
+        self.kernel.ca_info(name)
+    }
+
+    fn open(&self, name: &str, port: u8) -> Result<Box<dyn Transport>> {
+        Ok(Box::new(HybridTransport::open(&self.sysfs, name, port)?))
+    }
+
+    fn issm_path(&self, name: &str, port: u8) -> Result<Option<PathBuf>> {
+        self.kernel.issm_path(name, port)
+    }
+}
+
+/// Register every host CA with the CA registry, all under [`HybridCas`].
+///
+/// # Errors
+/// ENODEV if the host has no CA; EADDRINUSE if a name is already registered.
+pub fn register_host_cas() -> Result<Vec<String>> {
+    let names = super::kernel::host_cas();
+    if names.is_empty() {
+        return Err(Error::NoDevice("no CA under /sys/class/infiniband".into()));
+    }
+    registry::register_cas(&names, Arc::new(HybridCas::new(Sysfs::host())))?;
+    Ok(names)
+}
+
+/// Whether this process may set the GSI Q_Key on its own UD QP: it holds
+/// CAP_NET_RAW (effective). `rdma system set privileged-qkey on` also permits
+/// it, but is read only through RDMA netlink, which vmad does not speak: without
+/// the capability this says `false`, and an explicit `hybrid` still tries.
+pub fn gsi_qkey_permitted() -> bool {
+    const CAP_NET_RAW: u32 = 13;
+    let Ok(status) = std::fs::read_to_string("/proc/self/status") else {
+        return false;
+    };
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        .is_some_and(|caps| caps & (1 << CAP_NET_RAW) != 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::MadAddr;
+
+    fn tx(qp: Qp, pkey_index: u16) -> Transmit {
+        Transmit {
+            qp,
+            dest: MadAddr {
+                qpn: 1,
+                pkey_index,
+                ..MadAddr::default()
+            },
+            len: MAD_SIZE,
+            timeout_ms: 0,
+        }
+    }
+
+    fn mad(class: u8, method: u8, tid: u64) -> [u8; MAD_SIZE] {
+        let mut m = [0u8; MAD_SIZE];
+        m[0] = 1;
+        m[1] = class;
+        m[2] = 1;
+        m[3] = method;
+        m[8..16].copy_from_slice(&tid.to_be_bytes());
+        m
+    }
+
+    /// The path table of the module docs, row by row.
+    #[test]
+    fn each_mad_takes_its_path() {
+        let mut via = HashSet::new();
+        via.insert((0x09, 0x1234_0000_0007));
+        let go = |m: [u8; MAD_SIZE], t: Transmit| goes_via_verbs(&via, 0, &m, &t);
+        // Requests: verbs, except SMPs and another P_Key index.
+        assert!(go(mad(0x09, 0x01, 5), tx(Qp::Gsi, 0)));
+        assert!(!go(mad(0x81, 0x01, 5), tx(Qp::Smi, 0)));
+        assert!(!go(mad(0x09, 0x01, 5), tx(Qp::Gsi, 1)));
+        // Responses: verbs only for a request that came through verbs (class and TID).
+        assert!(go(mad(0x09, 0x81, 0x1234_0000_0007), tx(Qp::Gsi, 0)));
+        assert!(!go(mad(0x03, 0x81, 0x1234_0000_0007), tx(Qp::Gsi, 0)));
+        assert!(!go(mad(0x09, 0x81, 0x1234_0000_0008), tx(Qp::Gsi, 0)));
+        // TrapRepress is a response: it answers a trap that came through the kernel.
+        assert!(!go(mad(0x03, 0x07, 9), tx(Qp::Gsi, 0)));
+    }
+
+    #[test]
+    fn the_capability_is_read_from_proc() {
+        // Whatever the answer, it must agree with the status file's CapEff line.
+        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        let eff = status.lines().find(|l| l.starts_with("CapEff:")).unwrap();
+        let bits = u64::from_str_radix(eff[7..].trim(), 16).unwrap();
+        assert_eq!(gsi_qkey_permitted(), bits & (1 << 13) != 0);
+    }
+}

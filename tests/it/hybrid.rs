@@ -1,0 +1,156 @@
+//! The hybrid transport on two soft-RoCE ports: client GMPs over vmad's UD QP,
+//! unsolicited requests through the kernel, against the real libibumad.
+//!
+//! These run only inside the rxe VM (`scripts/rxe-test`, which builds the
+//! drop-in with the `hybrid` feature into `target/rxe/vmad-hybrid-lib`).
+//!
+//! `cargo test --features verbs --test it -- --ignored --test-threads=1 hybrid::`
+
+use std::time::{Duration, Instant};
+
+use vmad::engine::{Event, SendRequest};
+use vmad::port::{Port, PortConfig};
+use vmad::transport::hybrid::{HybridTransport, PathCounters};
+use vmad::transport::kernel::sysfs::Sysfs;
+use vmad::transport::kernel::KernelTransport;
+use vmad::types::MadAddr;
+
+use super::kernel::{pingpong, Agent, Lib};
+use super::kernel_peer::*;
+
+fn announced(out: &std::process::Output, what: &str) {
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        log.contains(what),
+        "the selection is announced ({what:?}): {log}"
+    );
+}
+
+#[test]
+#[ignore = "needs the rxe VM: run by scripts/rxe-test"]
+fn hybrid_pingpong_dropin_client_forced_to_classic_agent() {
+    let out = pingpong(Lib::Classic, Lib::Hybrid);
+    announced(&out, "vmad: transport hybrid");
+}
+
+#[test]
+#[ignore = "needs the rxe VM: run by scripts/rxe-test"]
+fn hybrid_pingpong_dropin_client_default_to_classic_agent() {
+    let out = pingpong(Lib::Classic, Lib::HybridDefault);
+    announced(
+        &out,
+        "vmad: transport hybrid (client GMPs over vmad's UD QP, the rest through the kernel): VMAD_TRANSPORT unset",
+    );
+}
+
+#[test]
+#[ignore = "needs the rxe VM: run by scripts/rxe-test"]
+fn hybrid_pingpong_classic_client_to_dropin_agent() {
+    pingpong(Lib::Hybrid, Lib::Classic);
+}
+
+fn hybrid_port(dev: &str) -> (Port, std::sync::Arc<PathCounters>) {
+    let t = HybridTransport::open(&Sysfs::host(), &env(dev), 1).expect("open hybrid");
+    let counters = t.counters();
+    let port = Port::open(Box::new(t), PortConfig::default()).expect("port");
+    (port, counters)
+}
+
+fn to(gid_var: &str) -> MadAddr {
+    let mut d = dest(gid(gid_var), 1);
+    if let Some(g) = d.grh.as_mut() {
+        g.gid_index = env("RXE0_GID_INDEX").parse().expect("a GID index");
+    }
+    d
+}
+
+/// A request the port sends as a client leaves through verbs, and its answer
+/// (from the kernel's QP1 on rxe1, a classic agent behind it) comes back to the
+/// verbs QP with the engine's TID, high word included: nothing through the kernel.
+#[test]
+#[ignore = "needs the rxe VM: run by scripts/rxe-test"]
+fn hybrid_client_request_goes_over_verbs() {
+    let _g = serial();
+    let _agent = Agent::start(Lib::Classic);
+    let (port, counters) = hybrid_port("RXE0_DEV");
+    let a = port.register(spec(0x09, false, &[])).unwrap();
+    let hi = u64::from(port.hi_tid(a).unwrap());
+    request(
+        &port,
+        a,
+        to("RXE1_GID"),
+        &mad(0x09, 0x01, 0x71, SILENT_COUNT, 0, false, &[]),
+        2000,
+        2,
+    );
+    let (_, resp) = recv_mad(&port, Duration::from_secs(10));
+    assert_eq!(tid_of(&resp), (hi << 32) | 0x71);
+    let (vs, vr, ks, kr) = counters.snapshot();
+    eprintln!("client paths: verbs {vs} sent {vr} received, kernel {ks} sent {kr} received");
+    assert!(vs >= 1 && vr >= 1, "request and answer over verbs");
+    assert_eq!((ks, kr), (0, 0), "nothing through the kernel");
+}
+
+/// A request that arrives unsolicited at rxe1's QP1 reaches the hybrid port's
+/// agent through the kernel, and its response goes back the same way. The
+/// idle port sleeps in the verbs wait: each request must wake it at once
+/// (the umad descriptor is polled beside the completion channel), not at the
+/// verbs transport's next liveness check (every second).
+#[test]
+#[ignore = "needs the rxe VM: run by scripts/rxe-test"]
+fn hybrid_unsolicited_request_arrives_through_the_kernel() {
+    let _g = serial();
+    let (server, counters) = hybrid_port("RXE1_DEV");
+    let agent = server.register(spec(0x09, false, &[0x01])).unwrap();
+    let t = KernelTransport::open(&Sysfs::host(), &env("RXE0_DEV"), 1).expect("open rxe0");
+    let client = Port::open(Box::new(t), PortConfig::default()).expect("port");
+    let c = client.register(spec(0x09, false, &[])).unwrap();
+    // Between two requests the response travels to rxe0 and the next request back
+    // through both kernels: milliseconds under TCG, past the server's spins (the port's
+    // 200 us, the verbs wait's 1 ms), so each request finds it asleep.
+    for tid in 0x72..0x75 {
+        let sent = Instant::now();
+        request(
+            &client,
+            c,
+            to("RXE1_GID"),
+            &mad(0x09, 0x01, tid, 0xff30, 0, false, &[]),
+            5000,
+            1,
+        );
+        let (from, req) = recv_mad(&server, Duration::from_secs(10));
+        let took = sent.elapsed();
+        eprintln!("request {tid:#x} reached the idle hybrid port in {took:?}");
+        // A wake by the liveness check alone (uniform in 0..1 s) passes three times
+        // in a row with probability 0.4^3 = 6 %; a kernel delivery takes 5-40 ms.
+        assert!(took < Duration::from_millis(400), "woken by the umad fd");
+        assert_eq!(tid_of(&req) & 0xffff_ffff, tid);
+        let mut resp = req.clone();
+        resp[3] |= 0x80;
+        server
+            .send(
+                agent,
+                SendRequest {
+                    addr: from,
+                    mad: &resp,
+                    timeout_ms: 0,
+                    retries: 0,
+                },
+            )
+            .expect("respond");
+        match client
+            .recv(Some(Duration::from_secs(10)))
+            .expect("the answer")
+        {
+            Event::Recv { mad, .. } => assert_eq!(tid_of(&mad) & 0xffff_ffff, tid),
+            other => panic!("expected the response, got {other:?}"),
+        }
+    }
+    let (vs, vr, ks, kr) = counters.snapshot();
+    eprintln!("server paths: verbs {vs} sent {vr} received, kernel {ks} sent {kr} received");
+    assert!(
+        kr >= 3 && ks >= 3,
+        "requests in and responses out through the kernel"
+    );
+    assert_eq!((vs, vr), (0, 0), "nothing over verbs");
+}
