@@ -2,7 +2,7 @@
 //! (`--transport sim`): vmadsim0 (LID 1) — vmadsw0 (LID 2) — vmadsim1 (LID 3,
 //! SA and ping responders).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use serde_json::Value;
@@ -469,43 +469,8 @@ fn errors_are_reported() {
 #[test]
 #[ignore = "needs ibsim: run by ./scripts/test"]
 fn cli_on_ibsim_discovers_what_ibnetdiscover_sees() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let out = Command::new(root.join("scripts/ibsim-start"))
-        .arg(root.join("tests/topo/small.net"))
-        .output()
-        .expect("run scripts/ibsim-start");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let env: Vec<(String, String)> = String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .filter_map(|l| l.strip_prefix("export "))
-        .filter_map(|l| l.split_once('='))
-        .map(|(k, v)| {
-            (
-                k.to_owned(),
-                v.trim_matches('\'').trim_matches('"').to_owned(),
-            )
-        })
-        .collect();
-    let run = env
-        .iter()
-        .find(|(k, _)| k == "VMAD_IBSIM_RUN")
-        .unwrap()
-        .1
-        .clone();
-    struct Stop(PathBuf, PathBuf);
-    impl Drop for Stop {
-        fn drop(&mut self) {
-            let _ = Command::new(self.0.join("scripts/ibsim-stop"))
-                .arg(&self.1)
-                .status();
-        }
-    }
-    let _stop = Stop(root.to_path_buf(), PathBuf::from(&run));
+    let f = crate::ibsim::fabric::Fabric::start("small.net", &[]);
+    let env = &f.env;
     let vmad_ibsim = |args: &[&str]| -> String {
         let out = Command::new(env!("CARGO_BIN_EXE_vmad"))
             .args(["--transport", "ibsim"])
@@ -528,17 +493,7 @@ fn cli_on_ibsim_discovers_what_ibnetdiscover_sees() {
     );
     let mut ours = strs(&j["nodes"], "name");
     ours.sort();
-    let theirs = Command::new(root.join("scripts/ibsim-exec"))
-        .arg(&run)
-        .arg("ibnetdiscover")
-        .output()
-        .unwrap();
-    assert!(
-        theirs.status.success(),
-        "{}",
-        String::from_utf8_lossy(&theirs.stderr)
-    );
-    let text = String::from_utf8(theirs.stdout).unwrap();
+    let text = f.exec(None, &["ibnetdiscover"]);
     let mut names: Vec<String> = text
         .lines()
         .filter(|l| l.starts_with("Switch\t") || l.starts_with("Ca\t"))

@@ -1,57 +1,28 @@
 //! `vmad perf` on ibsim (whose PMAs are ibsim's own), against perfquery's view
 //! of the same counters and the fabric `vmad discover` finds.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use serde_json::Value;
 
-/// ibsim on a topology with OpenSM's LIDs in place (`opensm -o`); stops it when dropped.
-struct Fabric {
-    root: PathBuf,
-    run: PathBuf,
-    env: Vec<(String, String)>,
-}
+use crate::ibsim::fabric::Fabric as Ibsim;
+
+/// ibsim on a topology with OpenSM's LIDs in place (`opensm -o`); stopped when dropped.
+struct Fabric(Ibsim);
 
 impl Fabric {
     fn start(topo: &str) -> Fabric {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR")).to_path_buf();
-        let out = Command::new(root.join("scripts/ibsim-start"))
-            .arg(root.join(topo))
-            .output()
-            .expect("run scripts/ibsim-start");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let env: Vec<(String, String)> = String::from_utf8(out.stdout)
-            .unwrap()
-            .lines()
-            .filter_map(|l| l.strip_prefix("export "))
-            .filter_map(|l| l.split_once('='))
-            .map(|(k, v)| (k.to_owned(), v.trim_matches(['\'', '"']).to_owned()))
-            .collect();
-        let run = PathBuf::from(&env.iter().find(|(k, _)| k == "VMAD_IBSIM_RUN").unwrap().1);
-        let f = Fabric { root, run, env };
-        let sm = Command::new(f.root.join("scripts/opensm-start"))
-            .arg(&f.run)
-            .arg("--once")
-            .output()
-            .unwrap();
-        assert!(
-            sm.status.success(),
-            "{}",
-            String::from_utf8_lossy(&sm.stderr)
-        );
-        f
+        let f = Ibsim::start_file(&Path::new(env!("CARGO_MANIFEST_DIR")).join(topo), &[]);
+        f.opensm(&["--once"]);
+        Fabric(f)
     }
 
     fn vmad_json(&self, args: &[&str]) -> Value {
         let out = Command::new(env!("CARGO_BIN_EXE_vmad"))
             .args(["--transport", "ibsim", "--json"])
             .args(args)
-            .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .envs(self.0.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .output()
             .unwrap();
         assert!(
@@ -66,32 +37,14 @@ impl Fabric {
 
     /// perfquery's counters of one port, by name (PortXmitData, SymbolErrorCounter, ...).
     fn perfquery(&self, lid: u64, port: u64) -> Vec<(String, u64)> {
-        let out = Command::new(self.root.join("scripts/ibsim-exec"))
-            .arg(&self.run)
-            .args(["perfquery", &lid.to_string(), &port.to_string()])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout)
-            .unwrap()
+        self.0
+            .exec(None, &["perfquery", &lid.to_string(), &port.to_string()])
             .lines()
             .filter_map(|l| {
                 let (k, v) = l.split_once(':')?;
                 Some((k.to_owned(), v.trim_start_matches('.').parse().ok()?))
             })
             .collect()
-    }
-}
-
-impl Drop for Fabric {
-    fn drop(&mut self) {
-        let _ = Command::new(self.root.join("scripts/ibsim-stop"))
-            .arg(&self.run)
-            .status();
     }
 }
 

@@ -8,7 +8,7 @@
 
 mod diags;
 mod discover;
-mod fabric;
+pub(crate) mod fabric;
 mod peers;
 // The example's walk is what these tests check against ibnetdiscover.
 #[allow(dead_code)]

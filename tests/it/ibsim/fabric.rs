@@ -26,6 +26,9 @@ pub(crate) struct Fabric {
     pub(crate) run: PathBuf,
     pub(crate) endpoint: Endpoint,
     pub(crate) console: PathBuf,
+    /// What `ibsim-start` exported (`IBSIM_SOCKNAME`, …): the environment a program on
+    /// this ibsim needs.
+    pub(crate) env: Vec<(String, String)>,
 }
 
 impl Fabric {
@@ -63,10 +66,17 @@ impl Fabric {
                 sockname: var("IBSIM_SOCKNAME").expect("IBSIM_SOCKNAME"),
             },
         };
+        let env = env
+            .lines()
+            .filter_map(|l| l.strip_prefix("export "))
+            .filter_map(|l| l.split_once('='))
+            .map(|(k, v)| (k.to_owned(), v.trim_matches(['\'', '"']).to_owned()))
+            .collect();
         Fabric {
             console: run.join("console"),
             run,
             endpoint,
+            env,
         }
     }
 
