@@ -21,19 +21,7 @@
 #include <unistd.h>
 #include <infiniband/umad.h>
 
-static int passed, failed;
-
-#define CHECK(cond, ...)                                                     \
-	do {                                                                 \
-		if (cond) {                                                  \
-			passed++;                                            \
-		} else {                                                     \
-			failed++;                                            \
-			printf("FAIL %s:%d: ", __FILE__, __LINE__);          \
-			printf(__VA_ARGS__);                                 \
-			printf("  [%s]\n", #cond);                           \
-		}                                                            \
-	} while (0)
+#include "check.h"
 
 #define MAD_LEN 256
 #define VENDOR_CLASS 0x0a /* vendor range 1: no OUI, no RMPP */

@@ -20,19 +20,7 @@
 #include <unistd.h>
 #include <infiniband/umad.h>
 
-static int passed, failed;
-
-#define CHECK(cond, ...)                                                     \
-	do {                                                                 \
-		if (cond) {                                                  \
-			passed++;                                            \
-		} else {                                                     \
-			failed++;                                            \
-			printf("FAIL %s:%d: ", __FILE__, __LINE__);          \
-			printf(__VA_ARGS__);                                 \
-			printf("  [%s]\n", #cond);                           \
-		}                                                            \
-	} while (0)
+#include "check.h"
 
 /* A GMP Get (PerfMgt) at `mad`. */
 static void perf_get(uint8_t *mad, uint32_t tid)

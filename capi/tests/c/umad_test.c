@@ -37,19 +37,7 @@ int umad_get_smi_gsi_pair_by_ca_name(const char *devname, uint8_t portnum,
 				     struct vmad_ca_pair *ca, unsigned enforce_smi);
 #endif
 
-static int passed, failed;
-
-#define CHECK(cond, ...)                                                     \
-	do {                                                                 \
-		if (cond) {                                                  \
-			passed++;                                            \
-		} else {                                                     \
-			failed++;                                            \
-			printf("FAIL %s:%d: ", __FILE__, __LINE__);          \
-			printf(__VA_ARGS__);                                 \
-			printf("  [%s]\n", #cond);                           \
-		}                                                            \
-	} while (0)
+#include "check.h"
 
 #define MAD_LEN 256
 #define VENDOR_CLASS 0x0a /* vendor range 1: no OUI, no RMPP */
