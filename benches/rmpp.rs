@@ -15,29 +15,19 @@
 use core::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use vmad::engine::{AgentSpec, Engine, EngineConfig, Event, RecvMeta, SendRequest};
+use vmad::engine::{Engine, EngineConfig, Event, SendRequest};
 use vmad::time::Instant;
-use vmad::types::{MadAddr, Qp, GSI_QKEY};
 use vmad::wire::MAD_SIZE;
 
-/// SA header length: MAD 24 + RMPP 12 + SA 20; 200 data bytes a segment.
-const SA_HDR: usize = 56;
-const DATA: usize = 1 << 20;
+#[path = "common/rmpp.rs"]
+mod common;
+use common::{addr, floor, pump, sa_agent, sa_message, DATA, SA_HDR};
 
-fn sa_message(tid: u64, data_len: usize) -> Vec<u8> {
-    let mut m = vec![0u8; SA_HDR + data_len];
-    m[..4].copy_from_slice(&[1, 0x03, 2, 0x14]); // SA GetMulti
-    m[8..16].copy_from_slice(&tid.to_be_bytes());
-    m[24] = 1; // RMPP version
-    m[26] = 1; // RMPPFlags.Active
-    for (i, b) in m[SA_HDR..].iter_mut().enumerate() {
-        *b = i as u8;
-    }
-    m
-}
+/// SA GetMulti, the method these rows send.
+const GET_MULTI: u8 = 0x14;
 
 fn state_machines(c: &mut Criterion) {
-    let msg = sa_message(1, DATA);
+    let msg = sa_message(GET_MULTI, 1, DATA);
     let mut g = c.benchmark_group("rmpp");
     g.throughput(Throughput::Bytes(DATA as u64));
     g.bench_function("state_machines_1MiB", |b| {
@@ -48,47 +38,6 @@ fn state_machines(c: &mut Criterion) {
         })
     });
     g.finish();
-}
-
-fn sa_agent(methods: [u64; 2]) -> AgentSpec {
-    AgentSpec {
-        qp: Qp::Gsi,
-        mgmt_class: 0x03,
-        class_version: 2,
-        rmpp_version: 1,
-        method_mask: methods,
-        oui: 0,
-        user_rmpp: false,
-    }
-}
-
-fn addr(lid: u16) -> MadAddr {
-    MadAddr {
-        qpn: 1,
-        qkey: GSI_QKEY,
-        lid,
-        ..MadAddr::default()
-    }
-}
-
-/// Move every MAD `from` has to send into `to`, as if from LID `src_lid`.
-fn pump(
-    from: &mut Engine,
-    to: &mut Engine,
-    src_lid: u16,
-    now: Instant,
-    buf: &mut [u8; MAD_SIZE],
-) -> bool {
-    let mut moved = false;
-    while let Some(tx) = from.poll_transmit(now, buf) {
-        let meta = RecvMeta {
-            qp: Qp::Gsi,
-            src: addr(src_lid),
-        };
-        to.handle_datagram(now, meta, &buf[..tx.len]);
-        moved = true;
-    }
-    moved
 }
 
 fn engines(c: &mut Criterion) {
@@ -102,7 +51,7 @@ fn engines(c: &mut Criterion) {
     });
     let client = a.register(sa_agent([0; 2])).unwrap();
     b.register(sa_agent([1 << 0x14, 0])).unwrap();
-    let mut msg = sa_message(0, DATA);
+    let mut msg = sa_message(GET_MULTI, 0, DATA);
     let mut now = Instant::ZERO;
     let mut tid = 0u64;
     let mut buf = [0u8; MAD_SIZE];
@@ -139,20 +88,13 @@ fn engines(c: &mut Criterion) {
 }
 
 fn copy_floor(c: &mut Criterion) {
-    let msg = sa_message(1, DATA);
+    let msg = sa_message(GET_MULTI, 1, DATA);
     let mut message = Vec::with_capacity(msg.len());
     let mut g = c.benchmark_group("rmpp");
     g.throughput(Throughput::Bytes(DATA as u64));
     g.bench_function("copy_floor_1MiB", |b| {
         b.iter(|| {
-            let mut slot = [0u8; MAD_SIZE];
-            message.clear();
-            message.extend_from_slice(&msg[..SA_HDR]);
-            for piece in msg[SA_HDR..].chunks(MAD_SIZE - SA_HDR) {
-                slot[SA_HDR..SA_HDR + piece.len()].copy_from_slice(piece);
-                std::hint::black_box(&mut slot);
-                message.extend_from_slice(&slot[SA_HDR..SA_HDR + piece.len()]);
-            }
+            floor(&msg, &mut message);
             assert_eq!(message.len(), msg.len());
         })
     });

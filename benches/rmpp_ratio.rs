@@ -28,64 +28,17 @@ use core::time::Duration;
 use std::hint::black_box;
 use std::time::Instant as Wall;
 
-use vmad::engine::{AgentId, AgentSpec, Engine, EngineConfig, Event, RecvMeta, SendRequest};
+use vmad::engine::{AgentId, Engine, EngineConfig, Event, SendRequest};
 use vmad::time::Instant;
-use vmad::types::{MadAddr, Qp, GSI_QKEY};
 use vmad::wire::MAD_SIZE;
 
-/// SA header length: MAD 24 + RMPP 12 + SA 20; 200 data bytes a segment.
-const SA_HDR: usize = 56;
-const DATA: usize = 1 << 20;
+#[path = "common/rmpp.rs"]
+mod common;
+use common::{addr, floor, pump, sa_agent, sa_message, DATA, SA_HDR};
+
 const PATHS: usize = 100_000;
 const PATH_RECORD: usize = 64;
 
-fn sa_message(method: u8, tid: u64, data_len: usize) -> Vec<u8> {
-    let mut m = vec![0u8; SA_HDR + data_len];
-    m[..4].copy_from_slice(&[1, 0x03, 2, method]);
-    m[8..16].copy_from_slice(&tid.to_be_bytes());
-    m[24] = 1; // RMPP version
-    m[25] = 1; // DATA
-    m[26] = 1; // RMPPFlags.Active
-    for (i, b) in m[SA_HDR..].iter_mut().enumerate() {
-        *b = i as u8;
-    }
-    m
-}
-
-fn floor(src: &[u8], dst: &mut Vec<u8>) {
-    let mut slot = [0u8; MAD_SIZE];
-    dst.clear();
-    dst.extend_from_slice(&src[..SA_HDR]);
-    for piece in src[SA_HDR..].chunks(MAD_SIZE - SA_HDR) {
-        slot[SA_HDR..SA_HDR + piece.len()].copy_from_slice(piece);
-        black_box(&mut slot);
-        dst.extend_from_slice(&slot[SA_HDR..SA_HDR + piece.len()]);
-    }
-}
-
-fn sa_agent(methods: [u64; 2]) -> AgentSpec {
-    AgentSpec {
-        qp: Qp::Gsi,
-        mgmt_class: 0x03,
-        class_version: 2,
-        rmpp_version: 1,
-        method_mask: methods,
-        oui: 0,
-        user_rmpp: false,
-    }
-}
-
-fn addr(lid: u16) -> MadAddr {
-    MadAddr {
-        qpn: 1,
-        qkey: GSI_QKEY,
-        lid,
-        ..MadAddr::default()
-    }
-}
-
-/// Two engines joined back to back: `a` (LID 1) a client, `b` (LID 2) serving
-/// `methods`.
 struct Pair {
     a: Engine,
     b: Engine,
@@ -188,26 +141,6 @@ impl Pair {
         self.settle();
         got
     }
-}
-
-/// Move every MAD `from` has to send into `to`, as if from LID `src_lid`.
-fn pump(
-    from: &mut Engine,
-    to: &mut Engine,
-    src_lid: u16,
-    now: Instant,
-    buf: &mut [u8; MAD_SIZE],
-) -> bool {
-    let mut moved = false;
-    while let Some(tx) = from.poll_transmit(now, buf) {
-        let meta = RecvMeta {
-            qp: Qp::Gsi,
-            src: addr(src_lid),
-        };
-        to.handle_datagram(now, meta, &buf[..tx.len]);
-        moved = true;
-    }
-    moved
 }
 
 fn time_ms(f: &mut dyn FnMut()) -> f64 {
