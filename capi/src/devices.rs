@@ -11,8 +11,9 @@ use vmad::Error;
 use crate::abi::{
     UmadCa, UmadCaPair, UmadDeviceNode, UmadPort, UMAD_CA_MAX_PORTS, UMAD_CA_NAME_LEN,
 };
-use crate::boundary::{c_alloc_copy, c_alloc_one, c_free, ca_name, fill_cstr, guard, set_errno};
-use crate::ports::fail;
+use crate::boundary::{
+    c_alloc_copy, c_alloc_one, c_free, ca_name, fail, fill_cstr, guard, set_errno,
+};
 use crate::select;
 
 /// The CAs of the chosen transport, sorted by name.

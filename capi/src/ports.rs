@@ -17,16 +17,9 @@ use vmad::umad::{self as umad, AgentId, PortId, RegAttr};
 use vmad::Error;
 
 use crate::abi::UmadRegAttr;
-use crate::boundary::{ca_name, guard, set_errno};
+use crate::boundary::{ca_name, fail, guard, set_errno};
 use crate::header::HEADER_SIZE;
 use crate::select;
-
-/// `-errno` for `e`, with errno set.
-pub(crate) fn fail(e: &Error) -> c_int {
-    let n = e.errno();
-    set_errno(n);
-    -n
-}
 
 fn port_id(portid: c_int) -> PortId {
     PortId(portid)

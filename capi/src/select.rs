@@ -29,9 +29,8 @@ use vmad::transport::Transport;
 use vmad::umad;
 use vmad::{Error, Result};
 
-use crate::boundary::{ca_name, guard};
+use crate::boundary::{ca_name, fail, guard};
 use crate::dump::ibwarn;
-use crate::ports::fail;
 
 /// The outcome of the selection: `Err` keeps the errno and the message printed once.
 static CHOSEN: OnceLock<std::result::Result<Selected, (i32, String)>> = OnceLock::new();
