@@ -310,15 +310,15 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     pub fn set_flow_label(&mut self, v: u32) {
         be::set_u32(self.buffer.as_mut(), field::FLOW_LABEL, v);
     }
-    /// Set addr.pkey_index and zero the reserved bytes after it. Does
+    /// Set addr.pkey_index (only its two bytes, as `umad_set_pkey`). Does
     /// nothing for the old header form, whose bytes there are MAD data.
     pub fn set_pkey_index(&mut self, v: u16) {
         if self.kind.has_pkey_index() {
             ne::set_u16(self.buffer.as_mut(), field::PKEY_INDEX, v);
-            self.buffer.as_mut()[field::RESERVED].fill(0);
         }
     }
-    /// Write the whole address; without a GRH the GRH fields are zeroed.
+    /// Write the whole address; without a GRH the GRH fields are zeroed, and
+    /// so are the reserved bytes after `pkey_index` (new header form).
     pub fn set_addr(&mut self, a: &MadAddr) {
         self.set_qpn(a.qpn);
         self.set_qkey(a.qkey);
@@ -333,6 +333,9 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
         self.set_gid(&g.gid);
         self.set_flow_label(g.flow_label);
         self.set_pkey_index(a.pkey_index);
+        if self.kind.has_pkey_index() {
+            self.buffer.as_mut()[field::RESERVED].fill(0);
+        }
     }
     /// The MAD after the header, mutably.
     pub fn data_mut(&mut self) -> &mut [u8] {
