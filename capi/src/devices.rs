@@ -304,21 +304,13 @@ pub extern "C" fn umad_sort_ca_device_list(head: *mut *mut UmadDeviceNode, size:
     })
 }
 
-/// First active port of a CA, else its first port (libibumad's "preferred port").
-fn preferred_port(info: &CaInfo) -> u32 {
-    info.ports
-        .iter()
-        .find(|p| p.state == 4)
-        .or(info.ports.first())
-        .map_or(0, |p| u32::from(p.port_num))
-}
-
 fn pair_of(info: &CaInfo) -> UmadCaPair {
+    let preferred = umad::preferred_port(info).map_or(0, |p| u32::from(p.port_num));
     let mut pair = UmadCaPair {
         smi_name: [0; UMAD_CA_NAME_LEN],
-        smi_preferred_port: preferred_port(info),
+        smi_preferred_port: preferred,
         gsi_name: [0; UMAD_CA_NAME_LEN],
-        gsi_preferred_port: preferred_port(info),
+        gsi_preferred_port: preferred,
     };
     fill_cstr(&mut pair.smi_name, &info.name);
     fill_cstr(&mut pair.gsi_name, &info.name);
