@@ -51,7 +51,7 @@ pub(crate) use probe::EngineProbe;
 
 #[cfg(feature = "tracing")]
 mod probe {
-    use crate::engine::{EngineStats, Event};
+    use crate::engine::{EngineStats, Event, RmppAbort};
 
     /// What the engine looked like before an input.
     pub(crate) struct EngineProbe {
@@ -116,6 +116,15 @@ mod probe {
                 tracing::debug!(target: "vmad::engine", op, "RMPP receive complete");
             }
             let aborted = a.rmpp_aborts - b.rmpp_aborts;
+            if let Some(abort) = engine.last_rmpp_abort().filter(|_| aborted > 0) {
+                let RmppAbort {
+                    agent,
+                    tid,
+                    status,
+                    sending,
+                } = abort;
+                tracing::debug!(target: "vmad::engine", op, count = aborted, agent = agent.0, tid = format_args!("{tid:#018x}"), status = ?status, sending, "RMPP abort");
+            }
             let timed_out = a.timeouts - b.timeouts;
             let ended = self.rmpp_sends.saturating_sub(sends) as u64;
             if ended > aborted + timed_out {
@@ -127,14 +136,6 @@ mod probe {
                     Some(Event::SendTimedOut { agent, header, .. }) => {
                         let tid = u64::from_be_bytes(header[8..16].try_into().unwrap_or([0; 8]));
                         tracing::debug!(target: "vmad::engine", op, agent = agent.0, tid = format_args!("{tid:#018x}"), "send timed out (ETIMEDOUT)");
-                    }
-                    Some(Event::RmppAborted {
-                        agent,
-                        tid,
-                        status,
-                        sending,
-                    }) => {
-                        tracing::debug!(target: "vmad::engine", op, agent = agent.0, tid = format_args!("{tid:#018x}"), status = ?status, sending, "RMPP abort");
                     }
                     Some(Event::Recv { agent, mad, .. }) => {
                         tracing::trace!(target: "vmad::engine", op, agent = agent.0, len = mad.len(), "deliver");

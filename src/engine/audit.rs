@@ -184,7 +184,6 @@ impl Engine {
             .iter()
             .filter(|e| match e {
                 Event::Recv { mad, .. } => mad.get(3).is_some_and(|m| m & 0x80 == 0),
-                Event::RmppAborted { .. } => true,
                 Event::SendTimedOut { .. } => false,
             })
             .count();

@@ -42,8 +42,9 @@
 //! - **RMPP** runs in the engine for agents registered with RMPP version 1
 //!   (and without `user_rmpp`) on an RMPP class when the user sets
 //!   RMPPFlags.Active: segmentation, windows, ACKs, reassembly (delivered as
-//!   one [`Event::Recv`]), dual-sided RMPP (GetMulti), ABORT/STOP (reported
-//!   as [`Event::RmppAborted`]). Other agents see RMPP MADs untouched.
+//!   one [`Event::Recv`]), dual-sided RMPP (GetMulti), ABORT/STOP (counted in
+//!   [`EngineStats::rmpp_aborts`], the last one kept for
+//!   [`Engine::last_rmpp_abort`]). Other agents see RMPP MADs untouched.
 //! - **Limits** (see [`EngineConfig`]) are counted in [`EngineStats`].
 //!
 //! # Departures from the kernel
@@ -62,8 +63,9 @@
 //!   copy. A requester's retry after the answer went out, or of a request the
 //!   full queue dropped, is delivered. Zero turns it off. Why: a slow SA or SM
 //!   would otherwise do every retried query twice.
-//! - **RMPP aborts are reported** ([`Event::RmppAborted`]); the kernel frees
-//!   such sends and sessions silently.
+//! - **RMPP aborts are counted** ([`EngineStats::rmpp_aborts`],
+//!   [`Engine::last_rmpp_abort`]); the kernel frees such sends and sessions
+//!   silently.
 //! - **RMPP receive lengths**: the kernel reads only the last segment's
 //!   PayloadLength (an out-of-range pad counts as 0) and never sends ABORT
 //!   BadLength (119) or STOP. vmad checks the length so that a hostile peer
@@ -160,7 +162,7 @@ use std::collections::{HashMap, VecDeque};
 #[doc(hidden)]
 pub use audit::Footprint;
 pub use config::EngineConfig;
-pub use stats::EngineStats;
+pub use stats::{EngineStats, RmppAbort};
 
 use crate::time::Instant;
 use crate::types::{MadAddr, Qp};
@@ -252,19 +254,6 @@ pub enum Event {
         /// The first 24 bytes of the request as sent (TID with the agent's high word).
         header: [u8; 24],
     },
-    /// An RMPP transfer of `agent` ended in ABORT or STOP (sent or received).
-    /// The kernel reports this to nobody; vmad reports it here, and the umad
-    /// layer counts it (and surfaces it only when asked to).
-    RmppAborted {
-        /// The agent whose transfer it was.
-        agent: AgentId,
-        /// The transfer's TID.
-        tid: u64,
-        /// The RMPP status of the ABORT/STOP.
-        status: crate::wire::rmpp::RmppStatus,
-        /// True if this side was sending, false if receiving.
-        sending: bool,
-    },
 }
 
 /// The MAD engine of one port (both its QP0 and QP1 sides).
@@ -299,6 +288,7 @@ pub struct Engine {
     /// Reassemblies in progress per peer.
     peer_active: HashMap<sessions::PeerKey, usize>,
     stats: EngineStats,
+    last_rmpp_abort: Option<RmppAbort>,
     /// MAD buffers of finished sends, reused so that the send path does not allocate.
     /// Boxes on purpose: they move in and out of requests and the transmit queue.
     #[allow(clippy::vec_box)]
@@ -331,6 +321,7 @@ impl Engine {
             recv_last: None,
             peer_active: HashMap::new(),
             stats: EngineStats::default(),
+            last_rmpp_abort: None,
             mad_pool: Vec::new(),
         }
     }
@@ -489,6 +480,12 @@ impl Engine {
     /// The engine's counters.
     pub fn stats(&self) -> EngineStats {
         self.stats
+    }
+
+    /// The most recent RMPP transfer that ended in ABORT or STOP, if any (they are
+    /// counted in [`EngineStats::rmpp_aborts`], never queued as events).
+    pub fn last_rmpp_abort(&self) -> Option<RmppAbort> {
+        self.last_rmpp_abort
     }
 
     /// RMPP sends and receives in progress (for the tracing probe).

@@ -17,7 +17,7 @@ use super::rmpp::send::Sender;
 use super::rmpp::{format_ds_ack, Progress};
 use super::timers::TimerKey;
 use super::txn::{Out, PendingRmpp, RmppTx, Txn, TxnKey, TxnState};
-use super::{AgentId, Engine, Event, RecvMeta, SendRequest, Transmit};
+use super::{AgentId, Engine, RecvMeta, RmppAbort, SendRequest, Transmit};
 use crate::time::Instant;
 use crate::types::{MadAddr, Qp};
 use crate::wire::mad::{self, MgmtClass, METHOD_RESP};
@@ -408,7 +408,7 @@ impl Engine {
 
     fn rmpp_aborted(&mut self, agent: AgentId, tid: u64, status: RmppStatus, sending: bool) {
         self.stats.rmpp_aborts += 1;
-        self.push_event(Event::RmppAborted {
+        self.last_rmpp_abort = Some(RmppAbort {
             agent,
             tid,
             status,

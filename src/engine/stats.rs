@@ -33,7 +33,8 @@ pub struct EngineStats {
     pub dropped_rmpp_limit: u64,
     /// GetResp(UNSUPPORTED_METHOD_ATTR) answers the engine sent for unclaimed Get/Set.
     pub auto_replies: u64,
-    /// RMPP transfers ended by ABORT or STOP (sent or received).
+    /// RMPP transfers ended by ABORT or STOP (sent or received); the last one is
+    /// [`super::Engine::last_rmpp_abort`].
     pub rmpp_aborts: u64,
     /// RMPP messages reassembled.
     pub rmpp_reassembled: u64,
@@ -50,4 +51,18 @@ pub struct EngineStats {
     pub undelivered: u64,
     /// Undelivered reports that matched no waiting request attempt.
     pub undelivered_ignored: u64,
+}
+
+/// An RMPP transfer that ended in ABORT or STOP, sent or received. The kernel reports
+/// these to nobody; the engine counts them and keeps the last one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RmppAbort {
+    /// The agent whose transfer it was.
+    pub agent: super::AgentId,
+    /// The transfer's TID.
+    pub tid: u64,
+    /// The RMPP status of the ABORT/STOP.
+    pub status: crate::wire::rmpp::RmppStatus,
+    /// True if this side was sending, false if receiving.
+    pub sending: bool,
 }

@@ -463,8 +463,6 @@ pub fn recv(id: PortId, umad: &mut [u8], length: &mut usize, timeout_ms: i32) ->
             write_message(buf, *agent, errno::ETIMEDOUT as u32, addr, header);
             Ok((*agent, header.len()))
         }
-        // The port counts these and never leaves one at the head of the queue.
-        Event::RmppAborted { .. } => Err(Error::WouldBlock),
     });
     match got {
         Ok((agent, len)) => {

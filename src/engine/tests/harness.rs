@@ -9,7 +9,8 @@
 //! [`Fabric::step`] moves time to the earlier of the next delivery and the
 //! next engine deadline, delivers and fires what is due, then drains every
 //! engine's transmit queue onto the links and its events into
-//! [`Node::events`]. [`Fabric::drive_bounded`] steps until nothing is left
+//! [`Node::events`] (and the RMPP aborts each input ended in into
+//! [`Node::aborts`]). [`Fabric::drive_bounded`] steps until nothing is left
 //! to do and panics if that takes more than `n` steps (a livelock). No test
 //! sleeps: time is an [`Instant`] the fabric owns.
 //!
@@ -26,7 +27,7 @@ use std::collections::BTreeMap;
 
 use crate::engine::config::SplitMix;
 use crate::engine::{
-    AgentId, AgentSpec, Engine, EngineConfig, Event, RecvMeta, SendRequest, Transmit,
+    AgentId, AgentSpec, Engine, EngineConfig, Event, RecvMeta, RmppAbort, SendRequest, Transmit,
 };
 use crate::time::Instant;
 use crate::types::{GrhAddr, MadAddr, Qp, GSI_QKEY};
@@ -99,6 +100,27 @@ pub(crate) struct Node {
     pub(crate) gid: [u8; 16],
     /// Events drained from the engine, oldest first.
     pub(crate) events: Vec<Event>,
+    /// RMPP transfers the engine ended in ABORT or STOP, oldest first.
+    pub(crate) aborts: Vec<RmppAbort>,
+    /// The engine's abort count already in `aborts`.
+    aborts_seen: u64,
+}
+
+impl Node {
+    /// Collect the abort the engine's last input ended in: the engine counts aborts and
+    /// keeps only the last, and no input of these tests ends two transfers at once.
+    fn note_abort(&mut self) {
+        let count = self.engine.stats().rmpp_aborts;
+        if count > self.aborts_seen {
+            assert_eq!(
+                count - self.aborts_seen,
+                1,
+                "one input ended several RMPP transfers: only the last is kept"
+            );
+            self.aborts.extend(self.engine.last_rmpp_abort());
+            self.aborts_seen = count;
+        }
+    }
 }
 
 struct InFlight {
@@ -159,6 +181,8 @@ impl Fabric {
                     lid: i as u16 + 1,
                     gid: gid_of(i),
                     events: Vec::new(),
+                    aborts: Vec::new(),
+                    aborts_seen: 0,
                 }
             })
             .collect();
@@ -230,6 +254,11 @@ impl Fabric {
         core::mem::take(&mut self.nodes[node].events)
     }
 
+    /// Take node `node`'s collected RMPP aborts.
+    pub(crate) fn take_aborts(&mut self, node: usize) -> Vec<RmppAbort> {
+        core::mem::take(&mut self.nodes[node].aborts)
+    }
+
     /// The earliest instant something happens (a delivery or an engine deadline).
     pub(crate) fn next_wakeup(&self) -> Option<Instant> {
         let delivery = self.in_flight.keys().next().map(|&(t, _)| t);
@@ -277,13 +306,14 @@ impl Fabric {
                 break;
             }
             let f = entry.remove();
-            self.nodes[f.to]
-                .engine
-                .handle_datagram(now, f.meta, &f.mad[..]);
+            let node = &mut self.nodes[f.to];
+            node.engine.handle_datagram(now, f.meta, &f.mad[..]);
+            node.note_abort();
         }
         for node in &mut self.nodes {
             if node.engine.poll_timeout().is_some_and(|t| t <= now) {
                 node.engine.handle_timeout(now);
+                node.note_abort();
             }
         }
     }
@@ -335,6 +365,7 @@ impl Fabric {
         };
         let now = self.now;
         self.nodes[to].engine.handle_datagram(now, meta, mad);
+        self.nodes[to].note_abort();
         self.flush();
     }
 

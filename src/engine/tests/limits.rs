@@ -139,7 +139,6 @@ fn faulty_run(seed: u64) -> (Vec<(usize, u64)>, u64) {
                 Event::SendTimedOut { header, .. } => {
                     outcomes.push((1, tid_of(&header) & 0xffff_ffff))
                 }
-                Event::RmppAborted { .. } => panic!("no RMPP here"),
             }
         }
         if !busy {

@@ -137,14 +137,12 @@ fn transfer(dir: Dir, data_len: usize, link: LinkModel, seed: u64) -> bool {
                         failed += 1;
                         told += u32::from(node == 0);
                     }
-                    Event::RmppAborted {
-                        tid: t, sending, ..
-                    } => {
-                        assert_eq!(low(t), tid);
-                        failed += 1;
-                        told += u32::from(node == 0 && sending && dir == Dir::Request);
-                    }
                 }
+            }
+            for abort in f.take_aborts(node) {
+                assert_eq!(low(abort.tid), tid);
+                failed += 1;
+                told += u32::from(node == 0 && abort.sending && dir == Dir::Request);
             }
         }
         busy

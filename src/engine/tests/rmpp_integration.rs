@@ -4,7 +4,7 @@
 use core::time::Duration;
 
 use super::harness::*;
-use crate::engine::{AgentId, AgentSpec, EngineConfig, Event};
+use crate::engine::{AgentId, AgentSpec, EngineConfig, Event, RmppAbort};
 use crate::types::Qp;
 use crate::wire::rmpp::RmppStatus;
 use crate::wire::MAD_SIZE;
@@ -145,11 +145,13 @@ fn rmpp_abort_from_peer_reported() {
     abort[25] = 4;
     abort[27] = 127;
     f.inject(0, 1, Qp::Gsi, &abort);
-    let ev = f.take_events(1);
+    assert_eq!(f.take_events(1), []);
+    let aborts = f.take_aborts(1);
     assert!(
-        matches!(ev[..], [Event::RmppAborted { agent, tid: 7, status: RmppStatus::Unspecified, sending: true }] if agent == server),
-        "{ev:?}"
+        matches!(aborts[..], [RmppAbort { agent, tid: 7, status: RmppStatus::Unspecified, sending: true }] if agent == server),
+        "{aborts:?}"
     );
+    assert_eq!(f.nodes[1].engine.last_rmpp_abort(), aborts.last().copied());
     assert_eq!(f.nodes[1].engine.stats().rmpp_aborts, 1);
     f.drive_bounded(1000);
     assert_eq!(
@@ -288,10 +290,11 @@ fn rmpp_receiver_total_time_abort_reported() {
     // The first segment is ACKed at once, opening the window (kernel start_rmpp).
     assert!(matches!(&f.trace[..], [w] if w.mad[25] == 2 && w.to == Some(0)));
     f.advance(Duration::from_secs(41));
-    let ev = f.take_events(1);
+    assert_eq!(f.take_events(1), []);
+    let aborts = f.take_aborts(1);
     assert!(
-        matches!(ev[..], [Event::RmppAborted { agent, tid: 3, status: RmppStatus::TotalTimeTooLong, sending: false }] if agent == server),
-        "{ev:?}"
+        matches!(aborts[..], [RmppAbort { agent, tid: 3, status: RmppStatus::TotalTimeTooLong, sending: false }] if agent == server),
+        "{aborts:?}"
     );
     let abort = f.trace.last().expect("ABORT sent");
     assert_eq!((abort.to, abort.mad[25], abort.mad[27]), (Some(0), 4, 118));
@@ -440,13 +443,12 @@ fn rmpp_mixed_faulty_workload_every_request_ends_once() {
                     Event::SendTimedOut { agent, header, .. } if agent == clients[node] => {
                         ended.push((node, tid_of(&header) & 0xffff_ffff))
                     }
-                    Event::RmppAborted {
-                        agent,
-                        tid,
-                        sending: true,
-                        ..
-                    } if agent == clients[node] => ended.push((node, tid & 0xffff_ffff)),
                     _ => {}
+                }
+            }
+            for abort in f.take_aborts(node) {
+                if abort.agent == clients[node] && abort.sending {
+                    ended.push((node, abort.tid & 0xffff_ffff));
                 }
             }
         }
