@@ -51,7 +51,7 @@ pub(crate) use probe::EngineProbe;
 
 #[cfg(feature = "tracing")]
 mod probe {
-    use crate::engine::{EngineStats, Event, RmppAbort};
+    use crate::engine::{EngineStats, Event};
 
     /// What the engine looked like before an input.
     pub(crate) struct EngineProbe {
@@ -116,14 +116,9 @@ mod probe {
                 tracing::debug!(target: "vmad::engine", op, "RMPP receive complete");
             }
             let aborted = a.rmpp_aborts - b.rmpp_aborts;
-            if let Some(abort) = engine.last_rmpp_abort().filter(|_| aborted > 0) {
-                let RmppAbort {
-                    agent,
-                    tid,
-                    status,
-                    sending,
-                } = abort;
-                tracing::debug!(target: "vmad::engine", op, count = aborted, agent = agent.0, tid = format_args!("{tid:#018x}"), status = ?status, sending, "RMPP abort");
+            // Aborts are counted, not queued: the last one's details stand for this input's.
+            if let Some(last) = engine.last_rmpp_abort().filter(|_| aborted > 0) {
+                tracing::debug!(target: "vmad::engine", op, count = aborted, agent = last.agent.0, tid = format_args!("{:#018x}", last.tid), status = ?last.status, sending = last.sending, "RMPP abort");
             }
             let timed_out = a.timeouts - b.timeouts;
             let ended = self.rmpp_sends.saturating_sub(sends) as u64;

@@ -127,6 +127,13 @@ fn trace_events_for_request_response_timeout_and_rmpp() {
         let got = recvs(&f.take_events(0));
         assert_eq!(got.len(), 1);
         assert_eq!(got[0].1.len(), SA_HDR + 10_000);
+        // An RMPP abort: a first segment announcing gigabytes is answered ABORT BadLength.
+        let mut seg = mad(0x03, 0x12, 4);
+        seg[24..28].copy_from_slice(&[1, 1, 1 | 2, 0]); // version 1, DATA, Active | First
+        seg[28..32].copy_from_slice(&1u32.to_be_bytes());
+        seg[32..36].copy_from_slice(&0xffff_fff0u32.to_be_bytes());
+        f.inject(0, 1, Qp::Gsi, &seg);
+        assert_eq!(f.take_aborts(1).len(), 1);
     });
 
     // The engine's public boundaries, at TRACE.
@@ -153,5 +160,5 @@ fn trace_events_for_request_response_timeout_and_rmpp() {
     assert_eq!(sub.count(Level::DEBUG, "RMPP receive start"), 1);
     assert_eq!(sub.count(Level::DEBUG, "RMPP receive complete"), 1);
     assert_eq!(sub.count(Level::DEBUG, "RMPP send complete"), 1);
-    assert_eq!(sub.count(Level::DEBUG, "RMPP abort"), 0);
+    assert_eq!(sub.count(Level::DEBUG, "RMPP abort"), 1);
 }
