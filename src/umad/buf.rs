@@ -1,7 +1,10 @@
 //! Helpers over raw `ib_user_mad` buffers: the 64-byte header, then the MAD.
 //!
 //! These are libibumad's buffer accessors (`umad_size`, `umad_get_mad`,
-//! `umad_set_addr`, …), on byte slices, with the same effects byte for byte.
+//! `umad_set_addr`, …), on byte slices, with the same effects byte for byte:
+//! a setter writes only its fields' bytes and a getter reads only its field's.
+//! The C library lends them the caller's header as is, which may be read-only
+//! or have its other fields written by another thread meanwhile.
 
 use crate::types::{GrhAddr, MadAddr};
 use crate::wire::umad::{Packet, HEADER_LEN};
