@@ -95,15 +95,15 @@
 #[macro_use]
 mod trace;
 
-pub mod engine;
 mod entropy;
 pub mod error;
 pub mod pcap;
 pub mod port;
-pub mod time;
 pub mod transport;
-pub mod types;
 pub mod umad;
-pub mod wire;
+
+// The sans-IO core, a no_std crate of its own (core/): the compiler holds its
+// "no clock, no I/O" rule. Its paths stay `vmad::wire`, `vmad::engine`, ….
+pub use vmad_core::{engine, time, types, wire};
 
 pub use error::{Error, Result};

@@ -52,7 +52,7 @@
 //! differently from `mad.c`/`mad_rmpp.c`/`user_mad.c`, and why:
 //!
 //! - **TID high words** are drawn per engine from its seed (a
-//!   [`crate::port::Port`] seeds from the OS unless `rng_seed` is set), then
+//!   `vmad::port::Port` seeds from the OS unless `rng_seed` is set), then
 //!   allocated cyclically among its agents. The kernel's allocator is global
 //!   to the machine: two vmad ports or processes differ only with high
 //!   probability (2^-24 per pair of agents), not by construction.
@@ -155,7 +155,10 @@ mod txn_index;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{HashMap, VecDeque};
+use alloc::boxed::Box;
+use alloc::collections::VecDeque;
+use alloc::vec;
+use alloc::vec::Vec;
 
 #[doc(hidden)]
 pub use audit::Footprint;
@@ -283,7 +286,7 @@ pub struct Engine {
     tx_queue: VecDeque<txn::Out>,
     events: VecDeque<Event>,
     /// Delivered requests awaiting their response: key -> dedup id.
-    dedup: HashMap<dispatch::DedupKey, u64>,
+    dedup: hash::PeerMap<dispatch::DedupKey, u64>,
     /// Dedup id -> (key, the agent it was delivered to, end of its window).
     dedup_entries: hash::IdMap<u64, (dispatch::DedupKey, AgentId, Instant)>,
     /// RMPP sends by (agent, TID, peer) -> txn id.
@@ -291,13 +294,13 @@ pub struct Engine {
     /// RMPP senders that may have a segment due, polled in order.
     rmpp_ready: VecDeque<u64>,
     recv_sessions: hash::IdMap<u64, sessions::RecvSession>,
-    recv_index: HashMap<sessions::RecvKey, u64>,
+    recv_index: hash::PeerMap<sessions::RecvKey, u64>,
     /// The receive session the last DATA segment went to: the next segment
     /// is almost always for it too, and an equal key skips `recv_index`'s
     /// SipHash (keyed by what peers send), the largest cost of a segment.
     recv_last: Option<(sessions::RecvKey, u64)>,
     /// Reassemblies in progress per peer.
-    peer_active: HashMap<sessions::PeerKey, usize>,
+    peer_active: hash::PeerMap<sessions::PeerKey, usize>,
     stats: EngineStats,
     /// MAD buffers of finished sends, reused so that the send path does not allocate.
     /// Boxes on purpose: they move in and out of requests and the transmit queue.
@@ -312,8 +315,10 @@ impl Engine {
     /// A new engine.
     pub fn new(config: EngineConfig) -> Engine {
         let mut rng = config::SplitMix::new(config.rng_seed.unwrap_or(0));
+        let agents = agent::AgentTable::new(&mut rng);
+        let keys = hash::SipKeys::draw(&mut rng);
         Engine {
-            agents: agent::AgentTable::new(&mut rng),
+            agents,
             config,
             txns: slab::Slab::default(),
             txn_index: txn_index::TxnIndex::default(),
@@ -322,14 +327,14 @@ impl Engine {
             timers: timers::Timers::default(),
             tx_queue: VecDeque::new(),
             events: VecDeque::new(),
-            dedup: HashMap::new(),
+            dedup: hash::PeerMap::with_hasher(keys),
             dedup_entries: hash::IdMap::default(),
             send_index: hash::IdMap::default(),
             rmpp_ready: VecDeque::new(),
             recv_sessions: hash::IdMap::default(),
-            recv_index: HashMap::new(),
+            recv_index: hash::PeerMap::with_hasher(keys),
             recv_last: None,
-            peer_active: HashMap::new(),
+            peer_active: hash::PeerMap::with_hasher(keys),
             stats: EngineStats::default(),
             mad_pool: Vec::new(),
         }
