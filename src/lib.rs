@@ -12,6 +12,10 @@
 //! umad       libibumad's API in Rust (the C ABI lives in the `capi/` crate)
 //! ```
 //!
+//! `wire` and `engine`, with `time` and `types`, are the `no_std` crate
+//! `vmad-core`, re-exported here unchanged: the compiler keeps them free of
+//! clocks and I/O. Their errors reach this crate's API as [`Error`] (`From`).
+//!
 //! **What each transport can and cannot do.** Userspace verbs cannot create
 //! QP0 or QP1: on the verbs transport vmad owns an ordinary UD QP, so it is a
 //! GMP *client* of any remote QP1 (replies come back to its QPN) and a full
