@@ -16,7 +16,7 @@
 //! (measured in `benches/engine.rs`, `send_timeout_churn`), where the
 //! derived tuple-and-enum compare made it grow with the outstanding count.
 
-use std::collections::{BTreeSet, VecDeque};
+use alloc::collections::{BTreeSet, VecDeque};
 
 use crate::time::Instant;
 

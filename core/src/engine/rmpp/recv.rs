@@ -10,7 +10,10 @@
 //! is answered with ABORT BadLength, and a transfer of unannounced length
 //! that outgrows it with STOP ResourcesExhausted.
 
-use std::collections::BTreeMap;
+use alloc::boxed::Box;
+use alloc::collections::BTreeMap;
+use alloc::vec;
+use alloc::vec::Vec;
 
 use super::{data_per_segment, format_reply, is_abort_status, Progress, RmppConfig};
 use crate::time::Instant;

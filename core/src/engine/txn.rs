@@ -1,6 +1,8 @@
 //! Outgoing work: requests in flight (TID stamping, duplicate sends,
 //! retries, timeouts, the per-agent backlog) and the transmit queue.
 
+use alloc::boxed::Box;
+use alloc::vec::Vec;
 use core::time::Duration;
 
 use super::rmpp::send::Sender;

@@ -9,6 +9,8 @@
 //! senders are polled lazily from `rmpp_ready`, so a window of segments is
 //! never copied ahead of the transport.
 
+use alloc::boxed::Box;
+use alloc::vec::Vec;
 use core::time::Duration;
 
 use super::dispatch::{reply_addr, same_peer};

@@ -5,6 +5,8 @@
 //! next segment due straight from the message, so a 16 MiB send costs no
 //! copy beyond the one into the caller's slot.
 
+use alloc::boxed::Box;
+use alloc::vec::Vec;
 use core::time::Duration;
 
 use super::{data_per_segment, format_reply, is_abort_status, Progress, RmppConfig};

@@ -53,7 +53,7 @@
 //! differently from `mad.c`/`mad_rmpp.c`/`user_mad.c`, and why:
 //!
 //! - **TID high words** are drawn per engine from its seed (a
-//!   [`crate::port::Port`] seeds from the OS unless `rng_seed` is set), then
+//!   `vmad::port::Port` seeds from the OS unless `rng_seed` is set), then
 //!   allocated cyclically among its agents. The kernel's allocator is global
 //!   to the machine: two vmad ports or processes differ only with high
 //!   probability (2^-24 per pair of agents), not by construction.
@@ -157,7 +157,10 @@ mod txn_index;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{HashMap, VecDeque};
+use alloc::boxed::Box;
+use alloc::collections::VecDeque;
+use alloc::vec;
+use alloc::vec::Vec;
 
 #[doc(hidden)]
 pub use audit::Footprint;
@@ -272,7 +275,7 @@ pub struct Engine {
     tx_queue: VecDeque<txn::Out>,
     events: VecDeque<Event>,
     /// Delivered requests awaiting their response: key -> dedup id.
-    dedup: HashMap<dispatch::DedupKey, u64>,
+    dedup: hash::PeerMap<dispatch::DedupKey, u64>,
     /// Dedup id -> (key, the agent it was delivered to, end of its window).
     dedup_entries: hash::IdMap<u64, (dispatch::DedupKey, AgentId, Instant)>,
     /// RMPP sends by (agent, TID, peer) -> txn id.
@@ -280,13 +283,13 @@ pub struct Engine {
     /// RMPP senders that may have a segment due, polled in order.
     rmpp_ready: VecDeque<u64>,
     recv_sessions: hash::IdMap<u64, sessions::RecvSession>,
-    recv_index: HashMap<sessions::RecvKey, u64>,
+    recv_index: hash::PeerMap<sessions::RecvKey, u64>,
     /// The receive session the last DATA segment went to: the next segment
     /// is almost always for it too, and an equal key skips `recv_index`'s
     /// SipHash (keyed by what peers send), the largest cost of a segment.
     recv_last: Option<(sessions::RecvKey, u64)>,
     /// Reassemblies in progress per peer.
-    peer_active: HashMap<sessions::PeerKey, usize>,
+    peer_active: hash::PeerMap<sessions::PeerKey, usize>,
     stats: EngineStats,
     last_rmpp_abort: Option<RmppAbort>,
     /// MAD buffers of finished sends, reused so that the send path does not allocate.
@@ -302,8 +305,10 @@ impl Engine {
     /// A new engine.
     pub fn new(config: EngineConfig) -> Engine {
         let mut rng = config::SplitMix::new(config.rng_seed.unwrap_or(0));
+        let agents = agent::AgentTable::new(&mut rng);
+        let keys = hash::SipKeys::draw(&mut rng);
         Engine {
-            agents: agent::AgentTable::new(&mut rng),
+            agents,
             config,
             txns: slab::Slab::default(),
             txn_index: txn_index::TxnIndex::default(),
@@ -312,14 +317,14 @@ impl Engine {
             timers: timers::Timers::default(),
             tx_queue: VecDeque::new(),
             events: VecDeque::new(),
-            dedup: HashMap::new(),
+            dedup: hash::PeerMap::with_hasher(keys),
             dedup_entries: hash::IdMap::default(),
             send_index: hash::IdMap::default(),
             rmpp_ready: VecDeque::new(),
             recv_sessions: hash::IdMap::default(),
-            recv_index: HashMap::new(),
+            recv_index: hash::PeerMap::with_hasher(keys),
             recv_last: None,
-            peer_active: HashMap::new(),
+            peer_active: hash::PeerMap::with_hasher(keys),
             stats: EngineStats::default(),
             last_rmpp_abort: None,
             mad_pool: Vec::new(),

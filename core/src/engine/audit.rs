@@ -2,8 +2,10 @@
 //! ([`Footprint`]) and whether its tables agree with each other
 //! ([`Engine::check_invariants`]). Not part of the stable API.
 
-use std::collections::HashMap;
+use alloc::format;
+use alloc::string::String;
 
+use super::hash::{IdMap, PeerMap};
 use super::txn::TxnState;
 use super::{Engine, Event};
 
@@ -64,7 +66,7 @@ impl Engine {
         let fail = |what: String| Err(what);
         // Requests: the index and the table agree, and the gauge counts them.
         let mut wanting = 0u64;
-        let mut active: HashMap<u32, usize> = HashMap::new();
+        let mut active: IdMap<u32, usize> = IdMap::default();
         for (id, txn) in self.txns.iter() {
             if txn.wants_response {
                 wanting += 1;
@@ -139,7 +141,8 @@ impl Engine {
                 return fail(format!("recv_last names session {sid}, not in recv_index"));
             }
         }
-        let mut peers: HashMap<super::sessions::PeerKey, usize> = HashMap::new();
+        let mut peers: PeerMap<super::sessions::PeerKey, usize> =
+            PeerMap::with_hasher(*self.peer_active.hasher());
         let limit =
             self.config.rmpp.max_message + self.config.rmpp.window as usize * crate::wire::MAD_SIZE;
         for (&sid, s) in &self.recv_sessions {

@@ -1,9 +1,11 @@
 //! The agent table: registration rules (kernel `ib_register_mad_agent`),
 //! request routing by class, version, method and OUI, and the TID high words.
 
-use std::collections::HashMap;
+use alloc::vec;
+use alloc::vec::Vec;
 
 use super::config::SplitMix;
+use super::hash::IdMap;
 use super::{AgentId, AgentSpec};
 use crate::types::Qp;
 use crate::wire::mad::MgmtClass;
@@ -37,7 +39,7 @@ impl Agent {
 #[derive(Debug)]
 pub(crate) struct AgentTable {
     slots: Vec<Option<Agent>>,
-    by_hi_tid: HashMap<u32, usize>,
+    by_hi_tid: IdMap<u32, usize>,
     next_hi_tid: u32,
     next_serial: u64,
 }
@@ -46,7 +48,7 @@ impl AgentTable {
     pub(crate) fn new(rng: &mut SplitMix) -> AgentTable {
         AgentTable {
             slots: vec![None; MAX_AGENTS],
-            by_hi_tid: HashMap::new(),
+            by_hi_tid: IdMap::default(),
             next_hi_tid: (rng.next_u64() as u32) % HI_TID_LIMIT,
             next_serial: 1,
         }

@@ -10,8 +10,9 @@ use super::rmpp::RmppConfig;
 /// `EngineConfig { rng_seed: Some(7), ..Default::default() }`.
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
-    /// Seed for the engine's randomness (where the agents' 24-bit TID high words start).
-    /// `None` (the default): a [`crate::port::Port`] seeds its engine from the OS, so
+    /// Seed for the engine's randomness (where the agents' 24-bit TID high words start,
+    /// and the SipHash keys of its maps keyed by what peers send).
+    /// `None` (the default): a `vmad::port::Port` seeds its engine from the OS, so
     /// that two ports or two processes do not stamp the same TID high words; an engine
     /// built directly with `None` (it never reads the OS) starts from 0. `Some`: that
     /// seed, everywhere, for runs that must repeat.

@@ -40,6 +40,7 @@
 pub(crate) mod recv;
 pub(crate) mod send;
 
+use alloc::vec::Vec;
 use core::time::Duration;
 
 use crate::wire::mad::METHOD_RESP;

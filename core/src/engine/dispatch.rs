@@ -1,6 +1,8 @@
 //! Incoming MADs: validation, response matching, request routing, the
 //! engine's own answer to unclaimed Get/Set, and the duplicate-request filter.
 
+use alloc::vec::Vec;
+
 use super::timers::TimerKey;
 use super::txn::{TxnKey, TxnState};
 use super::{agent, smi, AgentId, Engine, Event, RecvMeta};

@@ -62,8 +62,9 @@ pub mod vendor;
 
 pub use names::{pretty, MadDisplay};
 
-/// A fixed field: a byte range.
-pub(crate) type Field = Range<usize>;
+/// A fixed field: a byte range. (Public, hidden, for `vmad`'s own wire formats.)
+#[doc(hidden)]
+pub type Field = Range<usize>;
 /// The rest of a buffer from an offset.
 #[allow(dead_code)]
 pub(crate) type Rest = RangeFrom<usize>;
@@ -131,6 +132,9 @@ macro_rules! view_constructors {
 pub(crate) use view_constructors;
 
 /// Defines an open code enum: named variants plus `Unknown(raw)`, with `From` both ways.
+/// (Exported, hidden, for `vmad`'s own wire formats.)
+#[doc(hidden)]
+#[macro_export]
 macro_rules! enum_with_unknown {
     (
         $(#[$enum_attr:meta])*
@@ -165,34 +169,37 @@ macro_rules! enum_with_unknown {
         }
     };
 }
-pub(crate) use enum_with_unknown;
+#[doc(hidden)]
+pub use enum_with_unknown;
 
-/// Big-endian readers and writers over checked ranges (private helpers).
-pub(crate) mod be {
+/// Big-endian readers and writers over checked ranges (helpers of the views,
+/// and of `vmad`'s own wire formats).
+#[doc(hidden)]
+pub mod be {
     use super::Field;
 
-    pub(crate) fn u16(b: &[u8], f: Field) -> u16 {
+    pub fn u16(b: &[u8], f: Field) -> u16 {
         let mut a = [0u8; 2];
         a.copy_from_slice(&b[f]);
         u16::from_be_bytes(a)
     }
-    pub(crate) fn u32(b: &[u8], f: Field) -> u32 {
+    pub fn u32(b: &[u8], f: Field) -> u32 {
         let mut a = [0u8; 4];
         a.copy_from_slice(&b[f]);
         u32::from_be_bytes(a)
     }
-    pub(crate) fn u64(b: &[u8], f: Field) -> u64 {
+    pub fn u64(b: &[u8], f: Field) -> u64 {
         let mut a = [0u8; 8];
         a.copy_from_slice(&b[f]);
         u64::from_be_bytes(a)
     }
-    pub(crate) fn set_u16(b: &mut [u8], f: Field, v: u16) {
+    pub fn set_u16(b: &mut [u8], f: Field, v: u16) {
         b[f].copy_from_slice(&v.to_be_bytes());
     }
-    pub(crate) fn set_u32(b: &mut [u8], f: Field, v: u32) {
+    pub fn set_u32(b: &mut [u8], f: Field, v: u32) {
         b[f].copy_from_slice(&v.to_be_bytes());
     }
-    pub(crate) fn set_u64(b: &mut [u8], f: Field, v: u64) {
+    pub fn set_u64(b: &mut [u8], f: Field, v: u64) {
         b[f].copy_from_slice(&v.to_be_bytes());
     }
 }

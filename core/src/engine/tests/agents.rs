@@ -93,8 +93,8 @@ fn agents_invalid_specs_refused() {
     ];
     for spec in bad {
         let err = e.register(spec).unwrap_err();
+        // (Its errno, EINVAL, is vmad's: see its error conversion test.)
         assert!(matches!(err, Error::InvalidArgument(_)), "{spec:?}: {err}");
-        assert_eq!(err.errno(), crate::error::errno::EINVAL);
     }
     // The good ones of each kind pass.
     e.register(base).unwrap();

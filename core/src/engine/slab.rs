@@ -3,6 +3,8 @@
 //! memory is still warm). Ids carry the slot's generation: an id whose value
 //! was removed finds nothing, also after its slot was reused.
 
+use alloc::vec::Vec;
+
 /// Where a value lives: `generation << 32 | slot`. Generations start at 1, so
 /// no live id is 0; ids order by generation, then slot, which is deterministic.
 pub(crate) type SlabId = u64;
