@@ -53,6 +53,7 @@ mod access;
 mod builder;
 mod endpoint;
 mod fault;
+mod packet;
 mod pma;
 mod route;
 #[allow(dead_code)] // poll_transmit, stats, subscriptions: for callers other than the fabric
