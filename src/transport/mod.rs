@@ -28,7 +28,7 @@ pub mod sim;
 pub mod verbs;
 
 use std::io;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use crate::engine::{AgentSpec, RecvMeta, Transmit};
@@ -193,4 +193,12 @@ impl core::fmt::Debug for Waker {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.write_str("Waker")
     }
+}
+
+/// The process-wide registry ([`registry::global`]): its default CAs are the
+/// embedded fabric's pair ([`sim::DefaultPair`]), built when first asked for, so a
+/// host without CAs of its own still has a fabric to open.
+fn global_registry() -> &'static Arc<registry::Registry> {
+    static GLOBAL: OnceLock<Arc<registry::Registry>> = OnceLock::new();
+    GLOBAL.get_or_init(|| Arc::new(registry::Registry::with_default(Arc::new(sim::DefaultPair))))
 }

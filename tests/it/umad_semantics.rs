@@ -565,3 +565,82 @@ fn ports_draw_different_tid_high_words_unless_seeded() {
     let (a, b) = first_hi_tid(&p);
     assert_eq!(a, b, "the same seed gives the same TID high words");
 }
+
+/// A `Umad` handle over a registry of its own: it sees only that registry's CAs (no
+/// default fabric), the process-wide instance does not see them, and a request and its
+/// response cross between its ports.
+#[test]
+fn a_umad_handle_opens_the_cas_of_its_own_registry() {
+    use vmad::engine::{AgentSpec, Event, SendRequest};
+    use vmad::transport::sim::Fabric;
+    use vmad::types::Qp;
+    use vmad::umad::{Registry, Umad};
+
+    let empty = Umad::new(Arc::new(Registry::new()));
+    assert!(empty.get_cas_names().is_empty());
+    assert_eq!(empty.open_port("", 0).unwrap_err().errno(), ENODEV);
+
+    let registry = Arc::new(Registry::new());
+    let _fabric = Fabric::builder()
+        .ca("uhnd0")
+        .ca("uhnd1")
+        .link("uhnd0", 1, "uhnd1", 1)
+        .build_in(&registry)
+        .unwrap();
+    let own = Umad::new(registry);
+    assert_eq!(own.get_cas_names(), ["uhnd0", "uhnd1"]);
+    assert_eq!(umad::get_ca("uhnd0").unwrap_err().errno(), ENODEV);
+    assert_eq!(own.get_ca("").unwrap().name, "uhnd0");
+
+    let (a_id, a) = own.open("uhnd0", 1).unwrap();
+    let (b_id, b) = own.open("uhnd1", 0).unwrap();
+    let spec = |method_mask| AgentSpec {
+        qp: Qp::Gsi,
+        mgmt_class: PERF,
+        class_version: 1,
+        rmpp_version: 0,
+        method_mask,
+        oui: 0,
+        user_rmpp: false,
+    };
+    let client = a.register(spec([0, 0])).unwrap();
+    let server = b.register(spec(mask(&[GET]))).unwrap();
+    let dest = gsi(b.attrs().lid);
+    let req = gmp_mad(PERF, 1, GET, 0x77, 0x10);
+    a.send(
+        client,
+        SendRequest {
+            addr: dest,
+            mad: &req,
+            timeout_ms: 1000,
+            retries: 0,
+        },
+    )
+    .unwrap();
+    let Event::Recv { agent, addr, mad } = b.recv(None).unwrap() else {
+        panic!("the server got no request");
+    };
+    assert_eq!(agent, server);
+    let mut resp = mad.clone();
+    resp[3] = GET_RESP;
+    b.send(
+        server,
+        SendRequest {
+            addr,
+            mad: &resp,
+            timeout_ms: 0,
+            retries: 0,
+        },
+    )
+    .unwrap();
+    let Event::Recv { agent, mad, .. } = a.recv(None).unwrap() else {
+        panic!("the client got no response");
+    };
+    assert_eq!((agent, mad[3]), (client, GET_RESP));
+
+    // The handle's ids are its own.
+    assert!(own.port(a_id).is_ok());
+    own.close_port(a_id).unwrap();
+    own.close_port(b_id).unwrap();
+    assert_eq!(own.close_port(a_id).unwrap_err().errno(), EINVAL);
+}

@@ -6,9 +6,10 @@ use std::sync::{Arc, Mutex, RwLock};
 use super::fault::LinkFaults;
 use super::state::NodeConf;
 use super::{
-    lock, pma, registry, sm, topo, write, CaProvider, Fabric, FabricInner, FaultConfig, Link,
-    MkeyConfig, Node, NodeKind, PortCounters, Provider, SaPort, SaSlot, GUID_BASE, MAX_NAME,
+    lock, pma, sm, topo, write, CaProvider, Fabric, FabricInner, FaultConfig, Link, MkeyConfig,
+    Node, NodeKind, PortCounters, Provider, SaPort, SaSlot, GUID_BASE, MAX_NAME,
 };
+use crate::transport::registry::{self, Registry};
 use crate::{Error, Result};
 
 /// Describes a fabric; see [`Fabric::builder`].
@@ -121,13 +122,22 @@ impl FabricBuilder {
         self
     }
 
-    /// Build the fabric and register its CAs by name, so `umad::open_port(name, ..)` finds them.
+    /// Build the fabric and register its CAs by name in the process-wide registry, so
+    /// `umad::open_port(name, ..)` finds them.
     ///
     /// # Errors
     /// EINVAL for an inconsistent description (unknown node, duplicate name, a name of 20
     /// bytes or more, a port out of range or linked twice); EADDRINUSE if a CA name is
     /// already registered (nothing is registered then).
     pub fn build(self) -> Result<Fabric> {
+        self.build_in(registry::global())
+    }
+
+    /// Build the fabric and register its CAs by name in `registry`.
+    ///
+    /// # Errors
+    /// As [`FabricBuilder::build`].
+    pub fn build_in(self, registry: &Arc<Registry>) -> Result<Fabric> {
         let only = self.register_only.clone();
         let fabric = self.build_private()?;
         let inner = &fabric.inner;
@@ -136,8 +146,8 @@ impl FabricBuilder {
             return Err(Error::InvalidArgument("register_only names an unknown CA"));
         }
         let provider: Arc<dyn CaProvider> = Arc::new(Provider(inner.clone()));
-        registry::register_cas(&names, provider)?;
-        *lock(&inner.registered) = names;
+        registry.register_cas(&names, provider)?;
+        *lock(&inner.registered) = (Arc::downgrade(registry), names);
         Ok(fabric)
     }
 
@@ -300,7 +310,7 @@ impl FabricBuilder {
                 sa: RwLock::new(Some(Arc::new(SaSlot::new()) as Arc<dyn SaPort>)),
                 sa_sent: Mutex::new(std::collections::VecDeque::new()),
                 sa_local: Mutex::new(Vec::new()),
-                registered: Mutex::new(Vec::new()),
+                registered: Mutex::new((std::sync::Weak::new(), Vec::new())),
             }),
         };
         if !self.unmanaged && seat.is_some() {
