@@ -95,6 +95,7 @@
 #[macro_use]
 mod trace;
 
+pub mod clock;
 pub mod engine;
 mod entropy;
 pub mod error;

@@ -122,6 +122,13 @@ pub trait Transport: Send {
         None
     }
 
+    /// The clock a port driving this transport reads, when the fabric behind it keeps
+    /// its own (a sim fabric built with [`crate::transport::sim::FabricBuilder::clock`]);
+    /// [`crate::port::PortConfig::clock`] overrides it. `None` (the default): the OS's.
+    fn clock(&self) -> Option<Arc<dyn crate::clock::Clock>> {
+        None
+    }
+
     /// Whether spinning (the port thread's [`crate::port::PortConfig::spin`], a waiting
     /// caller's `caller_spin`) can get a MAD sooner. `false` where the work is done by
     /// the kernel behind a descriptor the port blocks on ([`Transport::wait`]): there

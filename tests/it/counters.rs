@@ -1,7 +1,10 @@
-//! Port counters under injected loss: retries and timeouts are counted exactly.
+//! Port counters under injected loss: retries and timeouts are counted exactly. The
+//! fabric runs in virtual time: each request's 20 ms timeouts pass when the test
+//! advances the clock.
 
 use std::time::Duration;
 
+use vmad::clock::VirtualClock;
 use vmad::engine::{AgentSpec, Event, SendRequest};
 use vmad::port::{Port, PortConfig};
 use vmad::transport::sim::{Fabric, FaultConfig};
@@ -19,7 +22,9 @@ fn get(tid: u32) -> [u8; 256] {
 /// port, how many were answered and how many timed out.
 fn run(name: &str, loss: f64, n: u32, retries: u32) -> (Port, u32, u32) {
     let (ca0, ca1) = (format!("{name}0"), format!("{name}1"));
+    let clock = VirtualClock::new();
     let f = Fabric::builder()
+        .clock(clock.clone())
         .ca(&ca0)
         .ca(&ca1)
         .link(&ca0, 1, &ca1, 1)
@@ -65,16 +70,19 @@ fn run(name: &str, loss: f64, n: u32, retries: u32) -> (Port, u32, u32) {
         port.send(agent, req).unwrap();
     }
     let (mut answered, mut timed_out) = (0, 0);
-    while answered + timed_out < n {
-        match port
-            .recv(Some(Duration::from_secs(60)))
-            .expect("every request ends")
-        {
-            Event::Recv { .. } => answered += 1,
-            Event::SendTimedOut { .. } => timed_out += 1,
-            other => panic!("{other:?}"),
+    // Every request ends within its attempts' timeouts: one advance per attempt, and
+    // one for the answers still on their way.
+    for _ in 0..=retries + 1 {
+        clock.advance(Duration::from_millis(20));
+        while let Ok(event) = port.recv(Some(Duration::ZERO)) {
+            match event {
+                Event::Recv { .. } => answered += 1,
+                Event::SendTimedOut { .. } => timed_out += 1,
+                other => panic!("{other:?}"),
+            }
         }
     }
+    assert_eq!(answered + timed_out, n, "every request ends in time");
     (port, answered, timed_out)
 }
 

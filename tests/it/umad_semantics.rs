@@ -4,6 +4,7 @@
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use vmad::error::errno::*;
 use vmad::umad::{self, AgentId, RegAttr};
@@ -126,7 +127,7 @@ fn send_writes_agent_timeout_retries_into_the_header() {
 
 #[test]
 fn status_etimedout_carries_the_original_tid() {
-    let p = pair("usto");
+    let (p, clock) = pair_in_virtual_time("usto", Default::default(), Default::default());
     let client = umad::register(p.a, PERF, 1, 0, None).unwrap();
     let handle = umad::port(p.a).unwrap();
     let hi = u64::from(handle.hi_tid(client).unwrap());
@@ -134,7 +135,19 @@ fn status_etimedout_carries_the_original_tid() {
     let mad = gmp_mad(PERF, 1, GET, 0xabcd_0042, 0x10);
     let mut req = umad_with(&mad, 9, 1);
     umad::send(p.a, client, &mut req, 256, 10, 1).unwrap();
-    let (agent, len, buf) = umad_recv(p.a, 256, -1).unwrap();
+    // Two attempts of 10 ms: the report comes when the second has timed out, not before.
+    clock.advance(Duration::from_micros(9_999));
+    assert_eq!(umad::poll(p.a, 0).unwrap_err().errno(), ETIMEDOUT);
+    clock.advance(Duration::from_micros(1));
+    assert_eq!(
+        handle.stats().retries,
+        1,
+        "the first attempt timed out: resent"
+    );
+    clock.advance(Duration::from_micros(9_999));
+    assert_eq!(umad::poll(p.a, 0).unwrap_err().errno(), ETIMEDOUT);
+    clock.advance(Duration::from_micros(1));
+    let (agent, len, buf) = umad_recv(p.a, 256, 0).unwrap();
     assert_eq!(agent, client);
     assert_eq!(umad::status(&buf).unwrap(), ETIMEDOUT);
     assert_eq!(len, 24, "data length of a timeout report");

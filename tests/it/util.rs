@@ -137,8 +137,33 @@ pub(crate) fn pair_config(
     faults: vmad::transport::sim::FaultConfig,
     config: vmad::umad::PortConfig,
 ) -> Pair {
+    pair_built(
+        prefix,
+        faults,
+        config,
+        vmad::transport::sim::Fabric::builder(),
+    )
+}
+
+/// A [`Pair`] whose fabric and ports run in virtual time, on the clock returned.
+pub(crate) fn pair_in_virtual_time(
+    prefix: &str,
+    faults: vmad::transport::sim::FaultConfig,
+    config: vmad::umad::PortConfig,
+) -> (Pair, vmad::clock::VirtualClock) {
+    let clock = vmad::clock::VirtualClock::new();
+    let builder = vmad::transport::sim::Fabric::builder().clock(clock.clone());
+    (pair_built(prefix, faults, config, builder), clock)
+}
+
+fn pair_built(
+    prefix: &str,
+    faults: vmad::transport::sim::FaultConfig,
+    config: vmad::umad::PortConfig,
+    builder: vmad::transport::sim::FabricBuilder,
+) -> Pair {
     let (n0, n1) = (format!("{prefix}0"), format!("{prefix}1"));
-    let fabric = vmad::transport::sim::Fabric::builder()
+    let fabric = builder
         .ca(&n0)
         .ca(&n1)
         .link(&n0, 1, &n1, 1)

@@ -9,6 +9,7 @@ use super::{
     lock, pma, sm, topo, write, CaProvider, Fabric, FabricInner, FaultConfig, Link, MkeyConfig,
     Node, NodeKind, PortCounters, Provider, SaPort, SaSlot, GUID_BASE, MAX_NAME,
 };
+use crate::clock::{Clock, SystemClock};
 use crate::transport::registry::{self, Registry};
 use crate::{Error, Result};
 
@@ -24,6 +25,7 @@ pub struct FabricBuilder {
     register_only: Option<Vec<String>>,
     sm_lid: Option<u16>,
     unmanaged: bool,
+    clock: Option<Arc<dyn Clock>>,
 }
 
 impl FabricBuilder {
@@ -114,6 +116,15 @@ impl FabricBuilder {
         self
     }
 
+    /// Keep the fabric's time on `clock` (default: the OS's monotonic clock): its link
+    /// delays, its SA's timers and every port opened on it (unless its
+    /// [`crate::port::PortConfig::clock`] says otherwise) read it. With a
+    /// [`crate::clock::VirtualClock`], behaviour in time happens as a test advances it.
+    pub fn clock(mut self, clock: impl Clock + 'static) -> Self {
+        self.clock = Some(Arc::new(clock));
+        self
+    }
+
     /// Build without sweeping: ports stay in Init with LID 0 and the switches' LFTs
     /// empty, as after power-on, until [`Fabric::sweep`] or an application holding
     /// the SM role (`set_sm`) configures them.
@@ -156,6 +167,10 @@ impl FabricBuilder {
     /// # Errors
     /// EINVAL as for [`FabricBuilder::build`].
     pub fn build_private(self) -> Result<Fabric> {
+        let clock = self
+            .clock
+            .clone()
+            .unwrap_or_else(|| Arc::new(SystemClock::new()));
         let mut nodes = Vec::with_capacity(self.nodes.len());
         let mut by_name: HashMap<&str, usize> = HashMap::with_capacity(self.nodes.len());
         // The LIDs the SM will give, as its guid2lid file would say: see `sm_lid`.
@@ -307,10 +322,11 @@ impl FabricBuilder {
                 links,
                 lid_map: RwLock::new(BTreeMap::new()),
                 sm: sm::Sm::new(seat, plan),
-                sa: RwLock::new(Some(Arc::new(SaSlot::new()) as Arc<dyn SaPort>)),
+                sa: RwLock::new(Some(Arc::new(SaSlot::new(clock.clone())) as Arc<dyn SaPort>)),
                 sa_sent: Mutex::new(std::collections::VecDeque::new()),
                 sa_local: Mutex::new(Vec::new()),
                 registered: Mutex::new((std::sync::Weak::new(), Vec::new())),
+                clock,
             }),
         };
         if !self.unmanaged && seat.is_some() {

@@ -80,6 +80,7 @@ pub use fault::{FaultConfig, LinkStats};
 pub use sa::SaBench;
 pub use sm::SweepStats;
 
+use crate::clock::Clock;
 use crate::transport::registry::{CaInfo, CaProvider, DefaultCas, Registry};
 use crate::transport::{LinkLayer, PortAttrs, Transport};
 use crate::wire::smp::port_info::{self, PortState};
@@ -204,6 +205,8 @@ pub(crate) struct FabricInner {
     pub(crate) sa_local: Mutex<Vec<LocalSaAgent>>,
     /// The registry this fabric put its names in, and those names.
     registered: Mutex<(Weak<Registry>, Vec<String>)>,
+    /// The fabric's time: link delays, the SA's timers, and its ports' default clock.
+    pub(crate) clock: Arc<dyn Clock>,
 }
 
 /// The in-fabric SA, as the fabric drives it: each SubnAdm (class 0x03) MAD that
@@ -239,23 +242,22 @@ pub(crate) trait SaPort: Send + Sync + core::fmt::Debug {
 #[derive(Debug)]
 pub(crate) struct SaSlot {
     sa: Mutex<sa::SaService>,
-    epoch: std::time::Instant,
+    clock: Arc<dyn Clock>,
 }
 
 impl SaSlot {
-    pub(crate) fn new() -> SaSlot {
+    pub(crate) fn new(clock: Arc<dyn Clock>) -> SaSlot {
         let mut config = crate::engine::EngineConfig::default();
         // A GetTable of every PathRecord of a large fabric is many megabytes.
         config.rmpp.max_message = 1 << 30;
         SaSlot {
             sa: Mutex::new(sa::SaService::new(config)),
-            epoch: std::time::Instant::now(),
+            clock,
         }
     }
 
     fn now(&self) -> crate::time::Instant {
-        let micros = u64::try_from(self.epoch.elapsed().as_micros()).unwrap_or(u64::MAX);
-        crate::time::Instant::from_micros(micros)
+        self.clock.now()
     }
 }
 

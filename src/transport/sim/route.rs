@@ -563,7 +563,7 @@ impl FabricInner {
         match lock(slot).as_ref() {
             Some(tx) => {
                 // A closed receiver means the port is closing: the frame is lost, as on a real port.
-                let _ = tx.send(super::endpoint::Msg::frame(qp, pkt, delay));
+                let _ = tx.send(super::endpoint::Msg::frame(qp, pkt, delay, &*self.clock));
                 true
             }
             None => false,
