@@ -113,3 +113,53 @@ fn counters_partial_loss_add_up_per_request() {
     );
     assert_eq!(s.outstanding, 0);
 }
+
+/// A clock given in the port's configuration is the one its timers run on, whatever
+/// the fabric keeps: on a fabric in real time, a request to a LID nobody has times
+/// out when that clock says so.
+#[test]
+fn the_port_configs_clock_runs_the_ports_timers() {
+    let f = Fabric::builder()
+        .ca("cntc0")
+        .ca("cntc1")
+        .link("cntc0", 1, "cntc1", 1)
+        .build_private()
+        .unwrap();
+    let clock = VirtualClock::new();
+    let config = PortConfig {
+        clock: Some(std::sync::Arc::new(clock.clone())),
+        ..PortConfig::default()
+    };
+    let port = Port::open(Box::new(f.open("cntc0", 1).unwrap()), config).unwrap();
+    let agent = port
+        .register(AgentSpec {
+            qp: Qp::Gsi,
+            mgmt_class: 0x04,
+            class_version: 1,
+            rmpp_version: 0,
+            method_mask: [0, 0],
+            oui: 0,
+            user_rmpp: false,
+        })
+        .unwrap();
+    let mad = get(1);
+    let req = SendRequest {
+        addr: MadAddr {
+            lid: 9,
+            qpn: 1,
+            qkey: GSI_QKEY,
+            ..MadAddr::default()
+        },
+        mad: &mad,
+        timeout_ms: 3_600_000,
+        retries: 0,
+    };
+    port.send(agent, req).unwrap();
+    clock.advance(Duration::from_secs(3599));
+    assert!(port.recv(Some(Duration::ZERO)).is_err(), "not an hour yet");
+    clock.advance(Duration::from_secs(1));
+    assert!(matches!(
+        port.recv(Some(Duration::ZERO)),
+        Ok(Event::SendTimedOut { .. })
+    ));
+}
