@@ -82,9 +82,11 @@ impl Drop for Roles {
 
 impl Umad {
     /// `umad_get_issm_path`: the file whose open takes the SM role on port `port` of
-    /// `ca` (`""`: the first CA; port 0: its first active port): an empty file of this
-    /// process's, watched (see the SM role in the module docs of [`crate::umad`]). On a
-    /// CA whose provider has a real issm device (the kernel transport) that device's path.
+    /// `ca` (`""`: the first CA; port 0: its first active port). It is an empty file of
+    /// this process's, watched: its first open (by anyone in this process) gives the
+    /// role to this instance's open port there, now or when it opens, and its last
+    /// close takes it back. On a CA whose provider has a real issm device (the kernel
+    /// transport) that device's path.
     ///
     /// # Errors
     /// ENODEV for an unknown CA or port; EIO if the file or its watch cannot be made.
