@@ -184,7 +184,9 @@ pub(crate) fn legit_round_trip(net: &Net, client: AgentId, tid: u32) {
         .unwrap();
     // Nothing is lost on the legitimate path, but a flood may have filled the victim's
     // queue when the answer came: then the Get is resent after 100 ms, which pass here
-    // as the clock is moved on whenever nothing is queued. The attempts (5.1 s in all)
+    // as the clock is moved on (in steps small beside that, so that the peer's serving
+    // thread answers long before a resend however slowly it runs) whenever nothing is
+    // queued. The attempts (5.1 s in all)
     // end in an answer or a timeout report, either way well within 10 s.
     let give_up = net.clock.now() + Duration::from_secs(10);
     loop {
@@ -198,7 +200,7 @@ pub(crate) fn legit_round_trip(net: &Net, client: AgentId, tid: u32) {
                     net.victim.footprint(),
                     net.legit.stats()
                 );
-                net.clock.advance(Duration::from_millis(1));
+                net.clock.advance(Duration::from_micros(100));
                 thread::yield_now();
                 continue;
             }
