@@ -148,7 +148,7 @@ impl Engine {
         pkt.set_method(Method::GetResp);
         let mut status = MadStatus::UNSUPPORTED_METHOD_ATTR.0;
         if dr {
-            status |= smi::DIRECTION;
+            status |= crate::wire::smp::DIRECTION_BIT;
         }
         pkt.set_status(MadStatus(status));
         if dr && !smi::dr_send(&mut buf[..]) {
