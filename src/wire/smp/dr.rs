@@ -337,13 +337,25 @@ mod tests {
     #[test]
     fn port_checks() {
         let mut b = smp(false, 0, &[]);
-        assert_eq!(send(&mut b, ca(2)), Verdict::Discard, "initial path says port 1");
+        assert_eq!(
+            send(&mut b, ca(2)),
+            Verdict::Discard,
+            "initial path says port 1"
+        );
         let mut b = smp(true, 4, &[2, 5, 9]);
-        assert_eq!(send(&mut b, ca(1)), Verdict::Discard, "return path says port 9");
+        assert_eq!(
+            send(&mut b, ca(1)),
+            Verdict::Discard,
+            "return path says port 9"
+        );
         let mut b = smp(true, 4, &[2, 5, 9]);
         assert_eq!(recv(&mut b, ca(1)), Verdict::Discard);
         let mut b = smp(true, 4, &[2, 5, 9]);
-        assert_eq!(send(&mut b, Smi::END_NODE), Verdict::Handle, "no port, no check");
+        assert_eq!(
+            send(&mut b, Smi::END_NODE),
+            Verdict::Handle,
+            "no port, no check"
+        );
     }
 
     #[test]
@@ -417,6 +429,10 @@ mod tests {
         Packet::new_unchecked(&mut b[..]).set_direction(Direction::Inbound);
         assert_eq!(send(&mut b, Smi::END_NODE), Verdict::Handle);
         assert_eq!(b[6], 0);
-        assert_eq!(&b[192..256], &[0u8; 64], "nothing written into the return path");
+        assert_eq!(
+            &b[192..256],
+            &[0u8; 64],
+            "nothing written into the return path"
+        );
     }
 }
