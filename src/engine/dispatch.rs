@@ -65,7 +65,8 @@ pub(crate) fn reply_addr(qp: Qp, src: &MadAddr) -> MadAddr {
 }
 
 pub(crate) fn is_rmpp_active(mad: &[u8]) -> bool {
-    MgmtClass::from(mad[1]).is_rmpp_class() && mad[26] & rmpp::FLAG_ACTIVE != 0
+    mad::Packet::new_unchecked(mad).mgmt_class().is_rmpp_class()
+        && rmpp::Packet::new_unchecked(mad).is_active()
 }
 
 impl Engine {
@@ -122,7 +123,7 @@ impl Engine {
             return None;
         }
         let oui = if pkt.mgmt_class().is_vendor_range2() {
-            u32::from_be_bytes([0, buf[37], buf[38], buf[39]])
+            crate::wire::vendor::Packet::new_unchecked(&buf[..]).oui()
         } else {
             0
         };
