@@ -9,6 +9,9 @@ use clap::Args;
 use serde_json::{json, Map, Value};
 
 use vmad::engine::AgentId;
+use vmad::wire::perf::{
+    port_counters, ATTR_PORT_COUNTERS, ATTR_PORT_COUNTERS_EXT, DATA_OFFSET as DATA,
+};
 
 use crate::exit::Failure;
 use crate::mads::{self, be16, be32, be64};
@@ -27,10 +30,6 @@ pub(crate) struct PerfArgs {
 }
 
 const CLASS_PERF: u8 = 0x04;
-const ATTR_PORT_COUNTERS: u16 = 0x0012;
-const ATTR_PORT_COUNTERS_EXT: u16 = 0x001d;
-/// PerfMgt attributes start after the 24-byte header and 40 reserved bytes.
-const DATA: usize = 64;
 
 /// Where a counter sits in its attribute (offsets from the attribute's start).
 #[derive(Clone, Copy)]
@@ -237,7 +236,7 @@ fn targets_from(topo: &Topology) -> Vec<Target> {
 
 fn get(s: &Session, agent: AgentId, attr: u16, t: &Target, tid: u32) -> Result<Vec<u8>, Failure> {
     let mut req = mads::request(CLASS_PERF, 1, mads::GET, attr, 0, tid);
-    req[DATA + 1] = t.port;
+    port_counters::Packet::new_unchecked(&mut req[DATA..]).set_port_select(t.port);
     let resp = mads::transact(
         &s.port,
         agent,
