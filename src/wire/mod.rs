@@ -147,6 +147,7 @@ macro_rules! enum_with_unknown {
         }
 
         impl From<$ty> for $name {
+            #[inline]
             fn from(value: $ty) -> Self {
                 match value {
                     $( $value => $name::$variant, )+
@@ -156,6 +157,7 @@ macro_rules! enum_with_unknown {
         }
 
         impl From<$name> for $ty {
+            #[inline]
             fn from(value: $name) -> Self {
                 match value {
                     $( $name::$variant => $value, )+

@@ -127,6 +127,9 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     /// The send-side step (IBA 14.2.2.2 C14-9 going out, 14.2.2.4 C14-13
     /// coming back): steps the hop pointer to the entry of the port the SMP
     /// leaves by, and checks that port against `smi.port`.
+    // Always inlined: for a constant `smi` (the engine's end node) most of the
+    // rules fold away.
+    #[inline(always)]
     pub fn smi_send(&mut self, smi: Smi) -> Verdict {
         let (ptr, cnt) = (self.hop_pointer(), self.hop_count());
         // C14-6: hop counts are 0..=63.
@@ -182,6 +185,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     /// The receive-side step, for an SMP that arrived on `smi.port`: writes
     /// that port into the return path going out, and steps the pointer of a
     /// response that has reached the requester.
+    #[inline(always)]
     pub fn smi_recv(&mut self, smi: Smi) -> Verdict {
         let (ptr, cnt) = (self.hop_pointer(), self.hop_count());
         if cnt > MAX_HOPS {
