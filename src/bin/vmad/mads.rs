@@ -189,18 +189,6 @@ pub(crate) fn status(m: &[u8]) -> u16 {
     smp::Packet::new_unchecked(m).smp_status().0
 }
 
-pub(crate) fn be16(b: &[u8], at: usize) -> u16 {
-    u16::from_be_bytes([b[at], b[at + 1]])
-}
-pub(crate) fn be32(b: &[u8], at: usize) -> u32 {
-    u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
-}
-pub(crate) fn be64(b: &[u8], at: usize) -> u64 {
-    let mut a = [0u8; 8];
-    a.copy_from_slice(&b[at..at + 8]);
-    u64::from_be_bytes(a)
-}
-
 /// A NodeDescription as text (NUL-terminated, at most 64 bytes).
 pub(crate) fn desc_text(b: &[u8]) -> String {
     let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());

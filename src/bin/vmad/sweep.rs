@@ -40,7 +40,8 @@ pub(crate) struct Node {
 }
 
 impl Node {
-    fn info(&self) -> node_info::Packet<&[u8]> {
+    /// The NodeInfo view.
+    pub(crate) fn info(&self) -> node_info::Packet<&[u8]> {
         node_info::Packet::new_unchecked(&self.node_info[..])
     }
     pub(crate) fn node_type(&self) -> u8 {
