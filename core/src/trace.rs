@@ -121,7 +121,7 @@ mod probe {
             for i in self.events..engine.pending_events() {
                 match engine.event_at(i) {
                     Some(Event::SendTimedOut { agent, header, .. }) => {
-                        let tid = u64::from_be_bytes(header[8..16].try_into().unwrap_or([0; 8]));
+                        let tid = crate::wire::mad::Packet::new_unchecked(&header[..]).tid();
                         tracing::debug!(target: "vmad::engine", op, agent = agent.0, tid = format_args!("{tid:#018x}"), "send timed out (ETIMEDOUT)");
                     }
                     Some(Event::Recv { agent, mad, .. }) => {

@@ -197,7 +197,7 @@ fn goes_via_verbs(
     }
     let m = Mad::new_unchecked(&mad[..]);
     if m.is_response() {
-        via_verbs.contains(&(mad[1], m.tid()))
+        via_verbs.contains(&(u8::from(m.mgmt_class()), m.tid()))
     } else {
         t.dest.pkey_index == verbs_pkey_index
     }
@@ -221,7 +221,7 @@ impl Transport for HybridTransport {
         let from_verbs = self.verbs.recv_burst(max, &mut |meta, mad| {
             let m = Mad::new_unchecked(mad);
             if !m.is_response() {
-                requests.push((mad[1], m.tid()));
+                requests.push((u8::from(m.mgmt_class()), m.tid()));
             }
             sink(meta, mad);
         })?;

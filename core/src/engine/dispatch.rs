@@ -67,7 +67,8 @@ pub(crate) fn reply_addr(qp: Qp, src: &MadAddr) -> MadAddr {
 }
 
 pub(crate) fn is_rmpp_active(mad: &[u8]) -> bool {
-    MgmtClass::from(mad[1]).is_rmpp_class() && mad[26] & rmpp::FLAG_ACTIVE != 0
+    mad::Packet::new_unchecked(mad).mgmt_class().is_rmpp_class()
+        && rmpp::Packet::new_unchecked(mad).is_active()
 }
 
 impl Engine {
@@ -124,7 +125,7 @@ impl Engine {
             return None;
         }
         let oui = if pkt.mgmt_class().is_vendor_range2() {
-            u32::from_be_bytes([0, buf[37], buf[38], buf[39]])
+            crate::wire::vendor::Packet::new_unchecked(&buf[..]).oui()
         } else {
             0
         };
@@ -150,7 +151,7 @@ impl Engine {
         pkt.set_method(Method::GetResp);
         let mut status = MadStatus::UNSUPPORTED_METHOD_ATTR.0;
         if dr {
-            status |= smi::DIRECTION;
+            status |= crate::wire::smp::DIRECTION_BIT;
         }
         pkt.set_status(MadStatus(status));
         if dr && !smi::dr_send(&mut buf[..]) {

@@ -386,17 +386,20 @@ impl Engine {
             agent = agent.0,
             tid = format_args!(
                 "{:#018x}",
-                req.mad
-                    .get(8..16)
-                    .map_or(0, |b| u64::from_be_bytes(b.try_into().unwrap_or_default()))
+                crate::wire::mad::Packet::new_checked(req.mad).map_or(0, |h| h.tid())
             ),
-            class = format_args!("{:#04x}", req.mad.get(1).copied().unwrap_or(0)),
-            method = format_args!("{:#04x}", req.mad.get(3).copied().unwrap_or(0)),
+            class = format_args!(
+                "{:#04x}",
+                crate::wire::mad::Packet::new_checked(req.mad)
+                    .map_or(0, |h| u8::from(h.mgmt_class()))
+            ),
+            method = format_args!(
+                "{:#04x}",
+                crate::wire::mad::Packet::new_checked(req.mad).map_or(0, |h| u8::from(h.method()))
+            ),
             attr = format_args!(
                 "{:#06x}",
-                req.mad
-                    .get(16..18)
-                    .map_or(0, |b| u16::from_be_bytes([b[0], b[1]]))
+                crate::wire::mad::Packet::new_checked(req.mad).map_or(0, |h| h.attr_id())
             ),
             len = req.mad.len(),
             timeout_ms = req.timeout_ms,

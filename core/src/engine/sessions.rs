@@ -127,7 +127,7 @@ impl Engine {
     ) -> Result<()> {
         let agent = self.agents.get(id).ok_or(Error::UnknownAgent(id.0))?;
         let (qp, hi_tid) = (agent.spec.qp, agent.hi_tid);
-        let class = MgmtClass::from(req.mad[1]);
+        let class = mad::Packet::new_unchecked(req.mad).mgmt_class();
         let hdr_len = class.data_offset();
         if req.mad.len() < hdr_len {
             return Err(Error::InvalidArgument(
@@ -150,7 +150,7 @@ impl Engine {
             (u64::from(hi_tid) << 32) | (pkt.tid() & 0xffff_ffff)
         };
         pkt.set_tid(tid);
-        let (class, method) = (u8::from(class), message[3]);
+        let (class, method) = (u8::from(class), u8::from(pkt.method()));
         let wants_response = req.timeout_ms != 0;
         if self.send_index.contains_key(&send_key(id, tid, &req.addr))
             || (wants_response
@@ -447,7 +447,7 @@ impl Engine {
         if !kernel_rmpp || !super::dispatch::is_rmpp_active(buf) {
             return false;
         }
-        match RmppType::from(buf[25]) {
+        match crate::wire::rmpp::Packet::new_unchecked(&buf[..]).rmpp_type() {
             RmppType::Data => self.rmpp_data(now, agent, meta, buf),
             RmppType::Ack | RmppType::Stop | RmppType::Abort => {
                 self.rmpp_control(now, agent, meta, buf)
@@ -459,7 +459,8 @@ impl Engine {
 
     /// ACK, STOP or ABORT: for our sender of that TID, else for a receive session.
     fn rmpp_control(&mut self, now: Instant, agent: AgentId, meta: RecvMeta, buf: &[u8; MAD_SIZE]) {
-        let tid = mad::Packet::new_unchecked(&buf[..]).tid();
+        let hdr = mad::Packet::new_unchecked(&buf[..]);
+        let tid = hdr.tid();
         if let Some(&txn_id) = self.send_index.get(&send_key(agent, tid, &meta.src)) {
             let progress = match self.txns.get_mut(txn_id) {
                 Some(Txn {
@@ -467,7 +468,7 @@ impl Engine {
                     class,
                     dest,
                     ..
-                }) if *class == buf[1] && same_peer(dest, &meta.src) => {
+                }) if *class == u8::from(hdr.mgmt_class()) && same_peer(dest, &meta.src) => {
                     Some(sender.handle_rmpp(now, &buf[..]))
                 }
                 Some(Txn {
@@ -477,25 +478,26 @@ impl Engine {
                     qp,
                     dest,
                     ..
-                }) if *class == buf[1] && is_plain_ack(buf) => {
+                }) if *class == u8::from(hdr.mgmt_class()) && is_plain_ack(buf) => {
                     // kernel process_rmpp_ack, "Repeated ACK for DS RMPP
                     // transaction": every segment is ACKed and the response is
                     // awaited; our dual-sided ACK was lost, so send it again.
                     let (qp, dest) = (*qp, *dest);
                     let mut ds_ack = Box::new([0u8; MAD_SIZE]);
-                    format_ds_ack(&buf[..], MgmtClass::from(buf[1]).data_offset(), &mut ds_ack);
+                    format_ds_ack(&buf[..], hdr.mgmt_class().data_offset(), &mut ds_ack);
                     self.queue_raw(Some(agent), qp, dest, ds_ack);
                     return;
                 }
                 _ => None,
             };
             if let Some(progress) = progress {
-                let trigger = (RmppType::from(buf[25]) == RmppType::Ack).then_some(&buf[..]);
+                let rmpp_type = crate::wire::rmpp::Packet::new_unchecked(&buf[..]).rmpp_type();
+                let trigger = (rmpp_type == RmppType::Ack).then_some(&buf[..]);
                 self.sender_progress(now, txn_id, progress, trigger);
                 return;
             }
         }
-        let key = RecvKey::new(agent, &meta.src, &buf[..], buf[3]);
+        let key = RecvKey::new(agent, &meta.src, &buf[..], u8::from(hdr.method()));
         let Some(&sid) = self.recv_index.get(&key) else {
             self.stats.dropped_rmpp_unknown += 1;
             return;
@@ -509,7 +511,8 @@ impl Engine {
 
     /// A DATA segment: to its session, or the first one starts a session.
     fn rmpp_data(&mut self, now: Instant, agent: AgentId, meta: RecvMeta, buf: &[u8; MAD_SIZE]) {
-        let key = RecvKey::new(agent, &meta.src, &buf[..], buf[3]);
+        let method = mad::Packet::new_unchecked(&buf[..]).method();
+        let key = RecvKey::new(agent, &meta.src, &buf[..], u8::from(method));
         let found = match self.recv_last {
             Some((last, sid)) if last == key => Some(sid),
             _ => self.recv_index.get(&key).copied(),

@@ -213,6 +213,9 @@ impl<T: AsRef<[u8]>> Packet<T> {
         self.buffer.as_ref()[field::BASE_VERSION]
     }
     /// MgmtClass.
+    // Always inlined, like `method`: a caller that turns the open enum back
+    // into its byte then compiles to the one load (the engine's hot paths do).
+    #[inline(always)]
     pub fn mgmt_class(&self) -> MgmtClass {
         MgmtClass::from(self.buffer.as_ref()[field::MGMT_CLASS])
     }
@@ -221,6 +224,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
         self.buffer.as_ref()[field::CLASS_VERSION]
     }
     /// Method (with the R bit).
+    #[inline(always)]
     pub fn method(&self) -> Method {
         Method::from(self.buffer.as_ref()[field::METHOD])
     }

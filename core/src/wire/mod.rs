@@ -151,6 +151,7 @@ macro_rules! enum_with_unknown {
         }
 
         impl From<$ty> for $name {
+            #[inline]
             fn from(value: $ty) -> Self {
                 match value {
                     $( $value => $name::$variant, )+
@@ -160,6 +161,7 @@ macro_rules! enum_with_unknown {
         }
 
         impl From<$name> for $ty {
+            #[inline]
             fn from(value: $name) -> Self {
                 match value {
                     $( $name::$variant => $value, )+

@@ -1,6 +1,7 @@
 //! Subnet management packets (IBA 14.2.1): LID-routed (class 0x01) and
 //! directed-route (class 0x81) SMPs, and the SMP attributes the simulated
-//! SMA and discovery use ([`node_info`], [`port_info`], [`node_desc`]).
+//! SMA and discovery use ([`node_info`], [`port_info`], [`node_desc`]); the
+//! directed-route rules of IBA 14.2.2 are in [`dr`].
 //!
 //! ```text
 //!            LID-routed                 directed route
@@ -20,6 +21,7 @@
 
 use super::{be, enum_with_unknown, mad, Field, Result, MAD_SIZE};
 
+pub mod dr;
 pub mod lft;
 pub mod node_desc;
 pub mod node_info;

@@ -18,9 +18,11 @@ use vmad::engine::{AgentId, AgentSpec, Event, SendRequest};
 use vmad::port::{Port, PortConfig};
 use vmad::transport::sim::{Fabric, FabricBuilder};
 use vmad::types::{MadAddr, Qp};
-use vmad::wire::sa::path_record;
+use vmad::wire::mad::{self, MadStatus};
+use vmad::wire::sa::{self, node_record, path_record};
+use vmad::wire::{rmpp, vendor};
 
-use crate::mads::{self, be16, be64, CLASS_BULK, CLASS_PING, CLASS_SA, GET, GET_TABLE, OPENIB_OUI};
+use crate::mads::{self, CLASS_BULK, CLASS_PING, CLASS_SA, GET, GET_TABLE, OPENIB_OUI};
 use crate::sweep::{self, Topology};
 use crate::Failure;
 
@@ -168,9 +170,10 @@ fn send_reply(port: &Port, agent: AgentId, addr: MadAddr, mad: &[u8]) {
 fn response_header(req: &[u8], hdr: usize, status: u16) -> Vec<u8> {
     let mut r = req[..hdr.min(req.len())].to_vec();
     r.resize(hdr, 0);
-    r[3] |= 0x80;
-    r[4..6].copy_from_slice(&status.to_be_bytes());
-    r[24..36].fill(0);
+    let mut h = mad::Packet::new_unchecked(&mut r[..]);
+    h.set_method(h.method().response());
+    h.set_status(MadStatus(status));
+    r[rmpp::OFFSET..rmpp::END].fill(0);
     r
 }
 
@@ -178,12 +181,12 @@ fn response_header(req: &[u8], hdr: usize, status: u16) -> Vec<u8> {
 fn ping_reply(req: &[u8], name: &str) -> Vec<u8> {
     let mut r = response_header(req, 256, 0);
     let text = &name.as_bytes()[..name.len().min(64)];
-    r[40..40 + text.len()].copy_from_slice(text);
+    vendor::Packet::new_unchecked(&mut r[..]).data_mut()[..text.len()].copy_from_slice(text);
     r
 }
 
 fn bulk_reply(req: &[u8]) -> Vec<u8> {
-    let n = (mads::be32(req, 20) as usize).min(1 << 24);
+    let n = (mad::Packet::new_unchecked(req).attr_mod() as usize).min(1 << 24);
     let mut r = response_header(req, 40, 0);
     mads::set_rmpp_active(&mut r);
     r.extend((0..n).map(bulk_byte));
@@ -196,10 +199,15 @@ fn node_records(topo: &Topology, lid_filter: Option<u16>) -> Vec<Vec<u8>> {
         .iter()
         .filter(|n| lid_filter.is_none_or(|l| l == n.lid()))
         .map(|n| {
-            let mut r = vec![0u8; 112];
-            r[0..2].copy_from_slice(&n.lid().to_be_bytes());
-            r[4..44].copy_from_slice(&n.node_info);
-            r[44..108].copy_from_slice(&n.node_desc);
+            let mut r = vec![0u8; node_record::RECORD_LEN];
+            let mut rec = node_record::Packet::new_unchecked(&mut r[..]);
+            rec.set_lid(n.lid());
+            rec.node_info_mut()
+                .into_inner()
+                .copy_from_slice(&n.node_info);
+            rec.node_desc_mut()
+                .into_inner()
+                .copy_from_slice(&n.node_desc);
             r
         })
         .collect()
@@ -259,15 +267,18 @@ fn path_records(topo: &Topology, query: &[u8], mask: u64) -> Vec<Vec<u8>> {
 }
 
 fn sa_reply(req: &[u8], topo: &Topology) -> Option<Vec<u8>> {
-    if req.len() < 56 || req[3] & 0x80 != 0 {
+    let sa_req = sa::Packet::new_checked(req).ok()?;
+    let hdr = mad::Packet::new_unchecked(req);
+    if hdr.method().is_response_bit() {
         return None;
     }
-    let (method, attr, mask) = (req[3], be16(req, 16), be64(req, 48));
-    let query = &req[56..];
+    let (method, attr, mask) = (u8::from(hdr.method()), hdr.attr_id(), sa_req.comp_mask());
+    let query = sa_req.data();
     let (records, len) = match attr {
         mads::ATTR_NODE_RECORD => {
-            let lid = (mask & 1 != 0).then(|| be16(query, 0));
-            (node_records(topo, lid), 112)
+            let lid = (mask & node_record::COMP_LID != 0)
+                .then(|| node_record::Packet::new_unchecked(query).lid());
+            (node_records(topo, lid), node_record::RECORD_LEN)
         }
         mads::ATTR_PATH_RECORD => (path_records(topo, query, mask), path_record::LEN),
         _ => return Some(response_header(req, 256, UNSUPPORTED)),
@@ -281,7 +292,7 @@ fn sa_reply(req: &[u8], topo: &Topology) -> Option<Vec<u8>> {
         return Some(response_header(req, 256, SA_NO_RECORDS));
     }
     let mut r = response_header(req, 56, 0);
-    r[44..46].copy_from_slice(&((len / 8) as u16).to_be_bytes());
+    sa::Packet::new_unchecked(&mut r[..]).set_attr_offset(sa::Repr::attr_offset_for(len));
     if method == GET_TABLE {
         mads::set_rmpp_active(&mut r);
     }

@@ -25,13 +25,10 @@ fn name(n: &Node) -> String {
 }
 
 fn write_node(out: &mut String, topo: &Topology, n: &Node) {
-    let _ = writeln!(
-        out,
-        "vendid=0x{:x}",
-        mads::be32(&n.node_info, 36) & 0xff_ffff
-    );
-    let _ = writeln!(out, "devid=0x{:x}", mads::be16(&n.node_info, 30));
-    let _ = writeln!(out, "sysimgguid=0x{:016x}", mads::be64(&n.node_info, 4));
+    let info = n.info();
+    let _ = writeln!(out, "vendid=0x{:x}", info.vendor_id());
+    let _ = writeln!(out, "devid=0x{:x}", info.device_id());
+    let _ = writeln!(out, "sysimgguid=0x{:016x}", info.sys_image_guid());
     if n.is_switch() {
         let _ = writeln!(
             out,

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 use vmad::engine::{AgentId, AgentSpec, Event, SendRequest};
 use vmad::port::Port;
 use vmad::types::{MadAddr, Qp, GSI_QKEY};
-use vmad::wire::rmpp;
+use vmad::wire::{mad, rmpp, smp, vendor};
 
 use crate::Failure;
 
@@ -18,7 +18,7 @@ pub(crate) const CLASS_LID: u8 = 0x01;
 pub(crate) const CLASS_PING: u8 = 0x32;
 /// vmad's RMPP bench class (vendor range 2 + 3, OUI OpenIB).
 pub(crate) const CLASS_BULK: u8 = 0x33;
-pub(crate) const OPENIB_OUI: u32 = 0x00_14_05;
+pub(crate) use vmad::wire::vendor::OPENIB_OUI;
 
 pub(crate) const ATTR_NODE_DESC: u16 = 0x0010;
 pub(crate) const ATTR_NODE_INFO: u16 = 0x0011;
@@ -64,36 +64,46 @@ pub(crate) fn request(
     tid: u32,
 ) -> Vec<u8> {
     let mut m = vec![0u8; 256];
-    m[..4].copy_from_slice(&[1, class, version, method]);
-    m[12..16].copy_from_slice(&tid.to_be_bytes());
-    m[16..18].copy_from_slice(&attr.to_be_bytes());
-    m[20..24].copy_from_slice(&attr_mod.to_be_bytes());
-    if (0x30..=0x4f).contains(&class) {
-        m[37..40].copy_from_slice(&oui_bytes(OPENIB_OUI));
+    mad::Repr {
+        base_version: mad::BASE_VERSION,
+        mgmt_class: mad::MgmtClass::from(class),
+        class_version: version,
+        method: mad::Method::from(method),
+        status: mad::MadStatus::OK,
+        class_specific: 0,
+        tid: u64::from(tid),
+        attr_id: attr,
+        attr_mod,
+    }
+    .emit(&mut mad::Packet::new_unchecked(&mut m[..]));
+    if vendor::is_vendor_range2(class) {
+        vendor::Packet::new_unchecked(&mut m[..]).set_oui(OPENIB_OUI);
     }
     m
 }
 
-pub(crate) fn oui_bytes(oui: u32) -> [u8; 3] {
-    let b = oui.to_be_bytes();
-    [b[1], b[2], b[3]]
-}
-
 /// Mark a MAD as an RMPP DATA transfer (the engine segments it).
 pub(crate) fn set_rmpp_active(m: &mut [u8]) {
-    m[24] = rmpp::VERSION;
-    m[25] = 1;
-    m[26] = (rmpp::RESP_TIME_NONE << 3) | rmpp::FLAG_ACTIVE;
+    let mut r = rmpp::Packet::new_unchecked(m);
+    r.set_rmpp_version(rmpp::VERSION);
+    r.set_rmpp_type(rmpp::RmppType::Data);
+    r.set_resp_time_flags(rmpp::RESP_TIME_NONE, rmpp::FLAG_ACTIVE);
 }
 
 /// A directed-route SMP Get along `path` (out ports, hop 1 first).
 pub(crate) fn dr_get(attr: u16, attr_mod: u32, path: &[u8], tid: u32) -> Vec<u8> {
     let mut m = request(CLASS_DR, 1, GET, attr, attr_mod, tid);
-    m[7] = path.len() as u8;
-    m[32..36].copy_from_slice(&[0xff, 0xff, 0xff, 0xff]);
-    for (i, p) in path.iter().enumerate() {
-        m[128 + 1 + i] = *p;
+    let mut dr = smp::DirectedRoute {
+        hop_count: path.len() as u8,
+        ..smp::DirectedRoute::default()
+    };
+    dr.initial_path[1..=path.len()].copy_from_slice(path);
+    smp::Repr {
+        m_key: 0,
+        data: [0; smp::DATA_LEN],
+        dr: Some(dr),
     }
+    .emit(&mut smp::Packet::new_unchecked(&mut m[..]));
     m
 }
 
@@ -144,7 +154,7 @@ pub(crate) fn transact(
             retries,
         },
     )?;
-    let tid = u32::from_be_bytes([mad[12], mad[13], mad[14], mad[15]]);
+    let tid = low_tid(mad);
     // The engine reports a timeout itself; this bound only catches a wedged port.
     let limit = Duration::from_millis(u64::from(timeout_ms) * u64::from(retries + 1) + 5000);
     let start = Instant::now();
@@ -171,32 +181,12 @@ pub(crate) fn transact(
 
 /// The low 32 bits of a MAD's TID (the high word is the agent's).
 pub(crate) fn low_tid(m: &[u8]) -> u32 {
-    if m.len() < 16 {
-        return 0;
-    }
-    u32::from_be_bytes([m[12], m[13], m[14], m[15]])
+    mad::Packet::new_checked(m).map_or(0, |p| p.tid() as u32)
 }
 
 /// MAD status, 16 bits (the D bit of DR SMPs masked off).
 pub(crate) fn status(m: &[u8]) -> u16 {
-    let s = u16::from_be_bytes([m[4], m[5]]);
-    if m[1] == CLASS_DR {
-        s & 0x7fff
-    } else {
-        s
-    }
-}
-
-pub(crate) fn be16(b: &[u8], at: usize) -> u16 {
-    u16::from_be_bytes([b[at], b[at + 1]])
-}
-pub(crate) fn be32(b: &[u8], at: usize) -> u32 {
-    u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
-}
-pub(crate) fn be64(b: &[u8], at: usize) -> u64 {
-    let mut a = [0u8; 8];
-    a.copy_from_slice(&b[at..at + 8]);
-    u64::from_be_bytes(a)
+    smp::Packet::new_unchecked(m).smp_status().0
 }
 
 /// A NodeDescription as text (NUL-terminated, at most 64 bytes).

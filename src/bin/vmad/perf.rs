@@ -9,9 +9,13 @@ use clap::Args;
 use serde_json::{json, Map, Value};
 
 use vmad::engine::AgentId;
+use vmad::wire::perf::{
+    port_counters, port_counters_ext, ATTR_PORT_COUNTERS, ATTR_PORT_COUNTERS_EXT,
+    DATA_OFFSET as DATA,
+};
 
 use crate::exit::Failure;
-use crate::mads::{self, be16, be32, be64};
+use crate::mads;
 use crate::sweep::{self, Topology};
 use crate::{addr, CmdResult, Output, Session};
 
@@ -27,158 +31,147 @@ pub(crate) struct PerfArgs {
 }
 
 const CLASS_PERF: u8 = 0x04;
-const ATTR_PORT_COUNTERS: u16 = 0x0012;
-const ATTR_PORT_COUNTERS_EXT: u16 = 0x001d;
-/// PerfMgt attributes start after the 24-byte header and 40 reserved bytes.
-const DATA: usize = 64;
 
-/// Where a counter sits in its attribute (offsets from the attribute's start).
-#[derive(Clone, Copy)]
-enum Field {
-    U8(usize),
-    U16(usize),
-    U32(usize),
-    U64(usize),
-    /// The high nibble of a byte.
-    Hi4(usize),
-    /// The low nibble of a byte.
-    Lo4(usize),
+/// Reads one counter out of its attribute's data.
+type Read = fn(&[u8]) -> u64;
+
+fn pc(d: &[u8]) -> port_counters::Packet<&[u8]> {
+    port_counters::Packet::new_unchecked(d)
 }
 
-impl Field {
-    fn read(self, d: &[u8]) -> u64 {
-        match self {
-            Field::U8(o) => u64::from(d[o]),
-            Field::U16(o) => u64::from(be16(d, o)),
-            Field::U32(o) => u64::from(be32(d, o)),
-            Field::U64(o) => be64(d, o),
-            Field::Hi4(o) => u64::from(d[o] >> 4),
-            Field::Lo4(o) => u64::from(d[o] & 0xf),
-        }
-    }
+fn pce(d: &[u8]) -> port_counters_ext::Packet<&[u8]> {
+    port_counters_ext::Packet::new_unchecked(d)
 }
 
-/// PortCounters (IBA 16.1.3.5): name, place, Prometheus help.
-const COUNTERS: &[(&str, Field, &str)] = &[
+/// PortCounters (IBA 16.1.3.5): name, reader, Prometheus help.
+const COUNTERS: &[(&str, Read, &str)] = &[
     (
         "symbol_errors",
-        Field::U16(4),
+        |d| u64::from(pc(d).symbol_errors()),
         "SymbolErrorCounter: minor link errors",
     ),
     (
         "link_error_recovery",
-        Field::U8(6),
+        |d| u64::from(pc(d).link_error_recovery()),
         "LinkErrorRecoveryCounter: link retrainings",
     ),
     (
         "link_downed",
-        Field::U8(7),
+        |d| u64::from(pc(d).link_downed()),
         "LinkDownedCounter: links that went down",
     ),
     (
         "rcv_errors",
-        Field::U16(8),
+        |d| u64::from(pc(d).rcv_errors()),
         "PortRcvErrors: packets received with errors",
     ),
     (
         "rcv_remote_physical_errors",
-        Field::U16(10),
+        |d| u64::from(pc(d).rcv_remote_physical_errors()),
         "PortRcvRemotePhysicalErrors: packets marked bad by the sender",
     ),
     (
         "rcv_switch_relay_errors",
-        Field::U16(12),
+        |d| u64::from(pc(d).rcv_switch_relay_errors()),
         "PortRcvSwitchRelayErrors: packets a switch could not forward",
     ),
     (
         "xmit_discards",
-        Field::U16(14),
+        |d| u64::from(pc(d).xmit_discards()),
         "PortXmitDiscards: outbound packets discarded",
     ),
     (
         "xmit_constraint_errors",
-        Field::U8(16),
+        |d| u64::from(pc(d).xmit_constraint_errors()),
         "PortXmitConstraintErrors: outbound packets dropped by partition or raw filters",
     ),
     (
         "rcv_constraint_errors",
-        Field::U8(17),
+        |d| u64::from(pc(d).rcv_constraint_errors()),
         "PortRcvConstraintErrors: inbound packets dropped by partition or raw filters",
     ),
     (
         "local_link_integrity_errors",
-        Field::Hi4(19),
+        |d| u64::from(pc(d).local_link_integrity_errors()),
         "LocalLinkIntegrityErrors: physical errors past the threshold",
     ),
     (
         "excessive_buffer_overrun_errors",
-        Field::Lo4(19),
+        |d| u64::from(pc(d).excessive_buffer_overrun_errors()),
         "ExcessiveBufferOverrunErrors: buffer overruns in a row",
     ),
     (
         "vl15_dropped",
-        Field::U16(22),
+        |d| u64::from(pc(d).vl15_dropped()),
         "VL15Dropped: SMPs dropped for lack of buffers",
     ),
     (
         "xmit_data",
-        Field::U32(24),
+        |d| u64::from(pc(d).xmit_data()),
         "PortXmitData: data octets sent, divided by 4",
     ),
     (
         "rcv_data",
-        Field::U32(28),
+        |d| u64::from(pc(d).rcv_data()),
         "PortRcvData: data octets received, divided by 4",
     ),
-    ("xmit_pkts", Field::U32(32), "PortXmitPkts: packets sent"),
-    ("rcv_pkts", Field::U32(36), "PortRcvPkts: packets received"),
+    (
+        "xmit_pkts",
+        |d| u64::from(pc(d).xmit_pkts()),
+        "PortXmitPkts: packets sent",
+    ),
+    (
+        "rcv_pkts",
+        |d| u64::from(pc(d).rcv_pkts()),
+        "PortRcvPkts: packets received",
+    ),
     (
         "xmit_wait",
-        Field::U32(40),
+        |d| u64::from(pc(d).xmit_wait()),
         "PortXmitWait: ticks with data to send and no credit",
     ),
 ];
 
 /// PortCountersExtended (IBA 16.1.4.11): the 64-bit data and packet counters.
-const EXTENDED: &[(&str, Field, &str)] = &[
+const EXTENDED: &[(&str, Read, &str)] = &[
     (
         "xmit_data",
-        Field::U64(8),
+        |d| pce(d).xmit_data(),
         "PortXmitData (64-bit): data octets sent, divided by 4",
     ),
     (
         "rcv_data",
-        Field::U64(16),
+        |d| pce(d).rcv_data(),
         "PortRcvData (64-bit): data octets received, divided by 4",
     ),
     (
         "xmit_pkts",
-        Field::U64(24),
+        |d| pce(d).xmit_pkts(),
         "PortXmitPkts (64-bit): packets sent",
     ),
     (
         "rcv_pkts",
-        Field::U64(32),
+        |d| pce(d).rcv_pkts(),
         "PortRcvPkts (64-bit): packets received",
     ),
     (
         "unicast_xmit_pkts",
-        Field::U64(40),
+        |d| pce(d).unicast_xmit_pkts(),
         "PortUnicastXmitPkts: unicast packets sent",
     ),
     (
         "unicast_rcv_pkts",
-        Field::U64(48),
+        |d| pce(d).unicast_rcv_pkts(),
         "PortUnicastRcvPkts: unicast packets received",
     ),
     (
         "multicast_xmit_pkts",
-        Field::U64(56),
+        |d| pce(d).multicast_xmit_pkts(),
         "PortMulticastXmitPkts: multicast packets sent",
     ),
     (
         "multicast_rcv_pkts",
-        Field::U64(64),
+        |d| pce(d).multicast_rcv_pkts(),
         "PortMulticastRcvPkts: multicast packets received",
     ),
 ];
@@ -237,7 +230,7 @@ fn targets_from(topo: &Topology) -> Vec<Target> {
 
 fn get(s: &Session, agent: AgentId, attr: u16, t: &Target, tid: u32) -> Result<Vec<u8>, Failure> {
     let mut req = mads::request(CLASS_PERF, 1, mads::GET, attr, 0, tid);
-    req[DATA + 1] = t.port;
+    port_counters::Packet::new_unchecked(&mut req[DATA..]).set_port_select(t.port);
     let resp = mads::transact(
         &s.port,
         agent,
@@ -260,10 +253,10 @@ fn get(s: &Session, agent: AgentId, attr: u16, t: &Target, tid: u32) -> Result<V
 }
 
 fn decode(
-    table: &'static [(&'static str, Field, &'static str)],
+    table: &'static [(&'static str, Read, &'static str)],
     d: &[u8],
 ) -> Vec<(&'static str, u64)> {
-    table.iter().map(|&(n, f, _)| (n, f.read(d))).collect()
+    table.iter().map(|&(n, read, _)| (n, read(d))).collect()
 }
 
 fn read(s: &Session, agent: AgentId, targets: Vec<Target>) -> Vec<Row> {

@@ -171,7 +171,8 @@ pub(crate) fn ping(s: &Session, a: &PingArgs) -> CmdResult {
         match mads::transact(&s.port, agent, to, &req, s.timeout_ms, s.retries) {
             Ok(resp) => {
                 let us = t0.elapsed().as_micros() as u64;
-                responder = mads::desc_text(&resp[40..]);
+                responder =
+                    mads::desc_text(vmad::wire::vendor::Packet::new_unchecked(&resp[..]).data());
                 let _ = writeln!(
                     text,
                     "Pong from {responder} ({name}): time {}.{:03} ms",

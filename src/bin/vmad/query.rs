@@ -6,9 +6,10 @@ use std::net::Ipv6Addr;
 use clap::Args;
 use serde_json::{json, Value};
 
-use vmad::wire::sa::{path_record, Records};
+use vmad::wire::sa::{self, node_record, path_record, Records};
+use vmad::wire::smp::{self, node_info, port_info};
 
-use crate::mads::{self, be16, be32, be64};
+use crate::mads;
 use crate::{addr, CmdResult, Failure, Output, Session};
 
 #[derive(Debug, Args)]
@@ -58,22 +59,23 @@ fn gid_text(g: &[u8]) -> String {
     Ipv6Addr::from(a).to_string()
 }
 
-/// NodeInfo (40 bytes) as JSON.
-fn node_info_json(ni: &[u8]) -> Value {
+/// NodeInfo as JSON.
+fn node_info_json(ni: &node_info::Packet<&[u8]>) -> Value {
+    let node_type = u8::from(ni.node_type());
     json!({
-        "base_version": ni[0],
-        "class_version": ni[1],
-        "node_type": ni[2],
-        "node_type_name": node_type_name(ni[2]),
-        "num_ports": ni[3],
-        "sys_image_guid": format!("0x{:016x}", be64(ni, 4)),
-        "node_guid": format!("0x{:016x}", be64(ni, 12)),
-        "port_guid": format!("0x{:016x}", be64(ni, 20)),
-        "partition_cap": be16(ni, 28),
-        "device_id": be16(ni, 30),
-        "revision": be32(ni, 32),
-        "local_port_num": ni[36],
-        "vendor_id": be32(ni, 36) & 0xff_ffff,
+        "base_version": ni.base_version(),
+        "class_version": ni.class_version(),
+        "node_type": node_type,
+        "node_type_name": node_type_name(node_type),
+        "num_ports": ni.num_ports(),
+        "sys_image_guid": format!("0x{:016x}", ni.sys_image_guid()),
+        "node_guid": format!("0x{:016x}", ni.node_guid()),
+        "port_guid": format!("0x{:016x}", ni.port_guid()),
+        "partition_cap": ni.partition_cap(),
+        "device_id": ni.device_id(),
+        "revision": ni.revision(),
+        "local_port_num": ni.local_port_num(),
+        "vendor_id": ni.vendor_id(),
     })
 }
 
@@ -97,12 +99,13 @@ pub(crate) fn sa_query(s: &Session, a: &SaArgs) -> CmdResult {
     let sa_lid = a.sa_lid.unwrap_or(s.port.attrs().sm_lid);
     let agent = mads::client(&s.port, mads::CLASS_SA, 2, true, 0)?;
     let mut req = mads::request(mads::CLASS_SA, 2, mads::GET_TABLE, attr, 0, 0x5a00_0001);
-    req[44..46].copy_from_slice(&((rec_len / 8) as u16).to_be_bytes());
+    let mut sa_req = sa::Packet::new_unchecked(&mut req[..]);
+    sa_req.set_attr_offset(sa::Repr::attr_offset_for(rec_len));
     let mut mask = 0u64;
     if attr == mads::ATTR_NODE_RECORD {
         if let Some(l) = a.lid {
-            mask |= 1;
-            req[56..58].copy_from_slice(&l.to_be_bytes());
+            mask |= node_record::COMP_LID;
+            node_record::Packet::new_unchecked(sa_req.data_mut()).set_lid(l);
         }
     } else {
         let q = path_record::Repr {
@@ -117,10 +120,10 @@ pub(crate) fn sa_query(s: &Session, a: &SaArgs) -> CmdResult {
             mask |= path_record::comp::DLID;
         }
         q.emit(&mut path_record::Packet::new_unchecked(
-            &mut req[56..56 + path_record::LEN],
+            &mut sa_req.data_mut()[..path_record::LEN],
         ));
     }
-    req[48..56].copy_from_slice(&mask.to_be_bytes());
+    sa_req.set_comp_mask(mask);
     let resp = mads::transact(
         &s.port,
         agent,
@@ -135,59 +138,66 @@ pub(crate) fn sa_query(s: &Session, a: &SaArgs) -> CmdResult {
             "SA answered status 0x{status:04x}"
         )));
     }
-    let off = be16(&resp, 44);
-    let records = Records::new(&resp[56..], off)?;
+    let sa_resp = sa::Packet::new_checked(&resp[..])?;
+    let records = Records::new(sa_resp.data(), sa_resp.attr_offset())?;
     let mut text = String::new();
     let mut list = Vec::new();
     for r in records {
         if attr == mads::ATTR_NODE_RECORD {
-            let ni = &r[4..44];
-            let desc = mads::desc_text(&r[44..108]);
+            let rec = node_record::Packet::new_checked(r)?;
+            let ni = rec.node_info();
+            let desc = mads::desc_text(rec.node_desc().raw());
             let _ = writeln!(text, "NodeRecord dump:");
             let w = 24;
             let t = "\t\t";
-            kv(&mut text, t, "lid", w, format_args!("0x{:x}", be16(r, 0)));
+            kv(&mut text, t, "lid", w, format_args!("0x{:x}", rec.lid()));
             kv(
                 &mut text,
                 t,
                 "base_version",
                 w,
-                format_args!("0x{:x}", ni[0]),
+                format_args!("0x{:x}", ni.base_version()),
             );
             kv(
                 &mut text,
                 t,
                 "class_version",
                 w,
-                format_args!("0x{:x}", ni[1]),
+                format_args!("0x{:x}", ni.class_version()),
             );
-            kv(&mut text, t, "node_type", w, node_type_name(ni[2]));
-            kv(&mut text, t, "num_ports", w, ni[3]);
+            kv(
+                &mut text,
+                t,
+                "node_type",
+                w,
+                node_type_name(u8::from(ni.node_type())),
+            );
+            kv(&mut text, t, "num_ports", w, ni.num_ports());
             kv(
                 &mut text,
                 t,
                 "sys_guid",
                 w,
-                format_args!("0x{:016x}", be64(ni, 4)),
+                format_args!("0x{:016x}", ni.sys_image_guid()),
             );
             kv(
                 &mut text,
                 t,
                 "node_guid",
                 w,
-                format_args!("0x{:016x}", be64(ni, 12)),
+                format_args!("0x{:016x}", ni.node_guid()),
             );
             kv(
                 &mut text,
                 t,
                 "port_guid",
                 w,
-                format_args!("0x{:016x}", be64(ni, 20)),
+                format_args!("0x{:016x}", ni.port_guid()),
             );
-            kv(&mut text, t, "port_num", w, ni[36]);
+            kv(&mut text, t, "port_num", w, ni.local_port_num());
             kv(&mut text, t, "NodeDescription", w, &desc);
-            let mut j = node_info_json(ni);
-            j["lid"] = json!(be16(r, 0));
+            let mut j = node_info_json(&ni);
+            j["lid"] = json!(rec.lid());
             j["node_desc"] = json!(desc);
             list.push(j);
         } else {
@@ -282,61 +292,69 @@ pub(crate) fn smp_query(s: &Session, a: &SmpArgs) -> CmdResult {
             "SMP answered status 0x{status:04x}"
         )));
     }
-    let d = &resp[64..128];
+    let smp = smp::Packet::new_checked(&resp[..])?;
+    let d = smp.data();
     let mut text = String::new();
     let w = 33;
     let json = match attr {
         mads::ATTR_NODE_INFO => {
+            let ni = node_info::Packet::new_unchecked(d);
             let _ = writeln!(text, "# Node info: {target}");
-            kv(&mut text, "", "BaseVers:", w, d[0]);
-            kv(&mut text, "", "ClassVers:", w, d[1]);
-            kv(&mut text, "", "NodeType:", w, node_type_name(d[2]));
-            kv(&mut text, "", "NumPorts:", w, d[3]);
+            kv(&mut text, "", "BaseVers:", w, ni.base_version());
+            kv(&mut text, "", "ClassVers:", w, ni.class_version());
+            kv(
+                &mut text,
+                "",
+                "NodeType:",
+                w,
+                node_type_name(u8::from(ni.node_type())),
+            );
+            kv(&mut text, "", "NumPorts:", w, ni.num_ports());
             kv(
                 &mut text,
                 "",
                 "SystemGuid:",
                 w,
-                format_args!("0x{:016x}", be64(d, 4)),
+                format_args!("0x{:016x}", ni.sys_image_guid()),
             );
             kv(
                 &mut text,
                 "",
                 "Guid:",
                 w,
-                format_args!("0x{:016x}", be64(d, 12)),
+                format_args!("0x{:016x}", ni.node_guid()),
             );
             kv(
                 &mut text,
                 "",
                 "PortGuid:",
                 w,
-                format_args!("0x{:016x}", be64(d, 20)),
+                format_args!("0x{:016x}", ni.port_guid()),
             );
-            kv(&mut text, "", "PartCap:", w, be16(d, 28));
+            kv(&mut text, "", "PartCap:", w, ni.partition_cap());
             kv(
                 &mut text,
                 "",
                 "DevId:",
                 w,
-                format_args!("0x{:04x}", be16(d, 30)),
+                format_args!("0x{:04x}", ni.device_id()),
             );
             kv(
                 &mut text,
                 "",
                 "Revision:",
                 w,
-                format_args!("0x{:08x}", be32(d, 32)),
+                format_args!("0x{:08x}", ni.revision()),
             );
-            kv(&mut text, "", "LocalPort:", w, d[36]);
+            kv(&mut text, "", "LocalPort:", w, ni.local_port_num());
             kv(
                 &mut text,
                 "",
                 "VendorId:",
                 w,
-                format_args!("0x{:06x}", be32(d, 36) & 0xff_ffff),
+                format_args!("0x{:06x}", ni.vendor_id()),
             );
-            node_info_json(&d[..40])
+            node_info_json(&ni)
         }
         mads::ATTR_NODE_DESC => {
             let desc = mads::desc_text(d);
@@ -345,39 +363,42 @@ pub(crate) fn smp_query(s: &Session, a: &SmpArgs) -> CmdResult {
         }
         _ => {
             let _ = writeln!(text, "# Port info: {target} port {attr_mod}");
-            let state = d[32] & 0xf;
-            let phys = d[33] >> 4;
+            let pi = port_info::Packet::new_unchecked(d);
+            let (state, phys) = (pi.port_state_raw(), pi.phys_state_raw());
+            // Byte 31 (LinkWidthActive) as smp-query has always printed it under
+            // LocalPort; PortInfo's LocalPortNum is byte 28.
+            let local_port = pi.link_width_active();
             kv(
                 &mut text,
                 "",
                 "Mkey:",
                 w,
-                format_args!("0x{:016x}", be64(d, 0)),
+                format_args!("0x{:016x}", pi.m_key()),
             );
             kv(
                 &mut text,
                 "",
                 "GidPrefix:",
                 w,
-                format_args!("0x{:016x}", be64(d, 8)),
+                format_args!("0x{:016x}", pi.gid_prefix()),
             );
-            kv(&mut text, "", "Lid:", w, be16(d, 16));
-            kv(&mut text, "", "SMLid:", w, be16(d, 18));
+            kv(&mut text, "", "Lid:", w, pi.lid());
+            kv(&mut text, "", "SMLid:", w, pi.master_sm_lid());
             kv(
                 &mut text,
                 "",
                 "CapMask:",
                 w,
-                format_args!("0x{:x}", be32(d, 20)),
+                format_args!("0x{:x}", pi.capability_mask()),
             );
-            kv(&mut text, "", "LocalPort:", w, d[31]);
+            kv(&mut text, "", "LocalPort:", w, local_port);
             kv(&mut text, "", "LinkState:", w, port_state_name(state));
             kv(&mut text, "", "PhysLinkState:", w, phys_state_name(phys));
             json!({
-                "m_key": format!("0x{:016x}", be64(d, 0)),
-                "gid_prefix": format!("0x{:016x}", be64(d, 8)),
-                "lid": be16(d, 16), "sm_lid": be16(d, 18), "capability_mask": be32(d, 20),
-                "local_port_num": d[31], "port_state": state, "port_state_name": port_state_name(state),
+                "m_key": format!("0x{:016x}", pi.m_key()),
+                "gid_prefix": format!("0x{:016x}", pi.gid_prefix()),
+                "lid": pi.lid(), "sm_lid": pi.master_sm_lid(), "capability_mask": pi.capability_mask(),
+                "local_port_num": local_port, "port_state": state, "port_state_name": port_state_name(state),
                 "phys_state": phys, "phys_state_name": phys_state_name(phys),
             })
         }

@@ -6,7 +6,9 @@ use std::collections::{BTreeMap, VecDeque};
 use vmad::engine::AgentId;
 use vmad::port::Port;
 
-use crate::mads::{self, be16, be64, ATTR_NODE_DESC, ATTR_NODE_INFO, ATTR_PORT_INFO};
+use vmad::wire::smp::{self, node_info, port_info};
+
+use crate::mads::{self, ATTR_NODE_DESC, ATTR_NODE_INFO, ATTR_PORT_INFO};
 use crate::Failure;
 
 /// Longest directed route (IBA: 63 hops).
@@ -38,17 +40,21 @@ pub(crate) struct Node {
 }
 
 impl Node {
+    /// The NodeInfo view.
+    pub(crate) fn info(&self) -> node_info::Packet<&[u8]> {
+        node_info::Packet::new_unchecked(&self.node_info[..])
+    }
     pub(crate) fn node_type(&self) -> u8 {
-        self.node_info[2]
+        u8::from(self.info().node_type())
     }
     pub(crate) fn num_ports(&self) -> u8 {
-        self.node_info[3]
+        self.info().num_ports()
     }
     pub(crate) fn guid(&self) -> u64 {
-        be64(&self.node_info, 12)
+        self.info().node_guid()
     }
     pub(crate) fn port_guid(&self) -> u64 {
-        be64(&self.node_info, 20)
+        self.info().port_guid()
     }
     pub(crate) fn desc(&self) -> String {
         mads::desc_text(&self.node_desc)
@@ -120,11 +126,12 @@ impl Sweeper<'_> {
 
     fn port_info(&mut self, path: &[u8], port: u8) -> Result<PortRec, Failure> {
         let r = self.get(ATTR_PORT_INFO, u32::from(port), path)?;
-        let d = &r[64..128];
+        let smp = smp::Packet::new_unchecked(&r[..]);
+        let d = port_info::Packet::new_unchecked(smp.data());
         Ok(PortRec {
-            lid: be16(d, 16),
-            state: d[32] & 0x0f,
-            gid_prefix: be64(d, 8),
+            lid: d.lid(),
+            state: d.port_state_raw(),
+            gid_prefix: d.gid_prefix(),
             remote: None,
         })
     }
@@ -154,16 +161,16 @@ pub(crate) fn sweep(
     while let Some((path, parent)) = queue.pop_front() {
         let ni = s.get(ATTR_NODE_INFO, 0, &path)?;
         let mut node_info = [0u8; 40];
-        node_info.copy_from_slice(&ni[64..104]);
-        let guid = be64(&node_info, 12);
-        let entry = node_info[36];
+        node_info.copy_from_slice(&smp::Packet::new_unchecked(&ni[..]).data()[..node_info::LEN]);
+        let info = node_info::Packet::new_unchecked(&node_info[..]);
+        let (guid, entry) = (info.node_guid(), info.local_port_num());
         let known = index.get(&guid).copied();
         let idx = match known {
             Some(i) => i,
             None => {
                 let nd = s.get(ATTR_NODE_DESC, 0, &path)?;
                 let mut node_desc = [0u8; 64];
-                node_desc.copy_from_slice(&nd[64..128]);
+                node_desc.copy_from_slice(smp::Packet::new_unchecked(&nd[..]).data());
                 let mut node = Node {
                     node_info,
                     node_desc,

@@ -361,17 +361,14 @@ impl IbsimTransport {
     }
 }
 
-const CLASS_DR_SMP: u8 = 0x81;
-const HOP_PTR: usize = 6;
-const HOP_CNT: usize = 7;
-
 /// ibsim walks the whole directed route itself, the local hop included, and
 /// takes only SMPs with hop pointer 0 (as libibmad writes them, and as
 /// umad2sim passes them, with no kernel SMI in between). The engine, like the
 /// kernel, has already stepped the pointer as the local SMI does: undo that.
 fn smi_send(mad: &mut [u8]) {
-    if mad[1] == CLASS_DR_SMP {
-        mad[HOP_PTR] = 0;
+    let mut smp = crate::wire::smp::Packet::new_unchecked(mad);
+    if smp.is_directed_route() {
+        smp.set_hop_pointer(0);
     }
 }
 
@@ -380,8 +377,9 @@ fn smi_send(mad: &mut [u8]) {
 /// the engine checks. Responses (D bit) come back with pointer 0, as after
 /// a real SMI's last step.
 fn smi_recv(mad: &mut [u8]) {
-    if mad[1] == CLASS_DR_SMP && mad[4] & 0x80 == 0 {
-        mad[HOP_PTR] = mad[HOP_CNT];
+    let mut smp = crate::wire::smp::Packet::new_unchecked(mad);
+    if smp.is_directed_route() && !smp.is_returning() {
+        smp.set_hop_pointer(smp.hop_count());
     }
 }
 

@@ -42,9 +42,7 @@ impl DroppedMad {
 
     /// The TID of the dropped MAD.
     pub fn tid(&self) -> u64 {
-        let mut b = [0u8; 8];
-        b.copy_from_slice(&self.header[8..16]);
-        u64::from_be_bytes(b)
+        crate::wire::mad::Packet::new_unchecked(&self.header[..]).tid()
     }
 }
 

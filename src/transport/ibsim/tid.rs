@@ -8,6 +8,8 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
+use crate::wire::{mad, rmpp};
+
 /// Bits of a TID that ibsim replaces on requests.
 pub(crate) const SLOT_BITS: u64 = 0xffff_0000_0000_0000;
 
@@ -16,31 +18,32 @@ pub(crate) const SLOT_BITS: u64 = 0xffff_0000_0000_0000;
 type Key = (u64, u8);
 
 fn tid_of(mad: &[u8]) -> Option<u64> {
-    mad.get(8..16)
-        .map(|b| u64::from_be_bytes(b.try_into().unwrap_or([0; 8])))
+    mad::Packet::new_checked(mad).ok().map(|p| p.tid())
 }
 
 fn set_tid(mad: &mut [u8], tid: u64) {
-    if let Some(b) = mad.get_mut(8..16) {
-        b.copy_from_slice(&tid.to_be_bytes());
+    if let Ok(mut p) = mad::Packet::new_checked(mad) {
+        p.set_tid(tid);
     }
 }
 
 fn key_of(mad: &[u8]) -> Option<Key> {
-    Some((tid_of(mad)? & !SLOT_BITS, *mad.get(1)?))
+    let p = mad::Packet::new_checked(mad).ok()?;
+    Some((p.tid() & !SLOT_BITS, u8::from(p.mgmt_class())))
 }
 
 fn is_response(mad: &[u8]) -> bool {
-    mad.get(3).is_some_and(|m| m & 0x80 != 0)
+    mad::Packet::new_checked(mad).is_ok_and(|p| p.method().is_response_bit())
 }
 
-/// An RMPP-active MAD of an RMPP class (bytes 24 and 26: version, flags). An RMPP
-/// response arrives as many segments, all carrying the request's TID.
+/// An RMPP-active MAD of an RMPP class (a nonzero RMPP version, the Active flag).
+/// An RMPP response arrives as many segments, all carrying the request's TID.
 fn is_rmpp_active(mad: &[u8]) -> bool {
-    mad.len() > 26
-        && crate::wire::mad::MgmtClass::from(mad[1]).is_rmpp_class()
-        && mad[24] != 0
-        && mad[26] & 0x01 != 0
+    rmpp::Packet::new_checked(mad).is_ok_and(|r| {
+        mad::Packet::new_unchecked(mad).mgmt_class().is_rmpp_class()
+            && r.rmpp_version() != 0
+            && r.is_active()
+    })
 }
 
 /// The original high TID bits of outstanding requests, bounded: requests

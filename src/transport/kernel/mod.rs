@@ -342,7 +342,11 @@ impl Transport for KernelTransport {
             let (hdr, mad) = self.rx.split_at_mut(HEADER_LEN);
             let hdr = UmadHdr::new_unchecked(&hdr[..]);
             let kernel_id = hdr.agent_id();
-            let key = (kernel_id, mad[1], tid_low(mad));
+            let key = (
+                kernel_id,
+                u8::from(Mad::new_unchecked(&mad[..]).mgmt_class()),
+                tid_low(mad),
+            );
             if hdr.status() != 0 {
                 // The kernel's own timeout of a send (ETIMEDOUT, 24 bytes of it): that
                 // attempt is no longer tracked; the engine's timers report timeouts.

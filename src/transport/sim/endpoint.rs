@@ -339,7 +339,8 @@ impl Transport for SimTransport {
     /// (or closing the port): the built-in SM takes the role back and sweeps.
     fn register_agent(&mut self, spec: &crate::engine::AgentSpec, hi_tid: u32) -> Result<()> {
         if spec.qp == crate::types::Qp::Gsi
-            && spec.mgmt_class == super::packet::CLASS_SA
+            && crate::wire::mad::MgmtClass::from(spec.mgmt_class)
+                == crate::wire::mad::MgmtClass::SubnAdm
             && spec.method_mask != [0; 2]
         {
             lock(&self.fabric.sa_local).push((self.node, self.port, hi_tid, spec.method_mask));

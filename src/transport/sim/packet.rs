@@ -1,34 +1,13 @@
-//! A frame in flight through the simulated fabric, and the SMP constants every
-//! node component (router, SMA, PMA, endpoint) reads it with.
+//! A frame in flight through the simulated fabric, read through the wire views by
+//! every node component (router, SMA, PMA, endpoint, SM).
 
 use crate::types::GrhAddr;
+use crate::wire::mad::{self, MgmtClass};
+use crate::wire::smp;
 use crate::wire::MAD_SIZE;
 
 /// The permissive LID.
-pub(crate) const PERMISSIVE: u16 = 0xffff;
-
-/// Directed-route SMP fields (IBA 14.2.1.2), absolute MAD offsets.
-pub(crate) mod dr {
-    use crate::wire::Field;
-    pub(crate) const STATUS: Field = 4..6;
-    pub(crate) const HOP_PTR: usize = 6;
-    pub(crate) const HOP_CNT: usize = 7;
-    pub(crate) const DR_SLID: Field = 32..34;
-    pub(crate) const DR_DLID: Field = 34..36;
-    pub(crate) const INITIAL_PATH: usize = 128;
-    pub(crate) const RETURN_PATH: usize = 192;
-    /// The D (direction) bit of the status word: set on returning SMPs.
-    pub(crate) const DIRECTION: u16 = 0x8000;
-    /// Paths hold 64 entries: hop counts are 0..=63.
-    pub(crate) const MAX_HOPS: u8 = 63;
-}
-
-/// Management class of the directed-route SMPs.
-pub(crate) const CLASS_DR: u8 = 0x81;
-/// Management class of LID-routed SMPs.
-pub(crate) const CLASS_LID: u8 = 0x01;
-/// Subnet administration (the SA's class).
-pub(crate) const CLASS_SA: u8 = 0x03;
+pub(crate) const PERMISSIVE: u16 = smp::PERMISSIVE_LID;
 
 /// A frame in flight, with the LRH/BTH/DETH values a receiver would see.
 #[derive(Debug, Clone)]
@@ -83,19 +62,27 @@ impl Pkt {
         }
     }
 
-    pub(crate) fn class(&self) -> u8 {
-        self.mad[1]
+    /// The MAD header.
+    pub(crate) fn header(&self) -> mad::Packet<&[u8]> {
+        mad::Packet::new_unchecked(&self.mad[..])
     }
 
-    pub(super) fn is_dr_smp(&self) -> bool {
-        self.class() == CLASS_DR && self.dqp == 0
+    /// The MAD as an SMP.
+    pub(crate) fn smp_view(&self) -> smp::Packet<&[u8]> {
+        smp::Packet::new_unchecked(&self.mad[..])
     }
 
-    pub(super) fn u16_at(&self, f: core::ops::Range<usize>) -> u16 {
-        u16::from_be_bytes([self.mad[f.start], self.mad[f.start + 1]])
+    pub(crate) fn class(&self) -> MgmtClass {
+        self.header().mgmt_class()
     }
 
-    pub(super) fn returning(&self) -> bool {
-        self.u16_at(dr::STATUS) & dr::DIRECTION != 0
+    pub(crate) fn is_dr_smp(&self) -> bool {
+        self.class() == MgmtClass::SubnDirectedRoute && self.dqp == 0
+    }
+
+    /// A request: no R bit, and not a directed-route SMP on its way back.
+    pub(crate) fn is_request(&self) -> bool {
+        let response = self.header().method().is_response_bit();
+        !(response || self.is_dr_smp() && self.smp_view().is_returning())
     }
 }

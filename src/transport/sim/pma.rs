@@ -20,14 +20,10 @@ use super::packet::Pkt;
 use super::sma::respond;
 use super::FabricInner;
 use crate::wire::class_port_info;
+use crate::wire::mad::Method;
 use crate::wire::perf::{self, port_counters as pc, port_counters_ext as pce};
 use crate::wire::smp::DATA_LEN;
 
-/// Performance management class.
-pub(crate) const CLASS: u8 = 0x04;
-
-const METHOD_GET: u8 = 0x01;
-const METHOD_SET: u8 = 0x02;
 /// Unsupported method/attribute (status code 3).
 const STATUS_UNSUPPORTED: u16 = 0x000c;
 /// Invalid attribute value or modifier (status code 7).
@@ -142,13 +138,13 @@ fn ext_select(select: u16) -> u16 {
 /// when it is not one the PMA answers.
 pub(crate) fn answer(fabric: &FabricInner, node: usize, port: u8, req: &Pkt) -> Option<Pkt> {
     let n = &fabric.nodes[node];
-    let method = req.mad[3];
-    let attr = u16::from_be_bytes([req.mad[16], req.mad[17]]);
+    let header = req.header();
+    let (method, attr) = (header.method(), header.attr_id());
     let known = matches!(
         attr,
         class_port_info::ATTR_ID | perf::ATTR_PORT_COUNTERS | perf::ATTR_PORT_COUNTERS_EXT
     );
-    if !matches!(method, METHOD_GET | METHOD_SET) || !known || req.mad[2] != 1 {
+    if !matches!(method, Method::Get | Method::Set) || !known || header.class_version() != 1 {
         return None; // Not the PMA's: the port's owner gets it.
     }
     let mut data = [0u8; 256 - perf::DATA_OFFSET];
@@ -163,7 +159,7 @@ pub(crate) fn answer(fabric: &FabricInner, node: usize, port: u8, req: &Pkt) -> 
         _ => Vec::new(),
     };
     let status = match (method, attr) {
-        (METHOD_GET, class_port_info::ATTR_ID) => {
+        (Method::Get, class_port_info::ATTR_ID) => {
             data.fill(0);
             let mut c = class_port_info::Packet::new_unchecked(&mut data[..]);
             c.set_base_version(1);
@@ -177,7 +173,7 @@ pub(crate) fn answer(fabric: &FabricInner, node: usize, port: u8, req: &Pkt) -> 
         }
         (_, perf::ATTR_PORT_COUNTERS) => {
             let mask = pc::Packet::new_unchecked(&data[..]).counter_select();
-            let total = counters(n, &ports, (method == METHOD_SET).then_some(mask));
+            let total = counters(n, &ports, (method == Method::Set).then_some(mask));
             let sat16 = |v: u64| u16::try_from(v).unwrap_or(u16::MAX);
             let sat32 = |v: u64| u32::try_from(v).unwrap_or(u32::MAX);
             data[..pc::LEN].fill(0);
@@ -194,7 +190,7 @@ pub(crate) fn answer(fabric: &FabricInner, node: usize, port: u8, req: &Pkt) -> 
         }
         (_, perf::ATTR_PORT_COUNTERS_EXT) => {
             let mask = pce::Packet::new_unchecked(&data[..]).counter_select();
-            let clear = (method == METHOD_SET).then(|| ext_select(mask));
+            let clear = (method == Method::Set).then(|| ext_select(mask));
             let total = counters(n, &ports, clear);
             data[..pce::LEN].fill(0);
             let mut p = pce::Packet::new_unchecked(&mut data[..]);

@@ -11,15 +11,16 @@ use crate::engine::RecvMeta;
 use crate::types::{MadAddr, Qp, GSI_QKEY};
 use crate::wire::MAD_SIZE;
 
-use super::packet::{dr, Pkt, CLASS_DR, CLASS_LID, CLASS_SA, PERMISSIVE};
+use super::packet::{Pkt, PERMISSIVE};
 use super::{access, lock, pma, sma, FabricInner, Link, Node};
+use crate::wire::mad::{self, Method, MgmtClass};
+use crate::wire::smp;
+use crate::wire::smp::dr::{Next, Smi, Verdict};
 use crate::wire::smp::port_info::PortState;
-use crate::wire::smp::{DATA_LEN, DATA_OFFSET as DATA};
 
 /// A walk longer than this is a bug or a corrupted header: drop the frame.
 const MAX_HOPS: u32 = 512;
-const METHOD_TRAP: u8 = 0x05;
-const METHOD_TRAP_REPRESS: u8 = 0x07;
+
 /// Transactions of the SA remembered for [`FabricInner::for_sa`].
 const SA_SENT_KEPT: usize = 1024;
 /// What the SA wants sent.
@@ -68,28 +69,25 @@ enum Mode {
 /// IBA 14.2.2.2 (outgoing, C14-9) and 14.2.2.4 (returning, C14-13), applied at `node`.
 /// Updates the hop pointer and return path in `mad`.
 fn dr_step(node: &Node, entry: Entry, mad: &mut [u8; MAD_SIZE], dlid: u16) -> DrAction {
-    let p = mad[dr::HOP_PTR];
-    let n = mad[dr::HOP_CNT];
-    let be = |m: &[u8; MAD_SIZE], at: usize| u16::from_be_bytes([m[at], m[at + 1]]);
-    let returning = be(mad, dr::STATUS.start) & dr::DIRECTION != 0;
-    let dr_slid = be(mad, dr::DR_SLID.start);
-    let dr_dlid = be(mad, dr::DR_DLID.start);
-    if n > dr::MAX_HOPS {
+    let mut smp = smp::Packet::new_unchecked(&mut mad[..]);
+    let (p, n) = (smp.hop_pointer(), smp.hop_count());
+    let returning = smp.is_returning();
+    if n > smp::MAX_HOPS {
         return DrAction::Discard;
     }
-    let initial = |m: &[u8; MAD_SIZE], i: u8| m[dr::INITIAL_PATH + usize::from(i)];
-    let ret = |m: &[u8; MAD_SIZE], i: u8| m[dr::RETURN_PATH + usize::from(i)];
     let own_lid = node.lid(0).max(node.lid(1));
     let lid_routed_part = |lid: u16| lid != PERMISSIVE && dlid != PERMISSIVE && dlid != own_lid;
     match (returning, entry) {
+        // The sender's SMI has stepped the pointer (as the engine and the kernel do),
+        // without the port check: it did not know its port.
         (false, Entry::Wire(port)) => {
             if n == 0 && p == 1 {
                 DrAction::Handle
-            } else if n > 0 && p == 1 && lid_routed_part(dr_slid) {
+            } else if n > 0 && p == 1 && lid_routed_part(smp.dr_slid()) {
                 // The DR part starts where the LID-routed part ends (DrSLID is the source).
-                mad[dr::HOP_PTR] = 0;
+                smp.set_hop_pointer(0);
                 DrAction::LidRoute(dlid)
-            } else if n > 0 && p == 1 && initial(mad, 1) == port {
+            } else if n > 0 && p == 1 && smp.out_port() == port {
                 DrAction::Forward(port)
             } else {
                 DrAction::Discard
@@ -98,7 +96,7 @@ fn dr_step(node: &Node, entry: Entry, mad: &mut [u8; MAD_SIZE], dlid: u16) -> Dr
         (true, Entry::Wire(port)) => {
             if n == 0 && p == 0 {
                 DrAction::Handle
-            } else if n > 0 && p == n && lid_routed_part(dr_dlid) {
+            } else if n > 0 && p == n && lid_routed_part(smp.dr_dlid()) {
                 // Back along the LID-routed tail to the switch that ended the DR part.
                 DrAction::LidRoute(dlid)
             } else if n > 0 && p == n {
@@ -109,19 +107,26 @@ fn dr_step(node: &Node, entry: Entry, mad: &mut [u8; MAD_SIZE], dlid: u16) -> Dr
         }
         // Outgoing, sent from here or starting the DR part after a LID-routed part.
         (false, Entry::Local(_) | Entry::LidTerminus) => {
-            if entry != Entry::LidTerminus && p == 0 && n > 0 && lid_routed_part(dr_slid) {
+            if entry != Entry::LidTerminus && p == 0 && n > 0 && lid_routed_part(smp.dr_slid()) {
                 // C14-4: the SMP is LID-routed to the node where the DR part starts.
                 return DrAction::LidRoute(dlid);
             }
             if p == 0 && n > 0 {
-                mad[dr::HOP_PTR] = 1;
-                let out = initial(mad, 1);
-                match entry {
-                    Entry::Local(port) if !node.is_switch() && out != port => DrAction::Discard,
-                    _ => DrAction::Forward(out),
+                // C14-9:1; a CA's SMA answers through the port it was asked on.
+                let port = match entry {
+                    Entry::Local(port) if !node.is_switch() => Some(port),
+                    _ => None,
+                };
+                let smi = Smi {
+                    switch: node.is_switch(),
+                    port,
+                };
+                match smp.smi_send(smi) {
+                    Verdict::Handle => DrAction::Forward(smp.out_port()),
+                    Verdict::Discard => DrAction::Discard,
                 }
             } else if p == 0 && n == 0 {
-                mad[dr::HOP_PTR] = 1;
+                smp.set_hop_pointer(1);
                 DrAction::Handle
             } else if p == n + 1 && entry == Entry::LidTerminus {
                 DrAction::Handle
@@ -129,47 +134,23 @@ fn dr_step(node: &Node, entry: Entry, mad: &mut [u8; MAD_SIZE], dlid: u16) -> Dr
                 DrAction::Discard
             }
         }
-        // Outgoing, arrived over a link.
-        (false, Entry::Port(in_port)) => {
-            if n > 0 && p == 0 {
-                DrAction::Discard
-            } else if p > 0 && p < n {
-                if !node.is_switch() {
-                    return DrAction::Discard;
-                }
-                mad[dr::RETURN_PATH + usize::from(p)] = in_port;
-                mad[dr::HOP_PTR] = p + 1;
-                DrAction::Forward(initial(mad, p + 1))
-            } else if p == n {
-                if n > 0 {
-                    mad[dr::RETURN_PATH + usize::from(p)] = in_port;
-                }
-                mad[dr::HOP_PTR] = n + 1;
-                if dr_dlid == PERMISSIVE {
-                    DrAction::Handle
-                } else if node.is_switch() {
-                    DrAction::LidRoute(dr_dlid)
-                } else {
-                    DrAction::Discard
-                }
-            } else {
-                DrAction::Discard
-            }
-        }
         // Returning, sent by the responder, or by the switch ending the LID-routed tail.
         (true, Entry::Local(_) | Entry::LidTerminus) => {
             if n > 0 && p == n + 1 {
-                if entry != Entry::LidTerminus && lid_routed_part(dr_dlid) {
+                if entry != Entry::LidTerminus && lid_routed_part(smp.dr_dlid()) {
                     // Back along the LID-routed tail to the switch that ended the DR part.
                     return DrAction::LidRoute(dlid);
                 }
-                mad[dr::HOP_PTR] = n;
-                DrAction::Forward(ret(mad, n))
+                // C14-13:1, without the port check: the response leaves where the request came in.
+                match smp.smi_send(Smi::END_NODE) {
+                    Verdict::Handle => DrAction::Forward(smp.out_port()),
+                    Verdict::Discard => DrAction::Discard,
+                }
             } else if n > 0 && p == n && entry == Entry::LidTerminus {
                 // Sent back along the tail by a port owner that already stepped the pointer.
-                DrAction::Forward(ret(mad, n))
+                DrAction::Forward(smp.out_port())
             } else if n == 0 && p == 1 {
-                mad[dr::HOP_PTR] = 0;
+                smp.set_hop_pointer(0);
                 DrAction::Handle
             } else if p == 0 && entry == Entry::LidTerminus {
                 DrAction::Handle
@@ -177,29 +158,31 @@ fn dr_step(node: &Node, entry: Entry, mad: &mut [u8; MAD_SIZE], dlid: u16) -> Dr
                 DrAction::Discard
             }
         }
-        // Returning, arrived over a link.
-        (true, Entry::Port(_)) => {
-            if n > 0 && p == n + 1 {
-                DrAction::Discard
-            } else if p >= 2 && p <= n {
-                if !node.is_switch() {
-                    return DrAction::Discard;
-                }
-                mad[dr::HOP_PTR] = p - 1;
-                DrAction::Forward(ret(mad, p - 1))
-            } else if p == 1 {
-                mad[dr::HOP_PTR] = 0;
-                if dr_slid == PERMISSIVE {
-                    DrAction::Handle
-                } else if node.is_switch() {
-                    DrAction::LidRoute(dr_slid)
-                } else {
-                    DrAction::Discard
-                }
-            } else if p == 0 {
-                DrAction::Handle
-            } else {
-                DrAction::Discard
+        // Arrived over a link.
+        (_, Entry::Port(in_port)) => {
+            if u16::from(p) == u16::from(n) + 1 && (n > 0 || !returning) {
+                // Past the end of its path: no sender's SMI puts that on a link.
+                return DrAction::Discard;
+            }
+            let smi = Smi {
+                switch: node.is_switch(),
+                port: Some(in_port),
+            };
+            if smp.smi_recv(smi) == Verdict::Discard {
+                return DrAction::Discard;
+            }
+            let next = smp.smi_next();
+            if next == Next::Here {
+                return DrAction::Handle;
+            }
+            // The port the switch sends it on is the path's: no port to check.
+            if smp.smi_send(Smi { port: None, ..smi }) == Verdict::Discard {
+                return DrAction::Discard;
+            }
+            match (next, smp.segment_end_lid()) {
+                (Next::Forward, _) => DrAction::Forward(smp.out_port()),
+                (_, PERMISSIVE) => DrAction::Handle,
+                (_, lid) => DrAction::LidRoute(lid),
             }
         }
     }
@@ -212,7 +195,7 @@ impl FabricInner {
     pub(crate) fn originate(&self, node: usize, port: u8, pkt: Pkt, delay: Duration) {
         if pkt.is_dr_smp() {
             self.dr_walk(node, Entry::Wire(port), pkt, delay);
-        } else if pkt.dlid == PERMISSIVE && pkt.class() == CLASS_LID && pkt.dqp == 0 {
+        } else if pkt.dlid == PERMISSIVE && pkt.class() == MgmtClass::SubnLid && pkt.dqp == 0 {
             // A LID-routed SMP to the permissive LID: whoever is at the other end takes it.
             self.cross(node, port, pkt, delay, Mode::Neighbour);
         } else {
@@ -370,17 +353,20 @@ impl FabricInner {
         if !self.admit(node, port, &mut pkt) {
             return;
         }
-        let is_smp = matches!(pkt.class(), CLASS_LID | CLASS_DR) && pkt.dqp == 0;
-        let is_request = pkt.mad[3] & 0x80 == 0 && !(pkt.is_dr_smp() && pkt.returning());
+        let is_smp = pkt.class().is_smp() && pkt.dqp == 0;
+        let is_request = pkt.is_request();
         let out = if here.is_switch() { 0 } else { port };
         if is_smp && !is_request && self.sm.catch(node, port, &pkt) {
             return;
         }
-        if is_smp && pkt.mad[3] == METHOD_TRAP && self.sm.master_seat() == Some((node, port)) {
+        if is_smp
+            && pkt.header().method() == Method::Trap
+            && self.sm.master_seat() == Some((node, port))
+        {
             self.trap_to_sm(node, port, &pkt, delay);
             return;
         }
-        if pkt.dqp == 1 && is_request && pkt.class() == pma::CLASS {
+        if pkt.dqp == 1 && is_request && pkt.class() == MgmtClass::Perf {
             if let Some(resp) = pma::answer(self, node, port, &pkt) {
                 self.respond(node, out, resp, delay);
                 return;
@@ -405,7 +391,7 @@ impl FabricInner {
         if here.is_switch() {
             return; // No GSI on simulated switches; no SM behind port 0.
         }
-        let is_request = pkt.mad[3] & 0x80 == 0 && !(pkt.is_dr_smp() && pkt.returning());
+        let is_request = pkt.is_request();
         if !self.deliver(node, port, &pkt, delay) && is_request {
             if let Some(resp) = sma::unclaimed(self, node, port, &pkt) {
                 self.respond(node, out, resp, delay);
@@ -416,13 +402,15 @@ impl FabricInner {
     /// The built-in SM takes a trap: TrapRepress back to the sender (IBA 14.2.5.1),
     /// then the Notice to the SA, which reports it to its subscribers.
     fn trap_to_sm(&self, node: usize, port: u8, pkt: &Pkt, delay: Duration) {
-        let mut repress = sma::respond(self, node, port, pkt, 0, &[0; crate::wire::smp::DATA_LEN]);
-        repress.mad[3] = METHOD_TRAP_REPRESS;
-        repress.mad[DATA..DATA + DATA_LEN].copy_from_slice(&pkt.mad[DATA..DATA + DATA_LEN]);
+        let mut repress = sma::respond(self, node, port, pkt, 0, &[0; smp::DATA_LEN]);
+        mad::Packet::new_unchecked(&mut repress.mad[..]).set_method(Method::TrapRepress);
+        smp::Packet::new_unchecked(&mut repress.mad[..])
+            .data_mut()
+            .copy_from_slice(pkt.smp_view().data());
         self.respond(node, port, repress, delay);
         if let Some(sa) = super::read(&self.sa).clone() {
             let db = self.subnet_db();
-            let sends = sa.trap(&pkt.mad[DATA..DATA + DATA_LEN], &db);
+            let sends = sa.trap(pkt.smp_view().data(), &db);
             self.send_from_sm(node, port, sends, delay);
         }
     }
@@ -434,19 +422,20 @@ impl FabricInner {
     /// A request for a method an SA-class agent of the port's owner serves is the
     /// owner's (an application serving the SA itself on the SM's port).
     fn for_sa(&self, node: usize, port: u8, pkt: &Pkt) -> bool {
-        if pkt.dqp != 1 || pkt.class() != CLASS_SA || pkt.from_sa {
+        if pkt.dqp != 1 || pkt.class() != MgmtClass::SubnAdm || pkt.from_sa {
             return false;
         }
         let rmpp = crate::wire::rmpp::Packet::new_unchecked(&pkt.mad[..]);
         let control = rmpp.is_active() && rmpp.rmpp_type() != crate::wire::rmpp::RmppType::Data;
-        if pkt.mad[3] & 0x80 == 0 && !control {
-            let method = usize::from(pkt.mad[3]);
+        let method = pkt.header().method();
+        if !method.is_response_bit() && !control {
+            let method = usize::from(u8::from(method));
             let served_here = lock(&self.sa_local).iter().any(|&(n, p, _, mask)| {
                 n == node && p == port && mask[method / 64] & (1 << (method % 64)) != 0
             });
             return !served_here;
         }
-        let tid = crate::wire::mad::Packet::new_unchecked(&pkt.mad[..]).tid();
+        let tid = pkt.header().tid();
         lock(&self.sa_sent).contains(&(tid, pkt.slid))
     }
 
@@ -476,7 +465,7 @@ impl FabricInner {
         for (tx, mad) in sends {
             {
                 // Remember what may be answered (ACKs of a GetTable, ReportResps).
-                let tid = crate::wire::mad::Packet::new_unchecked(&mad[..]).tid();
+                let tid = mad::Packet::new_unchecked(&mad[..]).tid();
                 let mut sent = lock(&self.sa_sent);
                 if !sent.contains(&(tid, tx.dest.lid)) {
                     if sent.len() == SA_SENT_KEPT {

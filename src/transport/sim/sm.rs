@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
-use super::packet::{Pkt, PERMISSIVE};
+use super::packet::Pkt;
 use super::subnet_db::{NodeEntry, PortEntry, SubnetDb};
 use super::{lock, read, write, FabricInner, GID_PREFIX};
 use crate::wire::mad::{self, MadStatus, Method, MgmtClass};
@@ -277,8 +277,8 @@ impl Sweep<'_> {
             // The sender's SMI has handled hop 0, as the kernel's does before QP0 sends.
             p.set_hop_pointer(1);
             p.set_m_key(mkey);
-            p.set_dr_slid(PERMISSIVE);
-            p.set_dr_dlid(PERMISSIVE);
+            p.set_dr_slid(smp::PERMISSIVE_LID);
+            p.set_dr_dlid(smp::PERMISSIVE_LID);
             p.initial_path_mut()[1..=path.len()].copy_from_slice(path);
             p.data_mut()[..data.len()].copy_from_slice(data);
             let pkt = Pkt::smp(m, self.fabric.nodes[node].lid(port));

@@ -10,20 +10,17 @@
 //! unclaimed requests.
 
 use super::access::MkeyVerdict;
-use super::packet::{dr, Pkt, CLASS_DR};
+use super::packet::Pkt;
 use super::{read, write, FabricInner, Node, NodeKind};
 use crate::types::GSI_QKEY;
+use crate::wire::mad::{self, MadStatus, Method};
 use crate::wire::smp::node_info::{self, NodeType};
 use crate::wire::smp::port_info::{self, PhysState, PortState};
-use crate::wire::smp::{lft, node_desc, pkey_table, switch_info, DATA_LEN, DATA_OFFSET as DATA};
+use crate::wire::smp::{self, lft, node_desc, pkey_table, switch_info, Direction, DATA_LEN};
 
 /// PortInfo:CapabilityMask of every simulated port: IsTrapSupported,
 /// IsSLMappingSupported, IsSystemImageGUIDSupported.
 pub(crate) const CAPMASK: u32 = 0x0000_0848;
-
-const METHOD_GET: u8 = 0x01;
-const METHOD_SET: u8 = 0x02;
-const METHOD_GET_RESP: u8 = 0x81;
 
 const ATTR_NODE_DESC: u16 = 0x0010;
 const ATTR_NODE_INFO: u16 = 0x0011;
@@ -57,32 +54,26 @@ pub(crate) enum Answer {
     NotMine,
 }
 
-/// Offset of the M_Key in an SMP (IBA 14.2.1.1).
-const SMP_MKEY: usize = 24;
-
 /// What to do with `req`, an SMP request that reached `node` on `port`.
 pub(crate) fn answer(fabric: &FabricInner, node: usize, port: u8, req: &Pkt) -> Answer {
     let n = &fabric.nodes[node];
-    let method = req.mad[3];
-    let attr = u16::from_be_bytes([req.mad[16], req.mad[17]]);
-    let attr_mod = u32::from_be_bytes([req.mad[20], req.mad[21], req.mad[22], req.mad[23]]);
-    let sm_info = (method == METHOD_GET && attr == ATTR_SM_INFO)
+    let header = req.header();
+    let (method, attr, attr_mod) = (header.method(), header.attr_id(), header.attr_mod());
+    let sm_info = (method == Method::Get && attr == ATTR_SM_INFO)
         .then(|| fabric.sm.sm_info(fabric, node, port))
         .flatten();
     let answers = match (method, attr) {
-        (METHOD_GET, ATTR_NODE_DESC | ATTR_NODE_INFO) => true,
-        (METHOD_GET | METHOD_SET, ATTR_PORT_INFO | ATTR_PKEY_TABLE) => true,
-        (METHOD_GET, ATTR_SM_INFO) => sm_info.is_some() || n.is_switch(),
-        (METHOD_GET | METHOD_SET, _) => n.is_switch(),
+        (Method::Get, ATTR_NODE_DESC | ATTR_NODE_INFO) => true,
+        (Method::Get | Method::Set, ATTR_PORT_INFO | ATTR_PKEY_TABLE) => true,
+        (Method::Get, ATTR_SM_INFO) => sm_info.is_some() || n.is_switch(),
+        (Method::Get | Method::Set, _) => n.is_switch(),
         _ => false,
     };
     if !answers {
         return Answer::NotMine;
     }
-    let mut key = [0u8; 8];
-    key.copy_from_slice(&req.mad[SMP_MKEY..SMP_MKEY + 8]);
     let mkey = read(&n.conf).ports[n.mgmt_port(port)].mkey;
-    let verdict = mkey.check(u64::from_be_bytes(key), method == METHOD_GET);
+    let verdict = mkey.check(req.smp_view().m_key(), method == Method::Get);
     if verdict == MkeyVerdict::Fail {
         n.count(port, |c| c.mkey_violations += 1);
         return Answer::Discard;
@@ -90,8 +81,8 @@ pub(crate) fn answer(fabric: &FabricInner, node: usize, port: u8, req: &Pkt) -> 
     let show_mkey = verdict == MkeyVerdict::Pass;
     let mut data = [0u8; DATA_LEN];
     let mut given = [0u8; DATA_LEN];
-    given.copy_from_slice(&req.mad[DATA..DATA + DATA_LEN]);
-    let set = method == METHOD_SET;
+    given.copy_from_slice(req.smp_view().data());
+    let set = method == Method::Set;
     let status = match attr {
         ATTR_NODE_DESC => {
             node_desc::Repr::from_text(n.name.as_bytes())
@@ -253,7 +244,7 @@ fn set_port_info(fabric: &FabricInner, node: usize, which: u8, given: &[u8; DATA
 /// The answer a CA port nobody has open gives to an SMP or GMP Get/Set: GetResp with
 /// status 0x000c, as the kernel's MAD layer answers requests no agent claims.
 pub(crate) fn unclaimed(fabric: &FabricInner, node: usize, port: u8, req: &Pkt) -> Option<Pkt> {
-    matches!(req.mad[3], METHOD_GET | METHOD_SET)
+    matches!(req.header().method(), Method::Get | Method::Set)
         .then(|| respond(fabric, node, port, req, STATUS_UNSUPPORTED, &[0; DATA_LEN]))
 }
 
@@ -269,14 +260,15 @@ pub(crate) fn respond(
 ) -> Pkt {
     let n = &fabric.nodes[node];
     let mut resp = req.clone();
-    resp.mad[3] = METHOD_GET_RESP;
-    let mut status_word = status;
-    if req.class() == CLASS_DR {
-        status_word |= dr::DIRECTION;
+    let mut header = mad::Packet::new_unchecked(&mut resp.mad[..]);
+    header.set_method(Method::GetResp);
+    header.set_status(MadStatus(status));
+    let mut smp = smp::Packet::new_unchecked(&mut resp.mad[..]);
+    if smp.is_directed_route() {
+        smp.set_direction(Direction::Inbound);
     }
-    resp.mad[dr::STATUS].copy_from_slice(&status_word.to_be_bytes());
     if status == 0 {
-        resp.mad[DATA..DATA + DATA_LEN].copy_from_slice(data);
+        smp.data_mut().copy_from_slice(data);
     }
     resp.len = crate::wire::MAD_SIZE;
     resp.slid = n.lid(port);

@@ -43,7 +43,7 @@ pub(crate) mod send;
 use alloc::vec::Vec;
 use core::time::Duration;
 
-use crate::wire::mad::METHOD_RESP;
+use crate::wire::mad::{Method, METHOD_RESP};
 use crate::wire::rmpp::{self, Packet, RmppStatus, RmppType};
 use crate::wire::MAD_SIZE;
 
@@ -127,7 +127,8 @@ fn format_reply(
     out.fill(0);
     let n = hdr_len.min(src.len()).min(MAD_SIZE);
     out[..n].copy_from_slice(&src[..n]);
-    out[3] ^= METHOD_RESP;
+    let mut hdr = crate::wire::mad::Packet::new_unchecked(&mut out[..]);
+    hdr.set_method(Method::from(u8::from(hdr.method()) ^ METHOD_RESP));
     let mut p = Packet::new_unchecked(&mut out[..]);
     let resp_time = p.resp_time();
     p.set_rmpp_version(rmpp::VERSION);

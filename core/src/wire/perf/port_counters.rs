@@ -18,8 +18,17 @@ mod field {
     use super::Field;
     pub(super) const PORT_SELECT: usize = 1;
     pub(super) const COUNTER_SELECT: Field = 2..4;
+    pub(super) const SYMBOL_ERRORS: Field = 4..6;
+    pub(super) const LINK_ERROR_RECOVERY: usize = 6;
+    pub(super) const LINK_DOWNED: usize = 7;
     pub(super) const RCV_ERRORS: Field = 8..10;
+    pub(super) const RCV_REMOTE_PHYSICAL_ERRORS: Field = 10..12;
+    pub(super) const RCV_SWITCH_RELAY_ERRORS: Field = 12..14;
     pub(super) const XMIT_DISCARDS: Field = 14..16;
+    pub(super) const XMIT_CONSTRAINT_ERRORS: usize = 16;
+    pub(super) const RCV_CONSTRAINT_ERRORS: usize = 17;
+    /// LocalLinkIntegrityErrors in the high nibble, ExcessiveBufferOverrunErrors in the low.
+    pub(super) const LINK_INTEGRITY_OVERRUN: usize = 19;
     pub(super) const VL15_DROPPED: Field = 22..24;
     pub(super) const XMIT_DATA: Field = 24..28;
     pub(super) const RCV_DATA: Field = 28..32;
@@ -65,13 +74,49 @@ impl<T: AsRef<[u8]>> Packet<T> {
     pub fn counter_select(&self) -> u16 {
         be::u16(self.buffer.as_ref(), field::COUNTER_SELECT)
     }
+    /// SymbolErrorCounter.
+    pub fn symbol_errors(&self) -> u16 {
+        be::u16(self.buffer.as_ref(), field::SYMBOL_ERRORS)
+    }
+    /// LinkErrorRecoveryCounter.
+    pub fn link_error_recovery(&self) -> u8 {
+        self.buffer.as_ref()[field::LINK_ERROR_RECOVERY]
+    }
+    /// LinkDownedCounter.
+    pub fn link_downed(&self) -> u8 {
+        self.buffer.as_ref()[field::LINK_DOWNED]
+    }
     /// PortRcvErrors.
     pub fn rcv_errors(&self) -> u16 {
         be::u16(self.buffer.as_ref(), field::RCV_ERRORS)
     }
+    /// PortRcvRemotePhysicalErrors.
+    pub fn rcv_remote_physical_errors(&self) -> u16 {
+        be::u16(self.buffer.as_ref(), field::RCV_REMOTE_PHYSICAL_ERRORS)
+    }
+    /// PortRcvSwitchRelayErrors.
+    pub fn rcv_switch_relay_errors(&self) -> u16 {
+        be::u16(self.buffer.as_ref(), field::RCV_SWITCH_RELAY_ERRORS)
+    }
     /// PortXmitDiscards.
     pub fn xmit_discards(&self) -> u16 {
         be::u16(self.buffer.as_ref(), field::XMIT_DISCARDS)
+    }
+    /// PortXmitConstraintErrors.
+    pub fn xmit_constraint_errors(&self) -> u8 {
+        self.buffer.as_ref()[field::XMIT_CONSTRAINT_ERRORS]
+    }
+    /// PortRcvConstraintErrors.
+    pub fn rcv_constraint_errors(&self) -> u8 {
+        self.buffer.as_ref()[field::RCV_CONSTRAINT_ERRORS]
+    }
+    /// LocalLinkIntegrityErrors (4 bits).
+    pub fn local_link_integrity_errors(&self) -> u8 {
+        self.buffer.as_ref()[field::LINK_INTEGRITY_OVERRUN] >> 4
+    }
+    /// ExcessiveBufferOverrunErrors (4 bits).
+    pub fn excessive_buffer_overrun_errors(&self) -> u8 {
+        self.buffer.as_ref()[field::LINK_INTEGRITY_OVERRUN] & 0x0f
     }
     /// VL15Dropped.
     pub fn vl15_dropped(&self) -> u16 {
@@ -92,6 +137,10 @@ impl<T: AsRef<[u8]>> Packet<T> {
     /// PortRcvPkts.
     pub fn rcv_pkts(&self) -> u32 {
         be::u32(self.buffer.as_ref(), field::RCV_PKTS)
+    }
+    /// PortXmitWait.
+    pub fn xmit_wait(&self) -> u32 {
+        be::u32(self.buffer.as_ref(), field::XMIT_WAIT)
     }
 }
 
@@ -172,5 +221,43 @@ mod tests {
         assert_eq!(out, bytes);
         let all = select::XMIT_DATA | select::RCV_DATA | select::XMIT_PKTS | select::RCV_PKTS;
         assert_eq!(all | select::RCV_ERRORS, 0xf008);
+    }
+
+    #[test]
+    fn error_counters_and_xmit_wait() {
+        let bytes: [u8; LEN] = [
+            0x00, 0x01, 0x00, 0x00, // reserved, PortSelect 1, CounterSelect
+            0x01, 0x02, 0x03,
+            0x04, // SymbolErrorCounter 0x0102, LinkErrorRecovery 3, LinkDowned 4
+            0x00, 0x05, 0x00, 0x06, // PortRcvErrors 5, PortRcvRemotePhysicalErrors 6
+            0x00, 0x07, 0x00, 0x08, // PortRcvSwitchRelayErrors 7, PortXmitDiscards 8
+            0x09, 0x0a, 0x00,
+            0xbc, // XmitConstraint 9, RcvConstraint 10, CounterSelect2, 0xb / 0xc
+            0x00, 0x00, 0x00, 0x0d, // reserved, VL15Dropped 13
+            0x00, 0x00, 0x00, 0x00, // PortXmitData
+            0x00, 0x00, 0x00, 0x00, // PortRcvData
+            0x00, 0x00, 0x00, 0x00, // PortXmitPkts
+            0x00, 0x00, 0x00, 0x00, // PortRcvPkts
+            0x01, 0x00, 0x00, 0x0e, // PortXmitWait
+        ];
+        let p = Packet::new_checked(&bytes[..]).unwrap();
+        assert_eq!(
+            (p.symbol_errors(), p.link_error_recovery(), p.link_downed()),
+            (0x0102, 3, 4)
+        );
+        assert_eq!((p.rcv_errors(), p.rcv_remote_physical_errors()), (5, 6));
+        assert_eq!((p.rcv_switch_relay_errors(), p.xmit_discards()), (7, 8));
+        assert_eq!(
+            (p.xmit_constraint_errors(), p.rcv_constraint_errors()),
+            (9, 10)
+        );
+        assert_eq!(
+            (
+                p.local_link_integrity_errors(),
+                p.excessive_buffer_overrun_errors()
+            ),
+            (0xb, 0xc)
+        );
+        assert_eq!((p.vl15_dropped(), p.xmit_wait()), (13, 0x0100_000e));
     }
 }

@@ -19,6 +19,7 @@ mod field {
     pub(super) const RCV_PKTS: Field = 32..40;
     pub(super) const UNICAST_XMIT_PKTS: Field = 40..48;
     pub(super) const UNICAST_RCV_PKTS: Field = 48..56;
+    pub(super) const MULTICAST_XMIT_PKTS: Field = 56..64;
     pub(super) const MULTICAST_RCV_PKTS: Field = 64..72;
 }
 
@@ -80,6 +81,14 @@ impl<T: AsRef<[u8]>> Packet<T> {
     /// PortUnicastRcvPkts.
     pub fn unicast_rcv_pkts(&self) -> u64 {
         be::u64(self.buffer.as_ref(), field::UNICAST_RCV_PKTS)
+    }
+    /// PortMulticastXmitPkts.
+    pub fn multicast_xmit_pkts(&self) -> u64 {
+        be::u64(self.buffer.as_ref(), field::MULTICAST_XMIT_PKTS)
+    }
+    /// PortMulticastRcvPkts.
+    pub fn multicast_rcv_pkts(&self) -> u64 {
+        be::u64(self.buffer.as_ref(), field::MULTICAST_RCV_PKTS)
     }
 }
 
@@ -156,5 +165,16 @@ mod tests {
         w.set_unicast_rcv_pkts(6 << 32);
         assert_eq!(out, bytes);
         assert!(Packet::new_checked(&bytes[..71]).is_err());
+    }
+
+    #[test]
+    fn multicast_counters() {
+        let mut bytes = [0u8; LEN];
+        bytes[56..72].copy_from_slice(&[0, 0, 0, 0, 0, 0, 1, 2, 0, 0, 0, 1, 0, 0, 0, 3]);
+        let p = Packet::new_checked(&bytes[..]).unwrap();
+        assert_eq!(
+            (p.multicast_xmit_pkts(), p.multicast_rcv_pkts()),
+            (0x0102, (1 << 32) | 3)
+        );
     }
 }
