@@ -1,6 +1,7 @@
 //! Incoming MADs: validation, response matching, request routing, the
 //! engine's own answer to unclaimed Get/Set, and the duplicate-request filter.
 
+use super::ids::{DedupId, TxnId};
 use super::timers::TimerKey;
 use super::txn::{TxnKey, TxnState};
 use super::{agent, smi, AgentId, Engine, Event, RecvMeta};
@@ -193,7 +194,7 @@ impl Engine {
         tid: u64,
         class: u8,
         src: &MadAddr,
-    ) -> Option<u64> {
+    ) -> Option<TxnId> {
         let txn_id = self
             .txn_index
             .get(&self.txns, &TxnKey::new(agent, tid, class))?;
@@ -274,7 +275,7 @@ impl Engine {
             return;
         }
         let key = DedupKey::new(src, tid, class);
-        let id = self.alloc_id();
+        let id = DedupId(self.alloc_id());
         let deadline = now + window;
         self.dedup.insert(key, id);
         self.dedup_entries.insert(id, (key, agent, deadline));
@@ -296,14 +297,14 @@ impl Engine {
         }
     }
 
-    pub(super) fn dedup_expired(&mut self, id: u64) {
+    pub(super) fn dedup_expired(&mut self, id: DedupId) {
         if let Some((key, _, _)) = self.dedup_entries.remove(&id) {
             self.dedup.remove(&key);
         }
     }
 
     pub(super) fn forget_agent_requests(&mut self, agent: AgentId) {
-        let mut doomed: Vec<u64> = self
+        let mut doomed: Vec<_> = self
             .dedup_entries
             .iter()
             .filter(|(_, (_, a, _))| *a == agent)

@@ -144,6 +144,7 @@ mod audit;
 mod config;
 mod dispatch;
 mod hash;
+mod ids;
 mod sessions;
 mod slab;
 mod smi;
@@ -166,6 +167,7 @@ use crate::time::Instant;
 use crate::types::{MadAddr, Qp};
 use crate::wire::MAD_SIZE;
 use crate::Result;
+use ids::{DedupId, RecvId, TxnId};
 
 /// An agent's id on its port (0..32), what `umad_register` returns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -273,29 +275,29 @@ pub struct Engine {
     config: EngineConfig,
     agents: agent::AgentTable,
     /// Outstanding requests by slab id (a stale id finds nothing).
-    txns: slab::Slab<txn::Txn>,
+    txns: slab::Slab<txn::Txn, TxnId>,
     /// (agent, TID, class) -> txn id, for response matching and duplicate sends.
     txn_index: txn_index::TxnIndex,
     /// Per agent slot: requests waiting for the outstanding limit, in send order.
-    backlogs: Vec<VecDeque<u64>>,
+    backlogs: Vec<VecDeque<TxnId>>,
     next_id: u64,
     timers: timers::Timers,
     tx_queue: VecDeque<txn::Out>,
     events: VecDeque<Event>,
     /// Delivered requests awaiting their response: key -> dedup id.
-    dedup: HashMap<dispatch::DedupKey, u64>,
+    dedup: HashMap<dispatch::DedupKey, DedupId>,
     /// Dedup id -> (key, the agent it was delivered to, end of its window).
-    dedup_entries: hash::IdMap<u64, (dispatch::DedupKey, AgentId, Instant)>,
+    dedup_entries: hash::IdMap<DedupId, (dispatch::DedupKey, AgentId, Instant)>,
     /// RMPP sends by (agent, TID, peer) -> txn id.
-    send_index: hash::IdMap<sessions::SendKey, u64>,
+    send_index: hash::IdMap<sessions::SendKey, TxnId>,
     /// RMPP senders that may have a segment due, polled in order.
-    rmpp_ready: VecDeque<u64>,
-    recv_sessions: hash::IdMap<u64, sessions::RecvSession>,
-    recv_index: HashMap<sessions::RecvKey, u64>,
+    rmpp_ready: VecDeque<TxnId>,
+    recv_sessions: hash::IdMap<RecvId, sessions::RecvSession>,
+    recv_index: HashMap<sessions::RecvKey, RecvId>,
     /// The receive session the last DATA segment went to: the next segment
     /// is almost always for it too, and an equal key skips `recv_index`'s
     /// SipHash (keyed by what peers send), the largest cost of a segment.
-    recv_last: Option<(sessions::RecvKey, u64)>,
+    recv_last: Option<(sessions::RecvKey, RecvId)>,
     /// Reassemblies in progress per peer.
     peer_active: HashMap<sessions::PeerKey, usize>,
     stats: EngineStats,

@@ -12,6 +12,7 @@
 use core::time::Duration;
 
 use super::dispatch::{reply_addr, same_peer};
+use super::ids::{RecvId, TxnId};
 use super::rmpp::recv::Receiver;
 use super::rmpp::send::Sender;
 use super::rmpp::{format_ds_ack, Progress};
@@ -241,7 +242,7 @@ impl Engine {
 
     /// Start an admitted RMPP send (building its sender if it waited in the
     /// backlog) and offer it to `poll_transmit`.
-    pub(super) fn start_rmpp_send(&mut self, now: Instant, txn_id: u64) {
+    pub(super) fn start_rmpp_send(&mut self, now: Instant, txn_id: TxnId) {
         let cfg = self.config.rmpp;
         let Some(txn) = self.txns.get_mut(txn_id) else {
             return;
@@ -279,7 +280,7 @@ impl Engine {
     }
 
     /// Point the transaction's timer at its sender's deadline.
-    fn sync_txn_timer(&mut self, txn_id: u64) {
+    fn sync_txn_timer(&mut self, txn_id: TxnId) {
         let Some(txn) = self.txns.get_mut(txn_id) else {
             return;
         };
@@ -334,7 +335,7 @@ impl Engine {
     }
 
     /// The sender's ACK timer expired.
-    pub(super) fn rmpp_send_timeout(&mut self, now: Instant, txn_id: u64) {
+    pub(super) fn rmpp_send_timeout(&mut self, now: Instant, txn_id: TxnId) {
         let progress = match self.txns.get_mut(txn_id) {
             Some(Txn {
                 rmpp: Some(RmppTx::Running(sender)),
@@ -349,7 +350,7 @@ impl Engine {
     fn sender_progress(
         &mut self,
         now: Instant,
-        txn_id: u64,
+        txn_id: TxnId,
         progress: Progress,
         trigger: Option<&[u8]>,
     ) {
@@ -550,7 +551,7 @@ impl Engine {
             self.stats.dropped_rmpp_unknown += 1;
             return;
         }
-        let sid = self.alloc_id();
+        let sid = RecvId(self.alloc_id());
         self.recv_index.insert(key, sid);
         self.recv_last = Some((key, sid));
         self.recv_sessions.insert(
@@ -570,7 +571,7 @@ impl Engine {
     }
 
     /// Act on a receiver's progress: send its replies, deliver, end it.
-    fn recv_progress(&mut self, now: Instant, sid: u64, progress: Progress) {
+    fn recv_progress(&mut self, now: Instant, sid: RecvId, progress: Progress) {
         let Some(session) = self.recv_sessions.get_mut(&sid) else {
             return;
         };
@@ -634,7 +635,7 @@ impl Engine {
         self.deliver_request(now, agent, src, message, filtered);
     }
 
-    pub(super) fn recv_session_timeout(&mut self, now: Instant, sid: u64) {
+    pub(super) fn recv_session_timeout(&mut self, now: Instant, sid: RecvId) {
         let Some(session) = self.recv_sessions.get_mut(&sid) else {
             return;
         };
@@ -648,7 +649,7 @@ impl Engine {
         self.recv_progress(now, sid, progress);
     }
 
-    fn drop_recv_session(&mut self, sid: u64) {
+    fn drop_recv_session(&mut self, sid: RecvId) {
         let Some(session) = self.recv_sessions.remove(&sid) else {
             return;
         };
@@ -669,7 +670,7 @@ impl Engine {
     }
 
     pub(super) fn purge_agent_sessions(&mut self, agent: AgentId) {
-        let mut doomed: Vec<u64> = self
+        let mut doomed: Vec<_> = self
             .recv_sessions
             .iter()
             .filter(|(_, s)| s.agent == agent)

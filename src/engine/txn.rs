@@ -3,6 +3,7 @@
 
 use core::time::Duration;
 
+use super::ids::TxnId;
 use super::rmpp::send::Sender;
 use super::timers::TimerKey;
 use super::{smi, AgentId, Engine, Event, SendRequest, Transmit};
@@ -103,7 +104,7 @@ impl Txn {
 #[derive(Debug)]
 pub(crate) enum Out {
     /// A request (first attempt or retry); skipped if it completed meanwhile.
-    Txn(u64),
+    Txn(TxnId),
     /// A MAD that expects nothing back: a response, a `timeout_ms == 0` send,
     /// or an answer of the engine itself (`agent == None`).
     Raw {
@@ -190,7 +191,7 @@ impl Engine {
     }
 
     /// Queue a new request, or park it in the agent's backlog when the agent is at its limit.
-    pub(super) fn admit(&mut self, now: Instant, id: AgentId, txn_id: u64) {
+    pub(super) fn admit(&mut self, now: Instant, id: AgentId, txn_id: TxnId) {
         let limit = self.config.max_outstanding_per_agent;
         let Some(agent) = self.agents.get_mut(id) else {
             return;
@@ -214,7 +215,7 @@ impl Engine {
     }
 
     /// Remove a finished request (answered, timed out) and let the backlog move.
-    pub(super) fn finish_txn(&mut self, now: Instant, txn_id: u64) -> Option<Txn> {
+    pub(super) fn finish_txn(&mut self, now: Instant, txn_id: TxnId) -> Option<Txn> {
         let txn = self.txns.remove(txn_id)?;
         self.timers.set(TimerKey::Txn(txn_id), txn.deadline, None);
         if txn.rmpp.is_some() {
@@ -300,7 +301,7 @@ impl Engine {
         }
     }
 
-    fn txn_expired(&mut self, now: Instant, txn_id: u64) {
+    fn txn_expired(&mut self, now: Instant, txn_id: TxnId) {
         let Some(txn) = self.txns.get_mut(txn_id) else {
             return;
         };
@@ -356,7 +357,7 @@ impl Engine {
     }
 
     /// Every attempt failed: report ETIMEDOUT with the header as sent.
-    pub(super) fn time_out_txn(&mut self, now: Instant, txn_id: u64) {
+    pub(super) fn time_out_txn(&mut self, now: Instant, txn_id: TxnId) {
         if let Some(txn) = self.finish_txn(now, txn_id) {
             self.stats.timeouts += 1;
             let mut header = [0u8; mad::HEADER_LEN];
@@ -372,7 +373,7 @@ impl Engine {
 
     /// Drop everything of an unregistered agent, silently (the kernel flushes).
     pub(super) fn purge_agent(&mut self, id: AgentId) {
-        let mut doomed: Vec<u64> = self
+        let mut doomed: Vec<_> = self
             .txns
             .iter()
             .filter(|(_, t)| t.agent == id)

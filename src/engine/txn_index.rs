@@ -11,7 +11,8 @@
 
 use hashbrown::HashTable;
 
-use super::slab::{self, Slab, SlabId};
+use super::ids::TxnId;
+use super::slab::{self, Slab};
 use super::txn::{Txn, TxnKey};
 
 #[derive(Debug, Clone, Copy)]
@@ -28,7 +29,7 @@ pub(crate) struct Vacancy<'a> {
 
 impl Vacancy<'_> {
     /// Index request `id` here.
-    pub(crate) fn fill(self, id: SlabId) {
+    pub(crate) fn fill(self, id: TxnId) {
         self.place.insert(Entry {
             slot: slab::slot_of(id),
             hash: self.hash,
@@ -64,7 +65,7 @@ fn widen(hash: u32) -> u64 {
 
 impl TxnIndex {
     /// The request with `key`.
-    pub(crate) fn get(&self, txns: &Slab<Txn>, key: &TxnKey) -> Option<SlabId> {
+    pub(crate) fn get(&self, txns: &Slab<Txn, TxnId>, key: &TxnKey) -> Option<TxnId> {
         let hash = hash32(key);
         let e = self.table.find(widen(hash), |e| {
             e.hash == hash && txns.by_slot(e.slot).is_some_and(|(_, t)| t.key() == *key)
@@ -72,13 +73,13 @@ impl TxnIndex {
         txns.by_slot(e.slot).map(|(id, _)| id)
     }
 
-    pub(crate) fn contains(&self, txns: &Slab<Txn>, key: &TxnKey) -> bool {
+    pub(crate) fn contains(&self, txns: &Slab<Txn, TxnId>, key: &TxnKey) -> bool {
         self.get(txns, key).is_some()
     }
 
     /// Where a request with `key` would go; `None` when one is indexed already.
     /// One probe serves both the duplicate check and the insertion.
-    pub(crate) fn vacancy(&mut self, txns: &Slab<Txn>, key: &TxnKey) -> Option<Vacancy<'_>> {
+    pub(crate) fn vacancy(&mut self, txns: &Slab<Txn, TxnId>, key: &TxnKey) -> Option<Vacancy<'_>> {
         let hash = hash32(key);
         let eq = |e: &Entry| {
             e.hash == hash && txns.by_slot(e.slot).is_some_and(|(_, t)| t.key() == *key)
@@ -90,7 +91,7 @@ impl TxnIndex {
     }
 
     /// Index request `id` (stored in `txns`, not yet indexed) under `key`.
-    pub(crate) fn insert(&mut self, key: &TxnKey, id: SlabId) {
+    pub(crate) fn insert(&mut self, key: &TxnKey, id: TxnId) {
         let entry = Entry {
             slot: slab::slot_of(id),
             hash: hash32(key),
@@ -100,7 +101,7 @@ impl TxnIndex {
     }
 
     /// Forget request `id`, indexed under `key`.
-    pub(crate) fn remove(&mut self, key: &TxnKey, id: SlabId) -> bool {
+    pub(crate) fn remove(&mut self, key: &TxnKey, id: TxnId) -> bool {
         let slot = slab::slot_of(id);
         let hash = hash32(key);
         match self.table.find_entry(widen(hash), |e| e.slot == slot) {
@@ -156,7 +157,7 @@ mod tests {
 
     #[test]
     fn finds_each_key_once_and_forgets_removed_ones() {
-        let (mut txns, mut index) = (Slab::default(), TxnIndex::default());
+        let (mut txns, mut index): (Slab<Txn, TxnId>, _) = (Slab::default(), TxnIndex::default());
         // Same TIDs under other classes and agents, so only the key tells them apart.
         let keys: Vec<(u32, u64, u8)> = (0..3_000u64)
             .flat_map(|t| [(1, t, 0x04), (1, t, 0x03), (2, (2 << 32) | t, 0x04)])
