@@ -78,7 +78,7 @@ impl Engine {
             if txn.rmpp.is_some()
                 && self
                     .send_index
-                    .get(&super::sessions::send_key(txn.agent, txn.tid, &txn.dest))
+                    .get(&super::peer::send_key(txn.agent, txn.tid, &txn.dest))
                     != Some(&id)
             {
                 return fail(format!("RMPP txn {id} missing from send_index"));
@@ -139,7 +139,7 @@ impl Engine {
                 return fail(format!("recv_last names session {sid}, not in recv_index"));
             }
         }
-        let mut peers: HashMap<super::sessions::PeerKey, usize> = HashMap::new();
+        let mut peers: HashMap<super::peer::PeerKey, usize> = HashMap::new();
         let limit =
             self.config.rmpp.max_message + self.config.rmpp.window as usize * crate::wire::MAD_SIZE;
         for (&sid, s) in &self.recv_sessions {

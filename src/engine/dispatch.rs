@@ -2,13 +2,15 @@
 //! engine's own answer to unclaimed Get/Set, and the duplicate-request filter.
 
 use super::ids::{DedupId, TxnId};
+use super::peer::{match_key, reply_addr, same_peer, PeerKey};
+use super::rmpp::is_rmpp_active;
 use super::timers::TimerKey;
 use super::txn::{TxnKey, TxnState};
 use super::{agent, smi, AgentId, Engine, Event, RecvMeta};
 use crate::time::Instant;
-use crate::types::{MadAddr, Qp, GSI_QKEY};
+use crate::types::{MadAddr, Qp};
 use crate::wire::mad::{self, MadStatus, Method, MgmtClass};
-use crate::wire::{rmpp, MAD_SIZE};
+use crate::wire::MAD_SIZE;
 
 /// The ClassPortInfo attribute (common to every class).
 const CLASS_PORT_INFO: u16 = 0x0001;
@@ -16,21 +18,20 @@ const CLASS_PORT_INFO: u16 = 0x0001;
 /// A delivered request, remembered until it is answered: what a requester's
 /// retransmission repeats and an answer's address names. Not the agent (any
 /// agent of the port may send the answer), and the peer as response matching
-/// sees it (the GID with a GRH, else the LID), as in [`super::sessions::send_key`].
+/// sees it (the GID with a GRH, else the LID), as in [`match_key`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) struct DedupKey {
     qpn: u32,
-    peer: super::sessions::PeerKey,
+    peer: PeerKey,
     tid: u64,
     class: u8,
 }
 
 impl DedupKey {
     fn new(peer: &MadAddr, tid: u64, class: u8) -> DedupKey {
-        let (_, tid, peer_key) = super::sessions::send_key(AgentId(0), tid, peer);
         DedupKey {
             qpn: peer.qpn,
-            peer: peer_key,
+            peer: match_key(peer),
             tid,
             class,
         }
@@ -45,28 +46,6 @@ impl DedupKey {
             class,
         }
     }
-}
-
-/// Whether a response from `src` can answer a request sent to `dest` (kernel
-/// `rcv_has_same_gid`): same GID when both carry a GRH, same LID when neither does.
-pub(crate) fn same_peer(dest: &MadAddr, src: &MadAddr) -> bool {
-    match (&dest.grh, &src.grh) {
-        (Some(d), Some(s)) => d.gid == s.gid,
-        (None, None) => dest.lid == src.lid,
-        _ => false,
-    }
-}
-
-/// The address to answer a MAD from `src` on `qp`.
-pub(crate) fn reply_addr(qp: Qp, src: &MadAddr) -> MadAddr {
-    MadAddr {
-        qkey: if qp == Qp::Gsi { GSI_QKEY } else { 0 },
-        ..*src
-    }
-}
-
-pub(crate) fn is_rmpp_active(mad: &[u8]) -> bool {
-    MgmtClass::from(mad[1]).is_rmpp_class() && mad[26] & rmpp::FLAG_ACTIVE != 0
 }
 
 impl Engine {

@@ -145,6 +145,7 @@ mod config;
 mod dispatch;
 mod hash;
 mod ids;
+mod peer;
 mod sessions;
 mod slab;
 mod smi;
@@ -168,6 +169,7 @@ use crate::types::{MadAddr, Qp};
 use crate::wire::MAD_SIZE;
 use crate::Result;
 use ids::{DedupId, RecvId, TxnId};
+use timers::TimerKey;
 
 /// An agent's id on its port (0..32), what `umad_register` returns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -289,7 +291,7 @@ pub struct Engine {
     /// Dedup id -> (key, the agent it was delivered to, end of its window).
     dedup_entries: hash::IdMap<DedupId, (dispatch::DedupKey, AgentId, Instant)>,
     /// RMPP sends by (agent, TID, peer) -> txn id.
-    send_index: hash::IdMap<sessions::SendKey, TxnId>,
+    send_index: hash::IdMap<peer::SendKey, TxnId>,
     /// RMPP senders that may have a segment due, polled in order.
     rmpp_ready: VecDeque<TxnId>,
     recv_sessions: hash::IdMap<RecvId, sessions::RecvSession>,
@@ -299,7 +301,7 @@ pub struct Engine {
     /// SipHash (keyed by what peers send), the largest cost of a segment.
     recv_last: Option<(sessions::RecvKey, RecvId)>,
     /// Reassemblies in progress per peer.
-    peer_active: HashMap<sessions::PeerKey, usize>,
+    peer_active: HashMap<peer::PeerKey, usize>,
     stats: EngineStats,
     /// MAD buffers of finished sends, reused so that the send path does not allocate.
     /// Boxes on purpose: they move in and out of requests and the transmit queue.
@@ -422,7 +424,11 @@ impl Engine {
     pub fn handle_timeout(&mut self, now: Instant) {
         vmad_observe!(self, "timeout", {
             while let Some(key) = self.timers.pop_due(now) {
-                self.fire(now, key);
+                match key {
+                    TimerKey::Txn(id) => self.txn_expired(now, id),
+                    TimerKey::Recv(id) => self.recv_session_timeout(now, id),
+                    TimerKey::Dedup(id) => self.dedup_expired(id),
+                }
             }
         })
     }

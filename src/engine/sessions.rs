@@ -11,8 +11,8 @@
 
 use core::time::Duration;
 
-use super::dispatch::{reply_addr, same_peer};
 use super::ids::{RecvId, TxnId};
+use super::peer::{reply_addr, same_peer, send_key, PeerKey};
 use super::rmpp::recv::Receiver;
 use super::rmpp::send::Sender;
 use super::rmpp::{format_ds_ack, Progress};
@@ -62,25 +62,6 @@ impl RecvKey {
             method,
         }
     }
-}
-
-/// A peer, for the per-peer reassembly limit.
-pub(crate) type PeerKey = (u16, Option<[u8; 16]>);
-
-/// What identifies a send session: agent, TID and the peer, as the kernel's
-/// `ib_find_send_mad` finds the send an ACK, STOP or ABORT belongs to (TID,
-/// then `rcv_has_same_gid`: the GID when there is a GRH, else the LID). Two
-/// requesters may well use the same TID; their responses are two sessions.
-pub(crate) type SendKey = (u32, u64, PeerKey);
-
-/// The [`SendKey`] of `agent`'s send with `tid` to (or an RMPP MAD from) `peer`:
-/// equal for two addresses exactly when [`same_peer`] holds.
-pub(crate) fn send_key(agent: AgentId, tid: u64, peer: &MadAddr) -> SendKey {
-    let peer = match &peer.grh {
-        Some(g) => (0, Some(g.gid)),
-        None => (peer.lid, None),
-    };
-    (agent.0, tid, peer)
 }
 
 /// One incoming RMPP transfer.
@@ -443,7 +424,7 @@ impl Engine {
         buf: &[u8; MAD_SIZE],
     ) -> bool {
         let kernel_rmpp = self.agents.get(agent).is_some_and(|a| a.kernel_rmpp());
-        if !kernel_rmpp || !super::dispatch::is_rmpp_active(buf) {
+        if !kernel_rmpp || !super::rmpp::is_rmpp_active(buf) {
             return false;
         }
         match RmppType::from(buf[25]) {

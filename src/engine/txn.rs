@@ -129,7 +129,7 @@ impl Engine {
             return Err(Error::InvalidArgument("MAD shorter than 36 bytes"));
         }
         // kernel: RMPP when the agent runs it, the class has it, and the user set Active.
-        if agent.kernel_rmpp() && super::dispatch::is_rmpp_active(bytes) {
+        if agent.kernel_rmpp() && super::rmpp::is_rmpp_active(bytes) {
             return self.send_rmpp(now, id, req);
         }
         if bytes.len() > MAD_SIZE {
@@ -220,7 +220,7 @@ impl Engine {
         self.timers.set(TimerKey::Txn(txn_id), txn.deadline, None);
         if txn.rmpp.is_some() {
             self.send_index
-                .remove(&super::sessions::send_key(txn.agent, txn.tid, &txn.dest));
+                .remove(&super::peer::send_key(txn.agent, txn.tid, &txn.dest));
         }
         if !txn.wants_response {
             return Some(txn);
@@ -293,15 +293,8 @@ impl Engine {
         self.transmit_rmpp(now, out)
     }
 
-    pub(super) fn fire(&mut self, now: Instant, key: TimerKey) {
-        match key {
-            TimerKey::Txn(txn_id) => self.txn_expired(now, txn_id),
-            TimerKey::Dedup(dedup_id) => self.dedup_expired(dedup_id),
-            TimerKey::Recv(session) => self.recv_session_timeout(now, session),
-        }
-    }
-
-    fn txn_expired(&mut self, now: Instant, txn_id: TxnId) {
+    /// The request's timer expired: retry, time it out, or let its RMPP sender act.
+    pub(super) fn txn_expired(&mut self, now: Instant, txn_id: TxnId) {
         let Some(txn) = self.txns.get_mut(txn_id) else {
             return;
         };
@@ -384,7 +377,7 @@ impl Engine {
             if let Some(txn) = self.txns.remove(txn_id) {
                 self.timers.set(TimerKey::Txn(txn_id), txn.deadline, None);
                 self.send_index
-                    .remove(&super::sessions::send_key(txn.agent, txn.tid, &txn.dest));
+                    .remove(&super::peer::send_key(txn.agent, txn.tid, &txn.dest));
                 if txn.wants_response {
                     self.txn_index.remove(&txn.key(), txn_id);
                     self.stats.outstanding -= 1;

@@ -42,7 +42,7 @@ pub(crate) mod send;
 
 use core::time::Duration;
 
-use crate::wire::mad::METHOD_RESP;
+use crate::wire::mad::{MgmtClass, METHOD_RESP};
 use crate::wire::rmpp::{self, Packet, RmppStatus, RmppType};
 use crate::wire::MAD_SIZE;
 
@@ -93,6 +93,11 @@ pub(crate) enum Progress {
         /// Whether this side still has an ABORT/STOP to send.
         notify_peer: bool,
     },
+}
+
+/// Whether `mad` is an RMPP MAD with RMPPFlags.Active set (the class has RMPP).
+pub(crate) fn is_rmpp_active(mad: &[u8]) -> bool {
+    MgmtClass::from(mad[1]).is_rmpp_class() && mad[26] & rmpp::FLAG_ACTIVE != 0
 }
 
 /// Lowest RMPPStatus an ABORT may carry (T2L).
