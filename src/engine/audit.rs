@@ -169,14 +169,7 @@ impl Engine {
             return fail(format!("peer {peer:?} has {n} reassemblies"));
         }
         // The duplicate filter: both maps agree.
-        if self.dedup.len() != self.dedup_entries.len() {
-            return fail("dedup and dedup_entries differ in size".into());
-        }
-        for (key, id) in &self.dedup {
-            if self.dedup_entries.get(id).map(|(k, _, _)| k) != Some(key) {
-                return fail(format!("dedup entry {id} disagrees"));
-            }
-        }
+        self.dedup.check()?;
         // The event queue: what peers send unasked never beyond its limit (timeout
         // reports and answers to our own requests may be: the application bounds those).
         let unasked = self

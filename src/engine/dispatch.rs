@@ -1,10 +1,9 @@
 //! Incoming MADs: validation, response matching, request routing, the
-//! engine's own answer to unclaimed Get/Set, and the duplicate-request filter.
+//! engine's own answer to unclaimed Get/Set; requests pass the duplicate filter.
 
-use super::ids::{DedupId, TxnId};
-use super::peer::{match_key, reply_addr, same_peer, PeerKey};
+use super::ids::TxnId;
+use super::peer::{reply_addr, same_peer};
 use super::rmpp::is_rmpp_active;
-use super::timers::TimerKey;
 use super::txn::{TxnKey, TxnState};
 use super::{agent, smi, AgentId, Engine, Event, RecvMeta};
 use crate::time::Instant;
@@ -14,39 +13,6 @@ use crate::wire::MAD_SIZE;
 
 /// The ClassPortInfo attribute (common to every class).
 const CLASS_PORT_INFO: u16 = 0x0001;
-
-/// A delivered request, remembered until it is answered: what a requester's
-/// retransmission repeats and an answer's address names. Not the agent (any
-/// agent of the port may send the answer), and the peer as response matching
-/// sees it (the GID with a GRH, else the LID), as in [`match_key`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) struct DedupKey {
-    qpn: u32,
-    peer: PeerKey,
-    tid: u64,
-    class: u8,
-}
-
-impl DedupKey {
-    fn new(peer: &MadAddr, tid: u64, class: u8) -> DedupKey {
-        DedupKey {
-            qpn: peer.qpn,
-            peer: match_key(peer),
-            tid,
-            class,
-        }
-    }
-
-    /// The same request named by LID alone (an answer with a GRH to a request without one).
-    fn by_lid(peer: &MadAddr, tid: u64, class: u8) -> DedupKey {
-        DedupKey {
-            qpn: peer.qpn,
-            peer: (peer.lid, None),
-            tid,
-            class,
-        }
-    }
-}
 
 impl Engine {
     pub(super) fn datagram(&mut self, now: Instant, meta: RecvMeta, bytes: &[u8]) {
@@ -211,12 +177,13 @@ impl Engine {
     ) {
         let pkt = mad::Packet::new_unchecked(&mad[..]);
         let (tid, class) = (pkt.tid(), u8::from(pkt.mgmt_class()));
-        if filtered && self.is_remembered(&src, tid, class) {
+        if filtered && self.dedup.is_remembered(&src, tid, class) {
             self.stats.dropped_duplicates += 1;
             return;
         }
         if self.deliver(agent, src, mad) && filtered {
-            self.remember_request(now, agent, &src, tid, class);
+            self.dedup
+                .remember(&mut self.timers, now, agent, &src, tid, class);
         }
     }
 
@@ -232,69 +199,5 @@ impl Engine {
     pub(super) fn deliver_answer(&mut self, agent: AgentId, addr: MadAddr, mad: Vec<u8>) {
         self.stats.delivered += 1;
         self.events.push_back(Event::Recv { agent, addr, mad });
-    }
-
-    fn is_remembered(&self, src: &MadAddr, tid: u64, class: u8) -> bool {
-        !self.config.duplicate_request_window.is_zero()
-            && self.dedup.contains_key(&DedupKey::new(src, tid, class))
-    }
-
-    /// Remember a delivered request of `agent` until it is answered or the window ends.
-    fn remember_request(
-        &mut self,
-        now: Instant,
-        agent: AgentId,
-        src: &MadAddr,
-        tid: u64,
-        class: u8,
-    ) {
-        let window = self.config.duplicate_request_window;
-        if window.is_zero() || self.dedup.len() >= self.config.max_events {
-            // Off, or a flood: stay bounded, at the price of letting its retransmissions through.
-            return;
-        }
-        let key = DedupKey::new(src, tid, class);
-        let id = DedupId(self.alloc_id());
-        let deadline = now + window;
-        self.dedup.insert(key, id);
-        self.dedup_entries.insert(id, (key, agent, deadline));
-        self.timers.set(TimerKey::Dedup(id), None, Some(deadline));
-    }
-
-    /// An answer to `peer` went out (from any agent): the request it answers is
-    /// forgotten, so that the requester's retry, should the answer be lost, is
-    /// delivered again.
-    pub(super) fn forget_request(&mut self, peer: &MadAddr, tid: u64, class: u8) {
-        let mut found = self.dedup.remove(&DedupKey::new(peer, tid, class));
-        if found.is_none() && peer.grh.is_some() {
-            found = self.dedup.remove(&DedupKey::by_lid(peer, tid, class));
-        }
-        if let Some(id) = found {
-            if let Some((_, _, deadline)) = self.dedup_entries.remove(&id) {
-                self.timers.set(TimerKey::Dedup(id), Some(deadline), None);
-            }
-        }
-    }
-
-    pub(super) fn dedup_expired(&mut self, id: DedupId) {
-        if let Some((key, _, _)) = self.dedup_entries.remove(&id) {
-            self.dedup.remove(&key);
-        }
-    }
-
-    pub(super) fn forget_agent_requests(&mut self, agent: AgentId) {
-        let mut doomed: Vec<_> = self
-            .dedup_entries
-            .iter()
-            .filter(|(_, (_, a, _))| *a == agent)
-            .map(|(&id, _)| id)
-            .collect();
-        doomed.sort_unstable();
-        for id in doomed {
-            if let Some((key, _, deadline)) = self.dedup_entries.remove(&id) {
-                self.dedup.remove(&key);
-                self.timers.set(TimerKey::Dedup(id), Some(deadline), None);
-            }
-        }
     }
 }

@@ -142,6 +142,7 @@ pub mod rmpp;
 mod agent;
 mod audit;
 mod config;
+mod dedup;
 mod dispatch;
 mod hash;
 mod ids;
@@ -168,7 +169,7 @@ use crate::time::Instant;
 use crate::types::{MadAddr, Qp};
 use crate::wire::MAD_SIZE;
 use crate::Result;
-use ids::{DedupId, RecvId, TxnId};
+use ids::{RecvId, TxnId};
 use timers::TimerKey;
 
 /// An agent's id on its port (0..32), what `umad_register` returns.
@@ -286,10 +287,8 @@ pub struct Engine {
     timers: timers::Timers,
     tx_queue: VecDeque<txn::Out>,
     events: VecDeque<Event>,
-    /// Delivered requests awaiting their response: key -> dedup id.
-    dedup: HashMap<dispatch::DedupKey, DedupId>,
-    /// Dedup id -> (key, the agent it was delivered to, end of its window).
-    dedup_entries: hash::IdMap<DedupId, (dispatch::DedupKey, AgentId, Instant)>,
+    /// Delivered requests awaiting their response.
+    dedup: dedup::DuplicateFilter,
     /// RMPP sends by (agent, TID, peer) -> txn id.
     send_index: hash::IdMap<peer::SendKey, TxnId>,
     /// RMPP senders that may have a segment due, polled in order.
@@ -316,6 +315,7 @@ impl Engine {
     /// A new engine.
     pub fn new(config: EngineConfig) -> Engine {
         let mut rng = config::SplitMix::new(config.rng_seed.unwrap_or(0));
+        let dedup = dedup::DuplicateFilter::new(config.duplicate_request_window, config.max_events);
         Engine {
             agents: agent::AgentTable::new(&mut rng),
             config,
@@ -326,8 +326,7 @@ impl Engine {
             timers: timers::Timers::default(),
             tx_queue: VecDeque::new(),
             events: VecDeque::new(),
-            dedup: HashMap::new(),
-            dedup_entries: hash::IdMap::default(),
+            dedup,
             send_index: hash::IdMap::default(),
             rmpp_ready: VecDeque::new(),
             recv_sessions: hash::IdMap::default(),
@@ -427,7 +426,7 @@ impl Engine {
                 match key {
                     TimerKey::Txn(id) => self.txn_expired(now, id),
                     TimerKey::Recv(id) => self.recv_session_timeout(now, id),
-                    TimerKey::Dedup(id) => self.dedup_expired(id),
+                    TimerKey::Dedup(id) => self.dedup.expire(id),
                 }
             }
         })
@@ -484,7 +483,8 @@ impl Engine {
         self.stats.queue_drops += 1;
         if let Ok(m) = crate::wire::mad::Packet::new_checked(&mad[..]) {
             if !m.is_response() {
-                self.forget_request(addr, m.tid(), u8::from(m.mgmt_class()));
+                self.dedup
+                    .forget(&mut self.timers, addr, m.tid(), u8::from(m.mgmt_class()));
             }
         }
     }

@@ -194,7 +194,7 @@ impl Engine {
             RmppTx::Running(Box::new(sender))
         };
         if response {
-            self.forget_request(&req.addr, tid, class);
+            self.dedup.forget(&mut self.timers, &req.addr, tid, class);
         }
         let txn_id = self.txns.insert(Txn {
             agent: id,

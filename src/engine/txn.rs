@@ -154,7 +154,7 @@ impl Engine {
             ));
         }
         if response {
-            self.forget_request(&req.addr, tid, class);
+            self.dedup.forget(&mut self.timers, &req.addr, tid, class);
         }
         if req.timeout_ms == 0 {
             self.tx_queue.push_back(Out::Raw {
@@ -387,7 +387,7 @@ impl Engine {
         let backlog = &mut self.backlogs[id.0 as usize];
         self.stats.backlog_depth -= backlog.len() as u64;
         backlog.clear();
-        self.forget_agent_requests(id);
+        self.dedup.forget_agent(&mut self.timers, id);
         self.purge_agent_sessions(id);
     }
 }
