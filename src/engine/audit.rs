@@ -44,8 +44,8 @@ impl Engine {
             .sum();
         Footprint {
             txns: self.txns.len(),
-            recv_sessions: self.recv_sessions.len(),
-            reassembly_bytes: self.recv_sessions.values().map(|s| s.buffered()).sum(),
+            recv_sessions: self.recv.len(),
+            reassembly_bytes: self.recv.buffered(),
             dedup: self.dedup.len(),
             events: self.events.len(),
             event_bytes,
@@ -131,43 +131,7 @@ impl Engine {
             }
         }
         // Receive sessions: index, table and per-peer counts agree; memory is bounded.
-        if self.recv_index.len() != self.recv_sessions.len() {
-            return fail("recv_index and recv_sessions differ in size".into());
-        }
-        if let Some((key, sid)) = self.recv_last {
-            if self.recv_index.get(&key) != Some(&sid) {
-                return fail(format!("recv_last names session {sid}, not in recv_index"));
-            }
-        }
-        let mut peers: HashMap<super::peer::PeerKey, usize> = HashMap::new();
-        let limit =
-            self.config.rmpp.max_message + self.config.rmpp.window as usize * crate::wire::MAD_SIZE;
-        for (&sid, s) in &self.recv_sessions {
-            if self.recv_index.get(&s.key()) != Some(&sid) {
-                return fail(format!("recv session {sid} missing from recv_index"));
-            }
-            if s.is_counted() {
-                *peers.entry(s.peer()).or_default() += 1;
-            }
-            if s.buffered() > limit {
-                return fail(format!(
-                    "recv session {sid} holds {} bytes (limit {limit})",
-                    s.buffered()
-                ));
-            }
-        }
-        if peers != self.peer_active {
-            return fail(format!(
-                "peer_active {:?} != counted sessions {peers:?}",
-                self.peer_active
-            ));
-        }
-        if let Some((peer, n)) = peers
-            .iter()
-            .find(|(_, &n)| n > self.config.max_reassemblies_per_peer)
-        {
-            return fail(format!("peer {peer:?} has {n} reassemblies"));
-        }
+        self.recv.check()?;
         // The duplicate filter: both maps agree.
         self.dedup.check()?;
         // The event queue: what peers send unasked never beyond its limit (timeout

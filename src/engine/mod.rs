@@ -158,7 +158,7 @@ mod txn_index;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 
 #[doc(hidden)]
 pub use audit::Footprint;
@@ -169,7 +169,7 @@ use crate::time::Instant;
 use crate::types::{MadAddr, Qp};
 use crate::wire::MAD_SIZE;
 use crate::Result;
-use ids::{RecvId, TxnId};
+use ids::TxnId;
 use timers::TimerKey;
 
 /// An agent's id on its port (0..32), what `umad_register` returns.
@@ -283,7 +283,6 @@ pub struct Engine {
     txn_index: txn_index::TxnIndex,
     /// Per agent slot: requests waiting for the outstanding limit, in send order.
     backlogs: Vec<VecDeque<TxnId>>,
-    next_id: u64,
     timers: timers::Timers,
     tx_queue: VecDeque<txn::Out>,
     events: VecDeque<Event>,
@@ -293,14 +292,8 @@ pub struct Engine {
     send_index: hash::IdMap<peer::SendKey, TxnId>,
     /// RMPP senders that may have a segment due, polled in order.
     rmpp_ready: VecDeque<TxnId>,
-    recv_sessions: hash::IdMap<RecvId, sessions::RecvSession>,
-    recv_index: HashMap<sessions::RecvKey, RecvId>,
-    /// The receive session the last DATA segment went to: the next segment
-    /// is almost always for it too, and an equal key skips `recv_index`'s
-    /// SipHash (keyed by what peers send), the largest cost of a segment.
-    recv_last: Option<(sessions::RecvKey, RecvId)>,
-    /// Reassemblies in progress per peer.
-    peer_active: HashMap<peer::PeerKey, usize>,
+    /// RMPP receive sessions.
+    recv: rmpp::receiving::RecvSessions,
     stats: EngineStats,
     /// MAD buffers of finished sends, reused so that the send path does not allocate.
     /// Boxes on purpose: they move in and out of requests and the transmit queue.
@@ -316,23 +309,20 @@ impl Engine {
     pub fn new(config: EngineConfig) -> Engine {
         let mut rng = config::SplitMix::new(config.rng_seed.unwrap_or(0));
         let dedup = dedup::DuplicateFilter::new(config.duplicate_request_window, config.max_events);
+        let recv = rmpp::receiving::RecvSessions::new(&config);
         Engine {
             agents: agent::AgentTable::new(&mut rng),
             config,
             txns: slab::Slab::default(),
             txn_index: txn_index::TxnIndex::default(),
             backlogs: vec![VecDeque::new(); agent::MAX_AGENTS],
-            next_id: 1,
             timers: timers::Timers::default(),
             tx_queue: VecDeque::new(),
             events: VecDeque::new(),
             dedup,
             send_index: hash::IdMap::default(),
             rmpp_ready: VecDeque::new(),
-            recv_sessions: hash::IdMap::default(),
-            recv_index: HashMap::new(),
-            recv_last: None,
-            peer_active: HashMap::new(),
+            recv,
             stats: EngineStats::default(),
             mad_pool: Vec::new(),
         }
@@ -425,7 +415,11 @@ impl Engine {
             while let Some(key) = self.timers.pop_due(now) {
                 match key {
                     TimerKey::Txn(id) => self.txn_expired(now, id),
-                    TimerKey::Recv(id) => self.recv_session_timeout(now, id),
+                    TimerKey::Recv(id) => {
+                        if let Some(outcome) = self.recv.timeout(&mut self.timers, now, id) {
+                            self.recv_outcome(now, outcome);
+                        }
+                    }
                     TimerKey::Dedup(id) => self.dedup.expire(id),
                 }
             }
@@ -502,7 +496,7 @@ impl Engine {
     /// RMPP sends and receives in progress (for the tracing probe).
     #[cfg(feature = "tracing")]
     pub(crate) fn rmpp_session_counts(&self) -> (usize, usize) {
-        (self.send_index.len(), self.recv_sessions.len())
+        (self.send_index.len(), self.recv.len())
     }
 
     /// The `i`th queued event (for the tracing probe).
@@ -542,11 +536,5 @@ impl Engine {
         if self.mad_pool.len() < MAD_POOL {
             self.mad_pool.push(buf);
         }
-    }
-
-    fn alloc_id(&mut self) -> u64 {
-        let id = self.next_id;
-        self.next_id += 1;
-        id
     }
 }

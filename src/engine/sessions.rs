@@ -11,9 +11,9 @@
 
 use core::time::Duration;
 
-use super::ids::{RecvId, TxnId};
-use super::peer::{reply_addr, same_peer, send_key, PeerKey};
-use super::rmpp::recv::Receiver;
+use super::ids::TxnId;
+use super::peer::{reply_addr, same_peer, send_key};
+use super::rmpp::receiving::{RecvEnd, RecvOutcome};
 use super::rmpp::send::Sender;
 use super::rmpp::{format_ds_ack, Progress};
 use super::timers::TimerKey;
@@ -21,7 +21,7 @@ use super::txn::{Out, PendingRmpp, RmppTx, Txn, TxnKey, TxnState};
 use super::{AgentId, Engine, Event, RecvMeta, SendRequest, Transmit};
 use crate::time::Instant;
 use crate::types::{MadAddr, Qp};
-use crate::wire::mad::{self, MgmtClass, METHOD_RESP};
+use crate::wire::mad::{self, MgmtClass};
 use crate::wire::rmpp::{RmppStatus, RmppType};
 use crate::wire::MAD_SIZE;
 use crate::{Error, Result};
@@ -33,68 +33,6 @@ fn is_plain_ack(buf: &[u8; MAD_SIZE]) -> bool {
     p.rmpp_type() == RmppType::Ack
         && p.rmpp_status() == RmppStatus::Success
         && p.paylen_newwin() >= p.seg_num()
-}
-
-/// What identifies a receive session (kernel `find_rmpp_recv`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) struct RecvKey {
-    agent: u32,
-    tid: u64,
-    qpn: u32,
-    lid: u16,
-    gid: Option<[u8; 16]>,
-    class: u8,
-    version: u8,
-    method: u8,
-}
-
-impl RecvKey {
-    fn new(agent: AgentId, peer: &MadAddr, hdr: &[u8], method: u8) -> RecvKey {
-        let pkt = mad::Packet::new_unchecked(hdr);
-        RecvKey {
-            agent: agent.0,
-            tid: pkt.tid(),
-            qpn: peer.qpn,
-            lid: peer.lid,
-            gid: peer.grh.map(|g| g.gid),
-            class: u8::from(pkt.mgmt_class()),
-            version: pkt.class_version(),
-            method,
-        }
-    }
-}
-
-/// One incoming RMPP transfer.
-#[derive(Debug)]
-pub(crate) struct RecvSession {
-    agent: AgentId,
-    key: RecvKey,
-    qp: Qp,
-    /// The sender, as the transport reported it.
-    src: MadAddr,
-    rx: Receiver,
-    deadline: Option<Instant>,
-    /// Counted against the peer's reassembly limit (still reassembling).
-    counted: bool,
-}
-
-impl RecvSession {
-    pub(super) fn peer(&self) -> PeerKey {
-        (self.src.lid, self.src.grh.map(|g| g.gid))
-    }
-
-    pub(super) fn key(&self) -> RecvKey {
-        self.key
-    }
-
-    pub(super) fn is_counted(&self) -> bool {
-        self.counted
-    }
-
-    /// Bytes this session holds.
-    pub(super) fn buffered(&self) -> usize {
-        self.rx.buffered()
-    }
 }
 
 impl Engine {
@@ -130,7 +68,7 @@ impl Engine {
             (u64::from(hi_tid) << 32) | (pkt.tid() & 0xffff_ffff)
         };
         pkt.set_tid(tid);
-        let (class, method) = (u8::from(class), message[3]);
+        let class = u8::from(class);
         let wants_response = req.timeout_ms != 0;
         if self.send_index.contains_key(&send_key(id, tid, &req.addr))
             || (wants_response
@@ -143,11 +81,7 @@ impl Engine {
         // A response starts from the window the requester's dual-sided ACK
         // gave the request's receive session (kernel init_newwin).
         let window_last = if response {
-            let key = RecvKey::new(id, &req.addr, &message, method & !METHOD_RESP);
-            self.recv_index
-                .get(&key)
-                .and_then(|sid| self.recv_sessions.get(sid))
-                .map_or(1, |s| s.rx.reply_window())
+            self.recv.reply_window(id, &req.addr, &message)
         } else {
             1
         };
@@ -428,7 +362,14 @@ impl Engine {
             return false;
         }
         match RmppType::from(buf[25]) {
-            RmppType::Data => self.rmpp_data(now, agent, meta, buf),
+            RmppType::Data => {
+                let outcome =
+                    self.recv
+                        .data(&mut self.timers, &mut self.stats, now, agent, meta, buf);
+                if let Some(outcome) = outcome {
+                    self.recv_outcome(now, outcome);
+                }
+            }
             RmppType::Ack | RmppType::Stop | RmppType::Abort => {
                 self.rmpp_control(now, agent, meta, buf)
             }
@@ -475,126 +416,34 @@ impl Engine {
                 return;
             }
         }
-        let key = RecvKey::new(agent, &meta.src, &buf[..], buf[3]);
-        let Some(&sid) = self.recv_index.get(&key) else {
-            self.stats.dropped_rmpp_unknown += 1;
-            return;
-        };
-        let Some(session) = self.recv_sessions.get_mut(&sid) else {
-            return;
-        };
-        let progress = session.rx.handle_rmpp(now, &buf[..]);
-        self.recv_progress(now, sid, progress);
+        let outcome = self
+            .recv
+            .control(&mut self.timers, &mut self.stats, now, agent, meta, buf);
+        if let Some(outcome) = outcome {
+            self.recv_outcome(now, outcome);
+        }
     }
 
-    /// A DATA segment: to its session, or the first one starts a session.
-    fn rmpp_data(&mut self, now: Instant, agent: AgentId, meta: RecvMeta, buf: &[u8; MAD_SIZE]) {
-        let key = RecvKey::new(agent, &meta.src, &buf[..], buf[3]);
-        let found = match self.recv_last {
-            Some((last, sid)) if last == key => Some(sid),
-            _ => self.recv_index.get(&key).copied(),
-        };
-        if let Some(sid) = found {
-            self.recv_last = Some((key, sid));
-            if let Some(session) = self.recv_sessions.get_mut(&sid) {
-                let dropped = |rx: &Receiver| {
-                    let s = rx.stats();
-                    s.out_of_window + s.duplicates
-                };
-                let before = dropped(&session.rx);
-                let progress = session.rx.handle_data(now, &buf[..]);
-                self.stats.dropped_rmpp_segments += dropped(&session.rx) - before;
-                // Most segments change nothing the engine acts on: still
-                // running, no reply due, the same deadline.
-                if progress == Progress::Pending
-                    && !session.rx.has_reply()
-                    && session.deadline == session.rx.deadline()
-                {
-                    return;
-                }
-                self.recv_progress(now, sid, progress);
-            }
-            return;
-        }
-        let peer: PeerKey = (meta.src.lid, meta.src.grh.map(|g| g.gid));
-        let active = self.peer_active.get(&peer).copied().unwrap_or(0);
-        let total: usize = self.peer_active.values().sum();
-        if active >= self.config.max_reassemblies_per_peer || total >= self.config.max_reassemblies
-        {
-            self.stats.dropped_rmpp_limit += 1;
-            return;
-        }
-        let (rx, progress) = Receiver::new(now, &buf[..], &self.config.rmpp);
-        if let Progress::Failed {
-            notify_peer: false, ..
-        } = progress
-        {
-            self.stats.dropped_rmpp_unknown += 1;
-            return;
-        }
-        let sid = RecvId(self.alloc_id());
-        self.recv_index.insert(key, sid);
-        self.recv_last = Some((key, sid));
-        self.recv_sessions.insert(
-            sid,
-            RecvSession {
-                agent,
-                key,
-                qp: meta.qp,
-                src: meta.src,
-                rx,
-                deadline: None,
-                counted: true,
-            },
-        );
-        *self.peer_active.entry(peer).or_insert(0) += 1;
-        self.recv_progress(now, sid, progress);
-    }
-
-    /// Act on a receiver's progress: send its replies, deliver, end it.
-    fn recv_progress(&mut self, now: Instant, sid: RecvId, progress: Progress) {
-        let Some(session) = self.recv_sessions.get_mut(&sid) else {
-            return;
-        };
-        let (agent, qp, src) = (session.agent, session.qp, session.src);
-        let dest = reply_addr(qp, &src);
-        // A receiver holds at most one reply; most segments owe none.
-        let reply = session.rx.take_reply();
-        let message = match progress {
-            Progress::Complete => session.rx.take_message(),
-            _ => None,
-        };
-        let finished = !matches!(progress, Progress::Pending);
-        let uncount = finished && core::mem::replace(&mut session.counted, false);
-        let peer = session.peer();
-        let new_deadline = session.rx.deadline();
-        let old_deadline = core::mem::replace(&mut session.deadline, new_deadline);
-        self.timers
-            .set(TimerKey::Recv(sid), old_deadline, new_deadline);
+    /// Act on what a receive session asks: send its reply, deliver its
+    /// message, report its abort.
+    pub(super) fn recv_outcome(&mut self, now: Instant, outcome: RecvOutcome) {
+        let RecvOutcome {
+            agent,
+            qp,
+            src,
+            reply,
+            end,
+        } = outcome;
         if let Some(reply) = reply {
-            self.queue_raw(Some(agent), qp, dest, reply);
+            self.queue_raw(Some(agent), qp, reply_addr(qp, &src), reply);
         }
-        if uncount {
-            if let Some(n) = self.peer_active.get_mut(&peer) {
-                *n -= 1;
-                if *n == 0 {
-                    self.peer_active.remove(&peer);
-                }
+        match end {
+            RecvEnd::Running => {}
+            RecvEnd::Delivered(message) => {
+                self.stats.rmpp_reassembled += 1;
+                self.rmpp_deliver(now, agent, src, message);
             }
-        }
-        match progress {
-            Progress::Pending => {}
-            Progress::Complete => {
-                if let Some(message) = message {
-                    self.stats.rmpp_reassembled += 1;
-                    self.rmpp_deliver(now, agent, src, message);
-                }
-            }
-            Progress::Failed { status, .. } => {
-                let tid = self.recv_sessions.get(&sid).map_or(0, |s| s.key.tid);
-                self.drop_recv_session(sid);
-                self.rmpp_aborted(agent, tid, status, false);
-            }
+            RecvEnd::Aborted { tid, status } => self.rmpp_aborted(agent, tid, status, false),
         }
     }
 
@@ -614,52 +463,5 @@ impl Engine {
         }
         let filtered = pkt.method() != mad::Method::Send;
         self.deliver_request(now, agent, src, message, filtered);
-    }
-
-    pub(super) fn recv_session_timeout(&mut self, now: Instant, sid: RecvId) {
-        let Some(session) = self.recv_sessions.get_mut(&sid) else {
-            return;
-        };
-        session.deadline = None;
-        let lingering = session.rx.is_lingering();
-        let progress = session.rx.handle_timeout(now);
-        if lingering && progress == Progress::Complete {
-            self.drop_recv_session(sid);
-            return;
-        }
-        self.recv_progress(now, sid, progress);
-    }
-
-    fn drop_recv_session(&mut self, sid: RecvId) {
-        let Some(session) = self.recv_sessions.remove(&sid) else {
-            return;
-        };
-        self.recv_index.remove(&session.key);
-        if self.recv_last.is_some_and(|(_, last)| last == sid) {
-            self.recv_last = None;
-        }
-        self.timers.set(TimerKey::Recv(sid), session.deadline, None);
-        if session.counted {
-            let peer = session.peer();
-            if let Some(n) = self.peer_active.get_mut(&peer) {
-                *n -= 1;
-                if *n == 0 {
-                    self.peer_active.remove(&peer);
-                }
-            }
-        }
-    }
-
-    pub(super) fn purge_agent_sessions(&mut self, agent: AgentId) {
-        let mut doomed: Vec<_> = self
-            .recv_sessions
-            .iter()
-            .filter(|(_, s)| s.agent == agent)
-            .map(|(&sid, _)| sid)
-            .collect();
-        doomed.sort_unstable();
-        for sid in doomed {
-            self.drop_recv_session(sid);
-        }
     }
 }

@@ -388,6 +388,6 @@ impl Engine {
         self.stats.backlog_depth -= backlog.len() as u64;
         backlog.clear();
         self.dedup.forget_agent(&mut self.timers, id);
-        self.purge_agent_sessions(id);
+        self.recv.purge_agent(&mut self.timers, id);
     }
 }

@@ -37,6 +37,7 @@
 //!   `Receiver::reply_window` (1 unless such an ACK said otherwise), which is
 //!   the `window_last` for the response's `Sender` (kernel `init_newwin`).
 
+pub(crate) mod receiving;
 pub(crate) mod recv;
 pub(crate) mod send;
 
