@@ -23,8 +23,6 @@ pub(crate) struct Agent {
     /// A serial unique to this registration, so queued work of an agent that
     /// was unregistered (and whose slot was reused) is recognised as stale.
     pub(crate) serial: u64,
-    /// Requests in flight (not counting the backlog).
-    pub(crate) active: usize,
 }
 
 impl Agent {
@@ -54,10 +52,6 @@ impl AgentTable {
 
     pub(crate) fn get(&self, id: AgentId) -> Option<&Agent> {
         self.slots.get(id.0 as usize).and_then(Option::as_ref)
-    }
-
-    pub(crate) fn get_mut(&mut self, id: AgentId) -> Option<&mut Agent> {
-        self.slots.get_mut(id.0 as usize).and_then(Option::as_mut)
     }
 
     /// The agent whose requests carry this TID high word.
@@ -94,7 +88,6 @@ impl AgentTable {
             spec,
             hi_tid,
             serial: self.next_serial,
-            active: 0,
         });
         self.next_serial += 1;
         Ok(AgentId(slot as u32))

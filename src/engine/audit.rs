@@ -2,9 +2,6 @@
 //! ([`Footprint`]) and whether its tables agree with each other
 //! ([`Engine::check_invariants`]). Not part of the stable API.
 
-use std::collections::HashMap;
-
-use super::txn::TxnState;
 use super::{Engine, Event};
 
 /// How much one engine holds right now. Every field is bounded by the
@@ -62,19 +59,9 @@ impl Engine {
     #[doc(hidden)]
     pub fn check_invariants(&self) -> Result<(), String> {
         let fail = |what: String| Err(what);
-        // Requests: the index and the table agree, and the gauge counts them.
-        let mut wanting = 0u64;
-        let mut active: HashMap<u32, usize> = HashMap::new();
+        // Requests: the index and the table agree, and the gauges count them.
+        self.txns.check(&self.timers, &self.stats)?;
         for (id, txn) in self.txns.iter() {
-            if txn.wants_response {
-                wanting += 1;
-                if self.txn_index.get(&self.txns, &txn.key()) != Some(id) {
-                    return fail(format!("txn {id} missing from txn_index"));
-                }
-                if txn.state != TxnState::Backlog {
-                    *active.entry(txn.agent.0).or_default() += 1;
-                }
-            }
             if txn.rmpp.is_some()
                 && self
                     .send_index
@@ -86,48 +73,10 @@ impl Engine {
             if self.agents.get(txn.agent).is_none() {
                 return fail(format!("txn {id} of unregistered agent {}", txn.agent.0));
             }
-            if txn.deadline.is_some() != self.timers.contains(super::timers::TimerKey::Txn(id)) {
-                return fail(format!("txn {id} deadline and timer disagree"));
-            }
-        }
-        if self.txn_index.len() as u64 != wanting || self.stats.outstanding != wanting {
-            return fail(format!(
-                "txn_index {} / outstanding {} / txns wanting a response {wanting}",
-                self.txn_index.len(),
-                self.stats.outstanding
-            ));
         }
         for (key, id) in &self.send_index {
             if self.txns.get(*id).is_none_or(|t| t.rmpp.is_none()) {
                 return fail(format!("send_index {key:?} points at no RMPP txn"));
-            }
-        }
-        for (slot, agent) in (0..super::agent::MAX_AGENTS).filter_map(|i| {
-            let id = super::AgentId(i as u32);
-            Some((i, self.agents.get(id)?))
-        }) {
-            let want = active.get(&(slot as u32)).copied().unwrap_or(0);
-            if agent.active != want {
-                return fail(format!(
-                    "agent {slot}: active {} but {want} txns in flight",
-                    agent.active
-                ));
-            }
-        }
-        let depth: usize = self.backlogs.iter().map(|b| b.len()).sum();
-        if depth as u64 != self.stats.backlog_depth {
-            return fail(format!(
-                "backlog depth {depth} != gauge {}",
-                self.stats.backlog_depth
-            ));
-        }
-        for id in self.backlogs.iter().flatten() {
-            if !self
-                .txns
-                .get(*id)
-                .is_some_and(|t| t.state == TxnState::Backlog)
-            {
-                return fail(format!("backlog holds txn {id} not in Backlog state"));
             }
         }
         // Receive sessions: index, table and per-peer counts agree; memory is bounded.

@@ -1,10 +1,8 @@
 //! Incoming MADs: validation, response matching, request routing, the
 //! engine's own answer to unclaimed Get/Set; requests pass the duplicate filter.
 
-use super::ids::TxnId;
-use super::peer::{reply_addr, same_peer};
+use super::peer::reply_addr;
 use super::rmpp::is_rmpp_active;
-use super::txn::{TxnKey, TxnState};
 use super::{agent, smi, AgentId, Engine, Event, RecvMeta};
 use crate::time::Instant;
 use crate::types::{MadAddr, Qp};
@@ -114,7 +112,7 @@ impl Engine {
     fn recv_response(&mut self, now: Instant, agent: AgentId, meta: RecvMeta, buf: [u8; MAD_SIZE]) {
         let pkt = mad::Packet::new_unchecked(&buf[..]);
         let (tid, class) = (pkt.tid(), u8::from(pkt.mgmt_class()));
-        if let Some(txn_id) = self.match_response(agent, tid, class, &meta.src) {
+        if let Some(txn_id) = self.txns.match_response(agent, tid, class, &meta.src) {
             if let Some(txn) = self.finish_txn(now, txn_id) {
                 self.recycle(txn.mad);
             }
@@ -129,26 +127,6 @@ impl Engine {
             return;
         }
         self.stats.unmatched_responses += 1;
-    }
-
-    /// The outstanding request (sent or still queued: the kernel's EARLY_RESP)
-    /// this response answers: same TID and class, and the same peer unless DR.
-    pub(super) fn match_response(
-        &self,
-        agent: AgentId,
-        tid: u64,
-        class: u8,
-        src: &MadAddr,
-    ) -> Option<TxnId> {
-        let txn_id = self
-            .txn_index
-            .get(&self.txns, &TxnKey::new(agent, tid, class))?;
-        let txn = self.txns.get(txn_id)?;
-        if txn.state == TxnState::Backlog {
-            return None;
-        }
-        let dr = MgmtClass::from(class) == MgmtClass::SubnDirectedRoute;
-        (dr || same_peer(&txn.dest, src)).then_some(txn_id)
     }
 
     pub(super) fn recv_request(

@@ -146,6 +146,7 @@ mod dedup;
 mod dispatch;
 mod hash;
 mod ids;
+mod outgoing;
 mod peer;
 mod sessions;
 mod slab;
@@ -277,12 +278,8 @@ pub enum Event {
 pub struct Engine {
     config: EngineConfig,
     agents: agent::AgentTable,
-    /// Outstanding requests by slab id (a stale id finds nothing).
-    txns: slab::Slab<txn::Txn, TxnId>,
-    /// (agent, TID, class) -> txn id, for response matching and duplicate sends.
-    txn_index: txn_index::TxnIndex,
-    /// Per agent slot: requests waiting for the outstanding limit, in send order.
-    backlogs: Vec<VecDeque<TxnId>>,
+    /// Outstanding requests and RMPP sends.
+    txns: txn::TxnTable,
     timers: timers::Timers,
     tx_queue: VecDeque<txn::Out>,
     events: VecDeque<Event>,
@@ -312,10 +309,8 @@ impl Engine {
         let recv = rmpp::receiving::RecvSessions::new(&config);
         Engine {
             agents: agent::AgentTable::new(&mut rng),
+            txns: txn::TxnTable::new(config.max_outstanding_per_agent),
             config,
-            txns: slab::Slab::default(),
-            txn_index: txn_index::TxnIndex::default(),
-            backlogs: vec![VecDeque::new(); agent::MAX_AGENTS],
             timers: timers::Timers::default(),
             tx_queue: VecDeque::new(),
             events: VecDeque::new(),

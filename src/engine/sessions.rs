@@ -71,10 +71,7 @@ impl Engine {
         let class = u8::from(class);
         let wants_response = req.timeout_ms != 0;
         if self.send_index.contains_key(&send_key(id, tid, &req.addr))
-            || (wants_response
-                && self
-                    .txn_index
-                    .contains(&self.txns, &TxnKey::new(id, tid, class)))
+            || (wants_response && self.txns.find(&TxnKey::new(id, tid, class)).is_some())
         {
             return Err(Error::DuplicateRequest(tid));
         }
@@ -94,8 +91,7 @@ impl Engine {
         let mut first = Box::new([0u8; MAD_SIZE]);
         let n = message.len().min(MAD_SIZE);
         first[..n].copy_from_slice(&message[..n]);
-        let limit = self.config.max_outstanding_per_agent;
-        let backlogged = wants_response && limit != 0 && agent.active >= limit;
+        let backlogged = wants_response && self.txns.at_limit(id);
         let cfg = self.config.rmpp;
         // Sender::new validates; a backlogged send validates on a copy and
         // gets its real sender (and timers) when admitted.
@@ -130,7 +126,7 @@ impl Engine {
         if response {
             self.dedup.forget(&mut self.timers, &req.addr, tid, class);
         }
-        let txn_id = self.txns.insert(Txn {
+        let txn = Txn {
             agent: id,
             tid,
             class,
@@ -143,11 +139,10 @@ impl Engine {
             deadline: None,
             wants_response,
             rmpp: Some(rmpp),
-        });
+        };
+        let txn_id = self.txns.insert_rmpp(txn, &mut self.stats);
         self.send_index.insert(send_key(id, tid, &req.addr), txn_id);
         if wants_response {
-            self.txn_index.insert(&TxnKey::new(id, tid, class), txn_id);
-            self.stats.outstanding += 1;
             self.admit(now, id, txn_id);
         } else {
             self.start_rmpp_send(now, txn_id);
@@ -452,7 +447,7 @@ impl Engine {
         let pkt = mad::Packet::new_unchecked(&message[..]);
         let (tid, class) = (pkt.tid(), u8::from(pkt.mgmt_class()));
         if pkt.is_response() {
-            match self.match_response(agent, tid, class, &src) {
+            match self.txns.match_response(agent, tid, class, &src) {
                 Some(txn_id) => {
                     self.finish_txn(now, txn_id);
                     self.deliver_answer(agent, src, message);

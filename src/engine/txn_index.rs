@@ -13,7 +13,30 @@ use hashbrown::HashTable;
 
 use super::ids::TxnId;
 use super::slab::{self, Slab};
-use super::txn::{Txn, TxnKey};
+use super::AgentId;
+
+/// What identifies an outstanding request: agent, full TID, class.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct TxnKey {
+    pub(crate) agent: u32,
+    pub(crate) tid: u64,
+    pub(crate) class: u8,
+}
+
+impl TxnKey {
+    pub(crate) fn new(agent: AgentId, tid: u64, class: u8) -> TxnKey {
+        TxnKey {
+            agent: agent.0,
+            tid,
+            class,
+        }
+    }
+}
+
+/// A request the index finds: its key is compared in the request table.
+pub(crate) trait Keyed {
+    fn key(&self) -> TxnKey;
+}
 
 #[derive(Debug, Clone, Copy)]
 struct Entry {
@@ -65,7 +88,7 @@ fn widen(hash: u32) -> u64 {
 
 impl TxnIndex {
     /// The request with `key`.
-    pub(crate) fn get(&self, txns: &Slab<Txn, TxnId>, key: &TxnKey) -> Option<TxnId> {
+    pub(crate) fn get<T: Keyed>(&self, txns: &Slab<T, TxnId>, key: &TxnKey) -> Option<TxnId> {
         let hash = hash32(key);
         let e = self.table.find(widen(hash), |e| {
             e.hash == hash && txns.by_slot(e.slot).is_some_and(|(_, t)| t.key() == *key)
@@ -73,13 +96,18 @@ impl TxnIndex {
         txns.by_slot(e.slot).map(|(id, _)| id)
     }
 
-    pub(crate) fn contains(&self, txns: &Slab<Txn, TxnId>, key: &TxnKey) -> bool {
+    #[cfg(test)]
+    pub(crate) fn contains<T: Keyed>(&self, txns: &Slab<T, TxnId>, key: &TxnKey) -> bool {
         self.get(txns, key).is_some()
     }
 
     /// Where a request with `key` would go; `None` when one is indexed already.
     /// One probe serves both the duplicate check and the insertion.
-    pub(crate) fn vacancy(&mut self, txns: &Slab<Txn, TxnId>, key: &TxnKey) -> Option<Vacancy<'_>> {
+    pub(crate) fn vacancy<T: Keyed>(
+        &mut self,
+        txns: &Slab<T, TxnId>,
+        key: &TxnKey,
+    ) -> Option<Vacancy<'_>> {
         let hash = hash32(key);
         let eq = |e: &Entry| {
             e.hash == hash && txns.by_slot(e.slot).is_some_and(|(_, t)| t.key() == *key)
@@ -131,28 +159,19 @@ impl TxnIndex {
 
 #[cfg(test)]
 mod tests {
-    use core::time::Duration;
-
     use super::*;
-    use crate::engine::txn::TxnState;
-    use crate::engine::AgentId;
-    use crate::types::{MadAddr, Qp};
+
+    /// A request as the index sees it.
+    struct Txn(TxnKey);
+
+    impl Keyed for Txn {
+        fn key(&self) -> TxnKey {
+            self.0
+        }
+    }
 
     fn txn(agent: u32, tid: u64, class: u8) -> Txn {
-        Txn {
-            agent: AgentId(agent),
-            tid,
-            class,
-            qp: Qp::Gsi,
-            dest: MadAddr::default(),
-            mad: Box::new([0; crate::wire::MAD_SIZE]),
-            timeout: Duration::ZERO,
-            retries_left: 0,
-            state: TxnState::Waiting,
-            deadline: None,
-            wants_response: true,
-            rmpp: None,
-        }
+        Txn(TxnKey::new(AgentId(agent), tid, class))
     }
 
     #[test]
