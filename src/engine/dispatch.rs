@@ -61,11 +61,11 @@ impl Engine {
         if response {
             return self.agents.by_hi_tid((pkt.tid() >> 32) as u32);
         }
-        let (class, version) = (u8::from(pkt.mgmt_class()), pkt.class_version());
+        let (class, version) = (pkt.mgmt_class(), pkt.class_version());
         if version >= agent::MAX_CLASS_VERSION {
             return None;
         }
-        let oui = if pkt.mgmt_class().is_vendor_range2() {
+        let oui = if class.is_vendor_range2() {
             u32::from_be_bytes([0, buf[37], buf[38], buf[39]])
         } else {
             0

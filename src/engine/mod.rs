@@ -168,6 +168,7 @@ pub use stats::EngineStats;
 
 use crate::time::Instant;
 use crate::types::{MadAddr, Qp};
+use crate::wire::mad::MgmtClass;
 use crate::wire::MAD_SIZE;
 use crate::Result;
 use ids::TxnId;
@@ -183,7 +184,7 @@ pub struct AgentSpec {
     /// The QP: SMI for classes 0x01/0x81, GSI otherwise.
     pub qp: Qp,
     /// Management class.
-    pub mgmt_class: u8,
+    pub mgmt_class: MgmtClass,
     /// Class version.
     pub class_version: u8,
     /// 0 (no RMPP) or 1.

@@ -40,7 +40,7 @@ fn run(name: &str, loss: f64, n: u32, retries: u32) -> (Port, u32, u32) {
     let agent = port
         .register(AgentSpec {
             qp: Qp::Gsi,
-            mgmt_class: 0x04,
+            mgmt_class: 0x04.into(),
             class_version: 1,
             rmpp_version: 0,
             method_mask: [0, 0],
