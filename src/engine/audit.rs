@@ -64,9 +64,9 @@ impl Engine {
         for (id, txn) in self.txns.iter() {
             if txn.rmpp.is_some()
                 && self
-                    .send_index
+                    .rmpp_sends
                     .get(&super::peer::send_key(txn.agent, txn.tid, &txn.dest))
-                    != Some(&id)
+                    != Some(id)
             {
                 return fail(format!("RMPP txn {id} missing from send_index"));
             }
@@ -74,7 +74,7 @@ impl Engine {
                 return fail(format!("txn {id} of unregistered agent {}", txn.agent.0));
             }
         }
-        for (key, id) in &self.send_index {
+        for (key, id) in self.rmpp_sends.iter() {
             if self.txns.get(*id).is_none_or(|t| t.rmpp.is_none()) {
                 return fail(format!("send_index {key:?} points at no RMPP txn"));
             }

@@ -171,7 +171,6 @@ use crate::types::{MadAddr, Qp};
 use crate::wire::mad::MgmtClass;
 use crate::wire::MAD_SIZE;
 use crate::Result;
-use ids::TxnId;
 use timers::TimerKey;
 
 /// An agent's id on its port (0..32), what `umad_register` returns.
@@ -286,10 +285,8 @@ pub struct Engine {
     events: VecDeque<Event>,
     /// Delivered requests awaiting their response.
     dedup: dedup::DuplicateFilter,
-    /// RMPP sends by (agent, TID, peer) -> txn id.
-    send_index: hash::IdMap<peer::SendKey, TxnId>,
-    /// RMPP senders that may have a segment due, polled in order.
-    rmpp_ready: VecDeque<TxnId>,
+    /// RMPP send sessions (their senders live in `txns`).
+    rmpp_sends: rmpp::sending::RmppSends,
     /// RMPP receive sessions.
     recv: rmpp::receiving::RecvSessions,
     stats: EngineStats,
@@ -316,8 +313,7 @@ impl Engine {
             tx_queue: VecDeque::new(),
             events: VecDeque::new(),
             dedup,
-            send_index: hash::IdMap::default(),
-            rmpp_ready: VecDeque::new(),
+            rmpp_sends: rmpp::sending::RmppSends::default(),
             recv,
             stats: EngineStats::default(),
             mad_pool: Vec::new(),
@@ -492,7 +488,7 @@ impl Engine {
     /// RMPP sends and receives in progress (for the tracing probe).
     #[cfg(feature = "tracing")]
     pub(crate) fn rmpp_session_counts(&self) -> (usize, usize) {
-        (self.send_index.len(), self.recv.len())
+        (self.rmpp_sends.len(), self.recv.len())
     }
 
     /// The `i`th queued event (for the tracing probe).

@@ -6,7 +6,6 @@
 use core::time::Duration;
 
 use super::ids::TxnId;
-use super::peer::send_key;
 use super::txn::{Admitted, Expired, Out, Txn, TxnKey, TxnState};
 use super::{smi, AgentId, Engine, Event, SendRequest, Transmit};
 use crate::time::Instant;
@@ -106,8 +105,7 @@ impl Engine {
             .txns
             .finish(&mut self.timers, &mut self.stats, txn_id)?;
         if txn.rmpp.is_some() {
-            self.send_index
-                .remove(&send_key(txn.agent, txn.tid, &txn.dest));
+            self.rmpp_sends.remove(&txn);
         }
         if let Some(next) = next {
             self.admit(now, txn.agent, next);
@@ -201,8 +199,7 @@ impl Engine {
     /// Drop everything of an unregistered agent, silently (the kernel flushes).
     pub(super) fn purge_agent(&mut self, id: AgentId) {
         for txn in self.txns.purge_agent(&mut self.timers, &mut self.stats, id) {
-            self.send_index
-                .remove(&send_key(txn.agent, txn.tid, &txn.dest));
+            self.rmpp_sends.remove(&txn);
         }
         self.dedup.forget_agent(&mut self.timers, id);
         self.recv.purge_agent(&mut self.timers, id);

@@ -1,22 +1,16 @@
-//! RMPP integration: session tables keyed as the kernel keys them, dispatch
-//! of RMPP MADs to the sender and receiver machines (`rmpp::send`,
-//! `rmpp::recv`), addressing of what they emit, and delivery of reassembled
-//! messages.
-//!
-//! Send sessions live inside their transaction (`Txn::rmpp`) and are found by
-//! (agent, TID, peer); receive sessions by (agent, TID, source QPN, LID/GID, class,
-//! class version, method). Receivers' ACKs go straight to the transmit queue;
-//! senders are polled lazily from `rmpp_ready`, so a window of segments is
-//! never copied ahead of the transport.
+//! The engine's RMPP side: sending an RMPP message, routing incoming RMPP
+//! MADs to the send sessions (`rmpp::sending`) or receive sessions
+//! (`rmpp::receiving`), and acting on what they return: replies to address
+//! and queue, requests to finish or time out, messages to deliver, aborts to
+//! report.
 
 use core::time::Duration;
 
 use super::ids::TxnId;
-use super::peer::{reply_addr, same_peer, send_key};
+use super::peer::reply_addr;
 use super::rmpp::receiving::{RecvEnd, RecvOutcome};
 use super::rmpp::send::Sender;
-use super::rmpp::{format_ds_ack, Progress};
-use super::timers::TimerKey;
+use super::rmpp::sending::{Reply, SendStep};
 use super::txn::{Out, PendingRmpp, RmppTx, Txn, TxnKey, TxnState};
 use super::{AgentId, Engine, Event, RecvMeta, SendRequest, Transmit};
 use crate::time::Instant;
@@ -25,15 +19,6 @@ use crate::wire::mad::{self, MgmtClass};
 use crate::wire::rmpp::{RmppStatus, RmppType};
 use crate::wire::MAD_SIZE;
 use crate::{Error, Result};
-
-/// An ACK with status 0 whose NewWindowLast is not below its segment (what
-/// the kernel's `process_rmpp_ack` takes further than its ABORTs).
-fn is_plain_ack(buf: &[u8; MAD_SIZE]) -> bool {
-    let p = crate::wire::rmpp::Packet::new_unchecked(&buf[..]);
-    p.rmpp_type() == RmppType::Ack
-        && p.rmpp_status() == RmppStatus::Success
-        && p.paylen_newwin() >= p.seg_num()
-}
 
 impl Engine {
     /// `send` for an agent running RMPP in the engine, with RMPPFlags.Active set.
@@ -70,7 +55,7 @@ impl Engine {
         pkt.set_tid(tid);
         let class = u8::from(class);
         let wants_response = req.timeout_ms != 0;
-        if self.send_index.contains_key(&send_key(id, tid, &req.addr))
+        if self.rmpp_sends.contains(id, tid, &req.addr)
             || (wants_response && self.txns.find(&TxnKey::new(id, tid, class)).is_some())
         {
             return Err(Error::DuplicateRequest(tid));
@@ -141,7 +126,7 @@ impl Engine {
             rmpp: Some(rmpp),
         };
         let txn_id = self.txns.insert_rmpp(txn, &mut self.stats);
-        self.send_index.insert(send_key(id, tid, &req.addr), txn_id);
+        self.rmpp_sends.insert(id, tid, &req.addr, txn_id);
         if wants_response {
             self.admit(now, id, txn_id);
         } else {
@@ -150,56 +135,15 @@ impl Engine {
         Ok(())
     }
 
-    /// Start an admitted RMPP send (building its sender if it waited in the
-    /// backlog) and offer it to `poll_transmit`.
+    /// Start an admitted RMPP send and offer it to `poll_transmit`.
     pub(super) fn start_rmpp_send(&mut self, now: Instant, txn_id: TxnId) {
-        let cfg = self.config.rmpp;
-        let Some(txn) = self.txns.get_mut(txn_id) else {
-            return;
-        };
-        if let Some(RmppTx::Pending(pending)) =
-            txn.rmpp.take_if(|r| matches!(r, RmppTx::Pending(_)))
+        let config = self.config.rmpp;
+        if !self
+            .rmpp_sends
+            .start(&mut self.txns, &mut self.timers, &config, now, txn_id)
         {
-            let PendingRmpp {
-                message,
-                hdr_len,
-                window_last,
-                ack_timeout,
-            } = *pending;
-            match Sender::new(
-                now,
-                message,
-                hdr_len,
-                window_last,
-                ack_timeout,
-                txn.retries_left,
-                &cfg,
-            ) {
-                Ok(sender) => txn.rmpp = Some(RmppTx::Running(Box::new(sender))),
-                // Validated in send_rmpp; never leak the transaction all the same.
-                Err(_) => {
-                    txn.rmpp = Some(RmppTx::Done);
-                    self.finish_txn(now, txn_id);
-                    return;
-                }
-            }
+            self.finish_txn(now, txn_id);
         }
-        txn.state = TxnState::RmppSending;
-        self.rmpp_ready.push_back(txn_id);
-        self.sync_txn_timer(txn_id);
-    }
-
-    /// Point the transaction's timer at its sender's deadline.
-    fn sync_txn_timer(&mut self, txn_id: TxnId) {
-        let Some(txn) = self.txns.get_mut(txn_id) else {
-            return;
-        };
-        let new = match &txn.rmpp {
-            Some(RmppTx::Running(s)) => s.deadline(),
-            _ => return,
-        };
-        let old = core::mem::replace(&mut txn.deadline, new);
-        self.timers.set(TimerKey::Txn(txn_id), old, new);
     }
 
     /// The next DATA segment (or ABORT) of a sender with something due.
@@ -208,103 +152,42 @@ impl Engine {
         now: Instant,
         out: &mut [u8; MAD_SIZE],
     ) -> Option<Transmit> {
-        while let Some(&txn_id) = self.rmpp_ready.front() {
-            let sent = match self.txns.get_mut(txn_id) {
-                Some(
-                    txn @ Txn {
-                        rmpp: Some(RmppTx::Running(_)),
-                        ..
-                    },
-                ) => {
-                    let timeout_ms = txn.transmit_timeout_ms();
-                    let (qp, dest) = (txn.qp, txn.dest);
-                    let Some(RmppTx::Running(sender)) = &mut txn.rmpp else {
-                        unreachable!("matched above");
-                    };
-                    sender.poll_transmit(now, out).then_some(Transmit {
-                        qp,
-                        dest,
-                        len: MAD_SIZE,
-                        timeout_ms,
-                    })
-                }
-                _ => None,
-            };
-            match sent {
-                Some(tx) => {
-                    self.sync_txn_timer(txn_id);
-                    self.stats.sent += 1;
-                    return Some(tx);
-                }
-                None => {
-                    self.rmpp_ready.pop_front();
-                }
-            }
-        }
-        None
+        let tx = self
+            .rmpp_sends
+            .poll_transmit(&mut self.txns, &mut self.timers, now, out)?;
+        self.stats.sent += 1;
+        Some(tx)
     }
 
     /// The sender's ACK timer expired.
     pub(super) fn rmpp_send_timeout(&mut self, now: Instant, txn_id: TxnId) {
-        let progress = match self.txns.get_mut(txn_id) {
-            Some(Txn {
-                rmpp: Some(RmppTx::Running(sender)),
-                ..
-            }) => sender.handle_timeout(now),
-            _ => return,
-        };
-        self.sender_progress(now, txn_id, progress, None);
+        let step = self
+            .rmpp_sends
+            .timeout(&mut self.txns, &mut self.timers, now, txn_id);
+        if let Some(step) = step {
+            self.send_step(now, txn_id, step);
+        }
     }
 
-    /// Act on a sender's progress; `trigger` is the ACK/STOP/ABORT that caused it.
-    fn sender_progress(
-        &mut self,
-        now: Instant,
-        txn_id: TxnId,
-        progress: Progress,
-        trigger: Option<&[u8]>,
-    ) {
-        match progress {
-            Progress::Pending => {
-                self.sync_txn_timer(txn_id);
-                self.rmpp_ready.push_back(txn_id);
-            }
-            Progress::Complete => {
-                let Some(txn) = self.txns.get_mut(txn_id) else {
-                    return;
-                };
-                let hdr_len = MgmtClass::from(txn.class).data_offset();
-                txn.rmpp = Some(RmppTx::Done);
-                if !txn.wants_response {
-                    self.finish_txn(now, txn_id);
-                    return;
-                }
-                // Every segment ACKed: wait for the response with the user's timeout.
-                txn.state = TxnState::Waiting;
-                let deadline = now + txn.timeout;
-                let old = txn.deadline.replace(deadline);
-                let (qp, dest, agent) = (txn.qp, txn.dest, txn.agent);
-                self.timers.set(TimerKey::Txn(txn_id), old, Some(deadline));
-                if let Some(ack) = trigger {
-                    // Dual-sided RMPP: tell the responder the window for its response.
-                    let mut buf = Box::new([0u8; MAD_SIZE]);
-                    format_ds_ack(ack, hdr_len, &mut buf);
-                    self.queue_raw(Some(agent), qp, dest, buf);
+    /// Act on what a send session asks after an input.
+    fn send_step(&mut self, now: Instant, txn_id: TxnId, step: SendStep) {
+        match step {
+            SendStep::Continue(reply) => {
+                if let Some(reply) = reply {
+                    self.queue_reply(reply);
                 }
             }
-            Progress::Failed { status, .. } => {
-                let Some(txn) = self.txns.get_mut(txn_id) else {
-                    return;
-                };
-                let (agent, tid, qp, dest) = (txn.agent, txn.tid, txn.qp, txn.dest);
-                let mut abort = Box::new([0u8; MAD_SIZE]);
-                let notify = match &mut txn.rmpp {
-                    Some(RmppTx::Running(s)) => s.poll_transmit(now, &mut abort),
-                    _ => false,
-                };
-                txn.rmpp = Some(RmppTx::Done);
-                if notify {
-                    self.queue_raw(Some(agent), qp, dest, abort);
+            SendStep::Finished => {
+                self.finish_txn(now, txn_id);
+            }
+            SendStep::Failed {
+                agent,
+                tid,
+                status,
+                reply,
+            } => {
+                if let Some(reply) = reply {
+                    self.queue_reply(reply);
                 }
                 if status == RmppStatus::TooManyRetries {
                     // kernel: IB_WC_RESP_TIMEOUT_ERR, reported as ETIMEDOUT.
@@ -315,6 +198,10 @@ impl Engine {
                 }
             }
         }
+    }
+
+    fn queue_reply(&mut self, reply: Reply) {
+        self.queue_raw(Some(reply.agent), reply.qp, reply.dest, reply.mad);
     }
 
     fn rmpp_aborted(&mut self, agent: AgentId, tid: u64, status: RmppStatus, sending: bool) {
@@ -375,41 +262,12 @@ impl Engine {
 
     /// ACK, STOP or ABORT: for our sender of that TID, else for a receive session.
     fn rmpp_control(&mut self, now: Instant, agent: AgentId, meta: RecvMeta, buf: &[u8; MAD_SIZE]) {
-        let tid = mad::Packet::new_unchecked(&buf[..]).tid();
-        if let Some(&txn_id) = self.send_index.get(&send_key(agent, tid, &meta.src)) {
-            let progress = match self.txns.get_mut(txn_id) {
-                Some(Txn {
-                    rmpp: Some(RmppTx::Running(sender)),
-                    class,
-                    dest,
-                    ..
-                }) if *class == buf[1] && same_peer(dest, &meta.src) => {
-                    Some(sender.handle_rmpp(now, &buf[..]))
-                }
-                Some(Txn {
-                    rmpp: Some(RmppTx::Done),
-                    state: TxnState::Waiting,
-                    class,
-                    qp,
-                    dest,
-                    ..
-                }) if *class == buf[1] && is_plain_ack(buf) => {
-                    // kernel process_rmpp_ack, "Repeated ACK for DS RMPP
-                    // transaction": every segment is ACKed and the response is
-                    // awaited; our dual-sided ACK was lost, so send it again.
-                    let (qp, dest) = (*qp, *dest);
-                    let mut ds_ack = Box::new([0u8; MAD_SIZE]);
-                    format_ds_ack(&buf[..], MgmtClass::from(buf[1]).data_offset(), &mut ds_ack);
-                    self.queue_raw(Some(agent), qp, dest, ds_ack);
-                    return;
-                }
-                _ => None,
-            };
-            if let Some(progress) = progress {
-                let trigger = (RmppType::from(buf[25]) == RmppType::Ack).then_some(&buf[..]);
-                self.sender_progress(now, txn_id, progress, trigger);
-                return;
-            }
+        let step =
+            self.rmpp_sends
+                .control(&mut self.txns, &mut self.timers, now, agent, &meta.src, buf);
+        if let Some((txn_id, step)) = step {
+            self.send_step(now, txn_id, step);
+            return;
         }
         let outcome = self
             .recv

@@ -40,6 +40,7 @@
 pub(crate) mod receiving;
 pub(crate) mod recv;
 pub(crate) mod send;
+pub(crate) mod sending;
 
 use core::time::Duration;
 
