@@ -75,11 +75,13 @@ impl DuplicateFilter {
     }
 
     /// Whether this request from `src` was delivered and is not yet answered.
+    #[inline]
     pub(crate) fn is_remembered(&self, src: &MadAddr, tid: u64, class: u8) -> bool {
         !self.window.is_zero() && self.by_key.contains_key(&DedupKey::new(src, tid, class))
     }
 
     /// Remember a request of `agent` delivered from `src`, until it is answered or the window ends.
+    #[inline]
     pub(crate) fn remember(
         &mut self,
         timers: &mut Timers,
@@ -105,6 +107,7 @@ impl DuplicateFilter {
     /// An answer to `peer` went out (from any agent): the request it answers
     /// is forgotten, so that the requester's retry, should the answer be lost,
     /// is delivered again.
+    #[inline]
     pub(crate) fn forget(&mut self, timers: &mut Timers, peer: &MadAddr, tid: u64, class: u8) {
         let mut found = self.by_key.remove(&DedupKey::new(peer, tid, class));
         if found.is_none() && peer.grh.is_some() {
@@ -118,6 +121,7 @@ impl DuplicateFilter {
     }
 
     /// `id`'s window ended (its timer fired).
+    #[inline]
     pub(crate) fn expire(&mut self, id: DedupId) {
         if let Some((key, _, _)) = self.entries.remove(&id) {
             self.by_key.remove(&key);

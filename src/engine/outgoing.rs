@@ -64,33 +64,35 @@ impl Engine {
             });
             return Ok(());
         }
-        let txn = Txn {
-            agent: id,
-            tid,
-            class,
-            qp,
-            dest: req.addr,
-            mad: buf,
-            timeout: Duration::from_millis(u64::from(req.timeout_ms)),
-            retries_left: req.retries,
-            state: TxnState::Backlog,
-            deadline: None,
-            wants_response: true,
-            rmpp: None,
+        let key = TxnKey::new(id, tid, class);
+        let Some(place) = self.txns.vacancy(&key) else {
+            self.recycle(buf);
+            return Err(Error::DuplicateRequest(tid));
         };
-        let txn_id = match self.txns.insert(txn, &mut self.stats) {
-            Ok(txn_id) => txn_id,
-            Err(txn) => {
-                self.recycle(txn.mad);
-                return Err(Error::DuplicateRequest(tid));
-            }
-        };
+        let txn_id = place.insert(
+            Txn {
+                agent: id,
+                tid,
+                class,
+                qp,
+                dest: req.addr,
+                mad: buf,
+                timeout: Duration::from_millis(u64::from(req.timeout_ms)),
+                retries_left: req.retries,
+                state: TxnState::Backlog,
+                deadline: None,
+                wants_response: true,
+                rmpp: None,
+            },
+            &mut self.stats,
+        );
         self.admit(now, id, txn_id);
         Ok(())
     }
 
     /// Let a new request go (queued, or its RMPP sender started), or park it
     /// in the agent's backlog.
+    #[inline]
     pub(super) fn admit(&mut self, now: Instant, id: AgentId, txn_id: TxnId) {
         match self.txns.admit(id, txn_id, &mut self.stats) {
             Admitted::Backlogged => {}
@@ -101,13 +103,13 @@ impl Engine {
 
     /// Remove a finished request (answered, timed out) and let the backlog move.
     pub(super) fn finish_txn(&mut self, now: Instant, txn_id: TxnId) -> Option<Txn> {
-        let (txn, next) = self
+        let txn = self
             .txns
-            .finish(&mut self.timers, &mut self.stats, txn_id)?;
+            .remove(&mut self.timers, &mut self.stats, txn_id)?;
         if txn.rmpp.is_some() {
             self.rmpp_sends.remove(&txn);
         }
-        if let Some(next) = next {
+        if let Some(next) = self.txns.release(&txn, &mut self.stats) {
             self.admit(now, txn.agent, next);
         }
         Some(txn)
@@ -150,6 +152,7 @@ impl Engine {
     }
 
     /// The request's timer expired: retry, time it out, or let its RMPP sender act.
+    #[inline]
     pub(super) fn txn_expired(&mut self, now: Instant, txn_id: TxnId) {
         match self.txns.expire(&mut self.stats, txn_id) {
             Expired::Nothing => {}

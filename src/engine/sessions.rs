@@ -147,6 +147,7 @@ impl Engine {
     }
 
     /// The next DATA segment (or ABORT) of a sender with something due.
+    #[inline]
     pub(super) fn transmit_rmpp(
         &mut self,
         now: Instant,
@@ -247,7 +248,7 @@ impl Engine {
             RmppType::Data => {
                 let outcome =
                     self.recv
-                        .data(&mut self.timers, &mut self.stats, now, agent, meta, buf);
+                        .data(&mut self.timers, &mut self.stats, now, agent, &meta, buf);
                 if let Some(outcome) = outcome {
                     self.recv_outcome(now, outcome);
                 }
@@ -271,7 +272,7 @@ impl Engine {
         }
         let outcome = self
             .recv
-            .control(&mut self.timers, &mut self.stats, now, agent, meta, buf);
+            .control(&mut self.timers, &mut self.stats, now, agent, &meta, buf);
         if let Some(outcome) = outcome {
             self.recv_outcome(now, outcome);
         }

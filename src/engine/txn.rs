@@ -12,7 +12,7 @@ use super::peer::same_peer;
 use super::rmpp::send::Sender;
 use super::slab::Slab;
 use super::timers::{TimerKey, Timers};
-use super::txn_index::{Keyed, TxnIndex};
+use super::txn_index::{Keyed, TxnIndex, Vacancy};
 use super::{AgentId, EngineStats, Transmit};
 use crate::time::Instant;
 use crate::types::{MadAddr, Qp};
@@ -131,6 +131,23 @@ pub(crate) enum Expired {
     RmppSender,
 }
 
+/// A free place for a request, from [`TxnTable::vacancy`].
+pub(crate) struct Place<'a> {
+    vacancy: Vacancy<'a>,
+    txns: &'a mut Slab<Txn, TxnId>,
+}
+
+impl Place<'_> {
+    /// Store `txn` here (it has the key the place was found for).
+    #[inline]
+    pub(crate) fn insert(self, txn: Txn, stats: &mut EngineStats) -> TxnId {
+        let id = self.txns.insert(txn);
+        self.vacancy.fill(id);
+        stats.outstanding += 1;
+        id
+    }
+}
+
 /// Outstanding requests, found by slab id (a stale id finds nothing) or by
 /// what a response carries back (agent, TID, class), with each agent's
 /// count in flight and its backlog. Deadlines live in the engine's
@@ -159,38 +176,42 @@ impl TxnTable {
         }
     }
 
+    #[inline]
     pub(crate) fn get(&self, id: TxnId) -> Option<&Txn> {
         self.txns.get(id)
     }
 
+    #[inline]
     pub(crate) fn get_mut(&mut self, id: TxnId) -> Option<&mut Txn> {
         self.txns.get_mut(id)
     }
 
     /// The request with `key` (admitted or not).
+    #[inline]
     pub(crate) fn find(&self, key: &TxnKey) -> Option<TxnId> {
         self.index.get(&self.txns, key)
     }
 
     /// Whether a request of `agent` admitted now would wait in its backlog.
+    #[inline]
     pub(crate) fn at_limit(&self, agent: AgentId) -> bool {
         self.limit != 0 && self.active[agent.0 as usize] >= self.limit
     }
 
-    /// Store a request that expects a response, unless one with its key is
-    /// outstanding: then it is handed back.
-    pub(crate) fn insert(&mut self, txn: Txn, stats: &mut EngineStats) -> Result<TxnId, Txn> {
-        let Some(place) = self.index.vacancy(&self.txns, &txn.key()) else {
-            return Err(txn);
-        };
-        let id = self.txns.insert(txn);
-        place.fill(id);
-        stats.outstanding += 1;
-        Ok(id)
+    /// Where a request that expects a response, with `key`, goes; `None`
+    /// when one with that key is outstanding.
+    #[inline]
+    pub(crate) fn vacancy(&mut self, key: &TxnKey) -> Option<Place<'_>> {
+        let vacancy = self.index.vacancy(&self.txns, key)?;
+        Some(Place {
+            vacancy,
+            txns: &mut self.txns,
+        })
     }
 
     /// Store an RMPP send (the caller checked for duplicates); indexed only
     /// when it expects a response.
+    #[inline]
     pub(crate) fn insert_rmpp(&mut self, txn: Txn, stats: &mut EngineStats) -> TxnId {
         let (key, wants_response) = (txn.key(), txn.wants_response);
         let id = self.txns.insert(txn);
@@ -202,6 +223,7 @@ impl TxnTable {
     }
 
     /// Let a new request of `agent` go, or park it in the agent's backlog when the agent is at its limit.
+    #[inline]
     pub(crate) fn admit(&mut self, agent: AgentId, id: TxnId, stats: &mut EngineStats) -> Admitted {
         let slot = agent.0 as usize;
         if self.limit != 0 && self.active[slot] >= self.limit {
@@ -221,36 +243,46 @@ impl TxnTable {
         Admitted::Queued
     }
 
-    /// Remove a finished request (answered, timed out); with it, the next
-    /// request of its agent's backlog, which the engine admits.
-    pub(crate) fn finish(
+    /// Remove a finished request (answered, timed out); then [`TxnTable::release`] it.
+    #[inline]
+    pub(crate) fn remove(
         &mut self,
         timers: &mut Timers,
         stats: &mut EngineStats,
         id: TxnId,
-    ) -> Option<(Txn, Option<TxnId>)> {
+    ) -> Option<Txn> {
         let txn = self.txns.remove(id)?;
         timers.set(TimerKey::Txn(id), txn.deadline, None);
         if !txn.wants_response {
-            return Some((txn, None));
+            return Some(txn);
         }
         self.index.remove(&txn.key(), id);
         stats.outstanding -= 1;
-        let slot = txn.agent.0 as usize;
         if txn.state == TxnState::Backlog {
-            self.backlogs[slot].retain(|&t| t != id);
+            self.backlogs[txn.agent.0 as usize].retain(|&t| t != id);
             stats.backlog_depth -= 1;
-            return Some((txn, None));
         }
+        Some(txn)
+    }
+
+    /// A removed request no longer counts against its agent's limit: the
+    /// next request of the agent's backlog, which the engine admits.
+    #[inline]
+    pub(crate) fn release(&mut self, txn: &Txn, stats: &mut EngineStats) -> Option<TxnId> {
+        if !txn.wants_response || txn.state == TxnState::Backlog {
+            return None;
+        }
+        let slot = txn.agent.0 as usize;
         self.active[slot] = self.active[slot].saturating_sub(1);
         let next = self.backlogs[slot].pop_front();
         if next.is_some() {
             stats.backlog_depth -= 1;
         }
-        Some((txn, next))
+        next
     }
 
     /// A queued request handed out: into `out`, its response timer started.
+    #[inline]
     pub(crate) fn transmit(
         &mut self,
         timers: &mut Timers,
@@ -277,6 +309,7 @@ impl TxnTable {
     }
 
     /// `id`'s timer fired (or its attempt was reported undelivered).
+    #[inline]
     pub(crate) fn expire(&mut self, stats: &mut EngineStats, id: TxnId) -> Expired {
         let Some(txn) = self.txns.get_mut(id) else {
             return Expired::Nothing;
@@ -301,6 +334,7 @@ impl TxnTable {
 
     /// The request whose attempt in flight a MAD with `key` is, its timer
     /// stopped: for an undelivered report.
+    #[inline]
     pub(crate) fn end_attempt(&mut self, timers: &mut Timers, key: &TxnKey) -> Option<TxnId> {
         let id = self.index.get(&self.txns, key)?;
         let txn = self.txns.get(id)?;
@@ -313,6 +347,7 @@ impl TxnTable {
 
     /// The outstanding request (sent or still queued: the kernel's EARLY_RESP)
     /// a response answers: same TID and class, and the same peer unless DR.
+    #[inline]
     pub(crate) fn match_response(
         &self,
         agent: AgentId,

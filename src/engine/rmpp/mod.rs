@@ -98,6 +98,7 @@ pub(crate) enum Progress {
 }
 
 /// Whether `mad` is an RMPP MAD with RMPPFlags.Active set (the class has RMPP).
+#[inline]
 pub(crate) fn is_rmpp_active(mad: &[u8]) -> bool {
     MgmtClass::from(mad[1]).is_rmpp_class() && mad[26] & rmpp::FLAG_ACTIVE != 0
 }

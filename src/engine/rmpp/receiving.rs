@@ -137,13 +137,14 @@ impl RecvSessions {
 
     /// A DATA segment: to its session, or the first one starts a session
     /// (within the reassembly limits).
+    #[inline]
     pub(crate) fn data(
         &mut self,
         timers: &mut Timers,
         stats: &mut EngineStats,
         now: Instant,
         agent: AgentId,
-        meta: RecvMeta,
+        meta: &RecvMeta,
         buf: &[u8; MAD_SIZE],
     ) -> Option<RecvOutcome> {
         let key = RecvKey::new(agent, &meta.src, &buf[..], buf[3]);
@@ -214,7 +215,7 @@ impl RecvSessions {
         stats: &mut EngineStats,
         now: Instant,
         agent: AgentId,
-        meta: RecvMeta,
+        meta: &RecvMeta,
         buf: &[u8; MAD_SIZE],
     ) -> Option<RecvOutcome> {
         let key = RecvKey::new(agent, &meta.src, &buf[..], buf[3]);

@@ -154,6 +154,7 @@ impl RmppSends {
     }
 
     /// The next DATA segment (or ABORT) of a sender with something due.
+    #[inline]
     pub(crate) fn poll_transmit(
         &mut self,
         txns: &mut TxnTable,
