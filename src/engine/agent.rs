@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 
 use super::config::SplitMix;
+use super::ids::AgentSerial;
 use super::{AgentId, AgentSpec};
 use crate::types::Qp;
 use crate::wire::mad::MgmtClass;
@@ -22,7 +23,7 @@ pub(crate) struct Agent {
     pub(crate) hi_tid: u32,
     /// A serial unique to this registration, so queued work of an agent that
     /// was unregistered (and whose slot was reused) is recognised as stale.
-    pub(crate) serial: u64,
+    pub(crate) serial: AgentSerial,
 }
 
 impl Agent {
@@ -87,7 +88,7 @@ impl AgentTable {
         self.slots[slot] = Some(Agent {
             spec,
             hi_tid,
-            serial: self.next_serial,
+            serial: AgentSerial(self.next_serial),
         });
         self.next_serial += 1;
         Ok(AgentId(slot as u32))

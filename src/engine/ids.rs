@@ -45,3 +45,9 @@ id!(
     /// A request the duplicate filter remembers, counted from 1.
     DedupId
 );
+
+id!(
+    /// One registration of an agent, counted from 1: queued work of an agent
+    /// that was unregistered (and whose slot was reused) carries an old one.
+    AgentSerial
+);

@@ -7,7 +7,7 @@ use core::time::Duration;
 use std::collections::VecDeque;
 
 use super::agent::MAX_AGENTS;
-use super::ids::TxnId;
+use super::ids::{AgentSerial, TxnId};
 use super::peer::same_peer;
 use super::rmpp::send::Sender;
 use super::slab::Slab;
@@ -100,7 +100,7 @@ pub(crate) enum Out {
     /// A MAD that expects nothing back: a response, a `timeout_ms == 0` send,
     /// or an answer of the engine itself (`agent == None`).
     Raw {
-        agent: Option<(AgentId, u64)>,
+        agent: Option<(AgentId, AgentSerial)>,
         qp: Qp,
         dest: MadAddr,
         mad: Box<[u8; MAD_SIZE]>,
