@@ -193,7 +193,6 @@ fn walk_with(
                     sweep.timeouts += 1;
                 }
             }
-            _ => {}
         }
     }
     Ok((topo, sweep))

@@ -172,7 +172,6 @@ impl Side {
                 Event::SendTimedOut { agent, header, .. } => {
                     self.resolve(agent, be32(&header, 12), Outcome::TimedOut)
                 }
-                Event::RmppAborted { .. } => {}
             }
         }
     }

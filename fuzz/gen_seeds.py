@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Seed corpora for the fuzz targets, from vmad's test fixtures.
 
-wire: every byte-array fixture in src/wire (NodeInfo, PortInfo, PathRecord
+wire: every byte-array fixture in core/src/wire (NodeInfo, PortInfo, PathRecord
 query, ib_user_mad header, GIDs...), placed alone and inside the MADs the
 tests build (PerfMgt Get, SA GetTable with RMPP, DR/LID SMPs), plus the
 hostile-test segments. engine / rmpp_recv: op streams that walk a request
@@ -22,7 +22,7 @@ def put(target, data):
 
 def fixtures():
     """Byte arrays `[0x.., ...]` of 4 or more elements in the wire tests."""
-    for path in glob.glob(os.path.join(ROOT, "src/wire/**/*.rs"), recursive=True):
+    for path in glob.glob(os.path.join(ROOT, "core/src/wire/**/*.rs"), recursive=True):
         text = open(path).read()
         for body in re.findall(r"\[((?:\s*0x[0-9a-fA-F]{1,2}\s*,?)+)\]", text):
             vals = [int(v, 16) for v in re.findall(r"0x([0-9a-fA-F]{1,2})", body)]

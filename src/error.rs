@@ -132,6 +132,29 @@ impl Error {
     }
 }
 
+/// The engine's errors (vmad-core), each as the variant of the same name.
+impl From<vmad_core::Error> for Error {
+    fn from(err: vmad_core::Error) -> Error {
+        use vmad_core::Error as Core;
+        match err {
+            Core::InvalidArgument(what) => Error::InvalidArgument(what),
+            Core::UnknownAgent(agent) => Error::UnknownAgent(agent),
+            Core::MethodInUse {
+                class,
+                version,
+                method,
+            } => Error::MethodInUse {
+                class,
+                version,
+                method,
+            },
+            Core::DuplicateRequest(tid) => Error::DuplicateRequest(tid),
+            Core::MessageTooLarge { len, limit } => Error::MessageTooLarge { len, limit },
+            Core::LimitReached(what) => Error::LimitReached(what),
+        }
+    }
+}
+
 /// `Result` with vmad's [`Error`].
 pub type Result<T, E = Error> = core::result::Result<T, E>;
 
@@ -177,5 +200,61 @@ mod tests {
             assert_eq!(err.errno(), want, "{err}");
         }
         assert_eq!(EWOULDBLOCK, EAGAIN);
+    }
+
+    /// Every engine error becomes the variant of the same name: same errno, same message.
+    #[test]
+    fn engine_errors_convert_one_to_one() {
+        use vmad_core::Error as Core;
+        let table = [
+            (Core::InvalidArgument("x"), EINVAL),
+            (Core::UnknownAgent(3), EINVAL),
+            (
+                Core::MethodInUse {
+                    class: 3,
+                    version: 2,
+                    method: 1,
+                },
+                EINVAL,
+            ),
+            (Core::DuplicateRequest(7), EINVAL),
+            (
+                Core::MessageTooLarge {
+                    len: 300,
+                    limit: 256,
+                },
+                EMSGSIZE,
+            ),
+            (Core::LimitReached("agents"), ENOMEM),
+        ];
+        for (core, want) in table {
+            let err = Error::from(core);
+            assert_eq!(err.errno(), want, "{err}");
+            assert_eq!(err.to_string(), core.to_string());
+            let same = match (core, &err) {
+                (Core::InvalidArgument(a), Error::InvalidArgument(b)) => a == *b,
+                (Core::UnknownAgent(a), Error::UnknownAgent(b)) => a == *b,
+                (
+                    Core::MethodInUse {
+                        class,
+                        version,
+                        method,
+                    },
+                    Error::MethodInUse {
+                        class: c,
+                        version: v,
+                        method: m,
+                    },
+                ) => (class, version, method) == (*c, *v, *m),
+                (Core::DuplicateRequest(a), Error::DuplicateRequest(b)) => a == *b,
+                (
+                    Core::MessageTooLarge { len, limit },
+                    Error::MessageTooLarge { len: l, limit: m },
+                ) => (len, limit) == (*l, *m),
+                (Core::LimitReached(a), Error::LimitReached(b)) => a == *b,
+                _ => false,
+            };
+            assert!(same, "{core:?} became {err:?}");
+        }
     }
 }

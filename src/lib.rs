@@ -12,6 +12,10 @@
 //! umad       libibumad's API in Rust (the C ABI lives in the `capi/` crate)
 //! ```
 //!
+//! `wire` and `engine`, with `time` and `types`, are the `no_std` crate
+//! `vmad-core`, re-exported here unchanged: the compiler keeps them free of
+//! clocks and I/O. Their errors reach this crate's API as [`Error`] (`From`).
+//!
 //! **What each transport can and cannot do.** Userspace verbs cannot create
 //! QP0 or QP1: on the verbs transport vmad owns an ordinary UD QP, so it is a
 //! GMP *client* of any remote QP1 (replies come back to its QPN) and a full
@@ -95,15 +99,15 @@
 #[macro_use]
 mod trace;
 
-pub mod engine;
 mod entropy;
 pub mod error;
 pub mod pcap;
 pub mod port;
-pub mod time;
 pub mod transport;
-pub mod types;
 pub mod umad;
-pub mod wire;
+
+// The sans-IO core, a no_std crate of its own (core/): the compiler holds its
+// "no clock, no I/O" rule. Its paths stay `vmad::wire`, `vmad::engine`, ….
+pub use vmad_core::{engine, time, types, wire};
 
 pub use error::{Error, Result};

@@ -61,7 +61,9 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant as Clock, SystemTime};
 
-use crate::engine::{AgentId, AgentSpec, Engine, EngineConfig, EngineStats, Event, SendRequest};
+use crate::engine::{
+    AgentId, AgentSpec, Engine, EngineConfig, EngineStats, Event, RmppAbort, SendRequest,
+};
 use crate::pcap::{Capture, Direction, PcapConfig};
 use crate::time::Instant;
 use crate::transport::{Caps, PortAttrs, Transport, Waker};
@@ -147,9 +149,6 @@ struct Core {
     /// Why the transport stopped for good; then receives (once queues are empty),
     /// polls and sends fail with EIO.
     failed: Option<String>,
-    /// RMPP transfers that ended in ABORT/STOP (the kernel reports them to nobody).
-    rmpp_aborts: u64,
-    last_rmpp_abort: Option<Event>,
     /// The opens, by key (0: the first).
     opens: BTreeMap<u32, Open>,
     next_open: u32,
@@ -160,18 +159,12 @@ struct Core {
 }
 
 impl Core {
-    /// Hand the engine's events to the opens whose agents they are for (RMPP-abort
-    /// notices only count), then make each descriptor's readability match its queue.
+    /// Hand the engine's events to the opens whose agents they are for, then make each
+    /// descriptor's readability match its queue.
     fn settle(&mut self) {
         while let Some(event) = self.engine.poll_event() {
-            let agent = match &event {
-                Event::RmppAborted { .. } => {
-                    self.last_rmpp_abort = Some(event);
-                    self.rmpp_aborts += 1;
-                    continue;
-                }
-                Event::Recv { agent, .. } | Event::SendTimedOut { agent, .. } => *agent,
-            };
+            let (Event::Recv { agent, .. } | Event::SendTimedOut { agent, .. }) = &event;
+            let agent = *agent;
             let owner = self.owners.get(agent.0 as usize).copied().flatten();
             let Some(open) = owner.and_then(|k| self.opens.get_mut(&k)) else {
                 // Its open closed after the engine queued it: nobody can receive it.
@@ -185,7 +178,6 @@ impl Core {
                 Event::Recv { mad, .. } => {
                     crate::wire::mad::Packet::new_checked(&mad[..]).is_ok_and(|m| m.is_response())
                 }
-                Event::RmppAborted { .. } => false,
             };
             if !keep && open.queue.len() >= self.max_queued {
                 self.engine.undeliver(&event);
@@ -323,8 +315,6 @@ impl Port {
                 engine: Engine::new(crate::entropy::seeded(&config.engine)),
                 closed: false,
                 failed: None,
-                rmpp_aborts: 0,
-                last_rmpp_abort: None,
                 opens: BTreeMap::from([(0, Open::new()?)]),
                 next_open: 1,
                 owners: Vec::new(),
@@ -605,14 +595,15 @@ impl Port {
         self.shared.lock().engine.check_invariants()
     }
 
-    /// RMPP transfers that ended in ABORT or STOP so far (counted, never queued).
+    /// RMPP transfers that ended in ABORT or STOP so far (the engine's count; the
+    /// kernel reports them to nobody, and they are never queued).
     pub fn rmpp_aborts(&self) -> u64 {
-        self.shared.lock().rmpp_aborts
+        self.shared.lock().engine.stats().rmpp_aborts
     }
 
-    /// The most recent RMPP abort notice ([`Event::RmppAborted`]), if any.
-    pub fn last_rmpp_abort(&self) -> Option<Event> {
-        self.shared.lock().last_rmpp_abort.clone()
+    /// The most recent RMPP transfer that ended in ABORT or STOP, if any.
+    pub fn last_rmpp_abort(&self) -> Option<RmppAbort> {
+        self.shared.lock().engine.last_rmpp_abort()
     }
 
     /// Why the transport failed, once it has (then calls fail with EIO).

@@ -111,6 +111,10 @@ const _: () = {
     assert!(offset_of!(IbMadAddr, pkey_index) == 36);
     assert!(size_of::<IbUserMad>() == 64);
     assert!(offset_of!(IbUserMad, addr) == 20);
+    // The header vmad's buffer helpers read and write is this one.
+    assert!(size_of::<IbUserMad>() == vmad::wire::umad::HEADER_LEN);
+    assert!(offset_of!(IbUserMad, addr) == vmad::wire::umad::ADDR_OFFSET);
+    assert!(size_of::<IbUserMad>() - offset_of!(IbUserMad, addr) == size_of::<IbMadAddr>());
     assert!(size_of::<UmadPort>() == 112);
     assert!(offset_of!(UmadPort, capmask) == 52);
     assert!(offset_of!(UmadPort, gid_prefix) == 56);

@@ -13,6 +13,13 @@ pub(crate) fn set_errno(value: c_int) {
     unsafe { *__errno_location() = value };
 }
 
+/// `-errno` for `e`, with errno set: the return of most entry points that fail.
+pub(crate) fn fail(e: &vmad::Error) -> c_int {
+    let n = e.errno();
+    set_errno(n);
+    -n
+}
+
 /// Run `f`; a panic inside becomes `fallback` (and errno EIO) instead of aborting the C caller.
 pub(crate) fn guard<R>(fallback: R, f: impl FnOnce() -> R) -> R {
     match catch_unwind(AssertUnwindSafe(f)) {

@@ -11,8 +11,9 @@ use vmad::Error;
 use crate::abi::{
     UmadCa, UmadCaPair, UmadDeviceNode, UmadPort, UMAD_CA_MAX_PORTS, UMAD_CA_NAME_LEN,
 };
-use crate::boundary::{c_alloc_copy, c_alloc_one, c_free, ca_name, fill_cstr, guard, set_errno};
-use crate::ports::fail;
+use crate::boundary::{
+    c_alloc_copy, c_alloc_one, c_free, ca_name, fail, fill_cstr, guard, set_errno,
+};
 use crate::select;
 
 /// The CAs of the chosen transport, sorted by name.
@@ -303,21 +304,13 @@ pub extern "C" fn umad_sort_ca_device_list(head: *mut *mut UmadDeviceNode, size:
     })
 }
 
-/// First active port of a CA, else its first port (libibumad's "preferred port").
-fn preferred_port(info: &CaInfo) -> u32 {
-    info.ports
-        .iter()
-        .find(|p| p.state == 4)
-        .or(info.ports.first())
-        .map_or(0, |p| u32::from(p.port_num))
-}
-
 fn pair_of(info: &CaInfo) -> UmadCaPair {
+    let preferred = umad::preferred_port(info).map_or(0, |p| u32::from(p.port_num));
     let mut pair = UmadCaPair {
         smi_name: [0; UMAD_CA_NAME_LEN],
-        smi_preferred_port: preferred_port(info),
+        smi_preferred_port: preferred,
         gsi_name: [0; UMAD_CA_NAME_LEN],
-        gsi_preferred_port: preferred_port(info),
+        gsi_preferred_port: preferred,
     };
     fill_cstr(&mut pair.smi_name, &info.name);
     fill_cstr(&mut pair.gsi_name, &info.name);

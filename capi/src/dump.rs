@@ -2,10 +2,13 @@
 //! libibumad's `ibwarn: [pid] func: …` form.
 
 use core::ffi::{c_int, c_void};
+use core::mem::size_of;
 use std::io::Write;
 use std::sync::atomic::{AtomicI32, Ordering};
 
-use crate::abi::{IbMadAddr, IbUserMad};
+use vmad::wire::umad::{Packet, ADDR_OFFSET, HEADER_LEN};
+
+use crate::abi::IbMadAddr;
 use crate::boundary::guard;
 
 static DEBUG_LEVEL: AtomicI32 = AtomicI32::new(0);
@@ -29,30 +32,31 @@ pub(crate) fn ibwarn(func: &str, msg: core::fmt::Arguments<'_>) {
     let _ = writeln!(err, "ibwarn: [{}] {func}: {msg}", std::process::id());
 }
 
-fn addr_lines(a: &IbMadAddr) {
+/// The address lines of `h`'s header, decoded by `vmad`'s view of it.
+fn addr_lines(h: &Packet<&[u8]>) {
     ibwarn(
         "umad_addr_dump",
         format_args!(
             "qpn {} qkey {:#x} lid {} sl {}",
-            u32::from_be(a.qpn),
-            u32::from_be(a.qkey),
-            u16::from_be(a.lid),
-            a.sl
+            h.qpn(),
+            h.qkey(),
+            h.lid(),
+            h.sl()
         ),
     );
     ibwarn(
         "umad_addr_dump",
         format_args!(
             "grh_present {} gid_index {} hop_limit {} traffic_class {} flow_label {:#x} pkey_index {:#x}",
-            a.grh_present,
-            a.gid_index,
-            a.hop_limit,
-            a.traffic_class,
-            u32::from_be(a.flow_label),
-            a.pkey_index
+            h.grh_present(),
+            h.gid_index(),
+            h.hop_limit(),
+            h.traffic_class(),
+            h.flow_label(),
+            h.pkey_index()
         ),
     );
-    let gid: String = a.gid.iter().map(|b| format!("{b:02x}")).collect();
+    let gid: String = h.gid().iter().map(|b| format!("{b:02x}")).collect();
     ibwarn("umad_addr_dump", format_args!("Gid 0x{gid}"));
 }
 
@@ -62,9 +66,14 @@ pub extern "C" fn umad_addr_dump(addr: *mut IbMadAddr) {
         return;
     }
     guard((), || {
-        // SAFETY: a non-NULL addr points to an ib_mad_addr_t (44 bytes); no alignment assumed.
-        let a = unsafe { core::ptr::read_unaligned(addr) };
-        addr_lines(&a);
+        // The address alone, placed in a header of its own to be read as one.
+        let mut header = [0u8; HEADER_LEN];
+        let at = &mut header[ADDR_OFFSET..ADDR_OFFSET + size_of::<IbMadAddr>()];
+        // SAFETY: a non-NULL addr points to an ib_mad_addr_t (44 bytes), copied bytewise.
+        at.copy_from_slice(unsafe {
+            core::slice::from_raw_parts(addr.cast::<u8>(), size_of::<IbMadAddr>())
+        });
+        addr_lines(&Packet::new_unchecked(&header[..]));
     })
 }
 
@@ -75,15 +84,20 @@ pub extern "C" fn umad_dump(umad: *mut c_void) {
         return;
     }
     guard((), || {
-        // SAFETY: a non-NULL umad points to at least umad_size() bytes (libibumad's contract).
-        let h = unsafe { core::ptr::read_unaligned(umad.cast::<IbUserMad>()) };
+        // SAFETY: a non-NULL umad points to at least umad_size() bytes (libibumad's
+        // contract); the slice is only read, for the length of this call.
+        let header = unsafe { core::slice::from_raw_parts(umad.cast::<u8>(), HEADER_LEN) };
+        let h = Packet::new_unchecked(header);
         ibwarn(
             "umad_dump",
             format_args!(
                 "agent id {} status {:#x} timeout {} length {}",
-                h.agent_id, h.status, h.timeout_ms, h.length
+                h.agent_id(),
+                h.status(),
+                h.timeout_ms(),
+                h.length()
             ),
         );
-        addr_lines(&h.addr);
+        addr_lines(&h);
     })
 }

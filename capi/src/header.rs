@@ -1,12 +1,18 @@
-//! Functions that only read or write a caller's `ib_user_mad` buffer.
+//! Functions that only read or write a caller's `ib_user_mad` buffer: each one lends the
+//! caller's header to `vmad::umad`'s buffer helpers as a slice and converts the result.
 
 use core::ffi::{c_int, c_void};
 
-use crate::abi::{IbMadAddr, IbUserMad};
+use vmad::error::errno::EINVAL;
+use vmad::types::GrhAddr;
+use vmad::umad;
+use vmad::wire::umad::ADDR_OFFSET;
+
+use crate::abi::IbMadAddr;
 use crate::boundary::guard;
 
 /// Size of the header in front of the MAD: always the 64-byte (P_Key index) form.
-pub(crate) const HEADER_SIZE: usize = core::mem::size_of::<IbUserMad>();
+pub(crate) const HEADER_SIZE: usize = umad::size();
 
 /// `size_t umad_size(void)`: 64.
 pub extern "C" fn umad_size() -> usize {
@@ -26,71 +32,52 @@ pub extern "C" fn umad_get_mad_addr(umad: *mut c_void) -> *mut IbMadAddr {
     if umad.is_null() {
         return core::ptr::null_mut();
     }
-    umad.cast::<u8>()
-        .wrapping_add(core::mem::offset_of!(IbUserMad, addr))
-        .cast()
+    umad.cast::<u8>().wrapping_add(ADDR_OFFSET).cast()
 }
 
-/// Where field `offset` of the caller's header lies.
-fn field<T>(umad: *mut c_void, offset: usize) -> *mut T {
-    umad.cast::<u8>().wrapping_add(offset).cast()
-}
-
-/// Read the one field at `offset` of the caller's header, or `None` for NULL. Nothing
-/// else is read and nothing is written: the buffer may be read-only, and another thread
-/// may be writing its other fields.
-fn read_field<T: Copy>(umad: *mut c_void, offset: usize) -> Option<T> {
+/// Run a getter on the caller's header: its value, or `fallback` for NULL.
+///
+/// The header is lent as a shared slice, and the getters of `vmad::umad` read only the
+/// bytes of their own field: the page may be read-only, and another thread may be
+/// writing the header's other fields meanwhile.
+fn get<T: Copy>(umad: *mut c_void, fallback: T, f: impl FnOnce(&[u8]) -> vmad::Result<T>) -> T {
     if umad.is_null() {
-        return None;
+        return fallback;
     }
-    // SAFETY: the caller passes a umad buffer of at least umad_size() bytes (libibumad's
-    // contract), so the field lies inside it; read_unaligned makes no alignment assumption.
-    Some(unsafe { core::ptr::read_unaligned(field::<T>(umad, offset)) })
+    guard(fallback, || {
+        // SAFETY: a non-NULL umad points to at least umad_size() bytes (libibumad's
+        // contract); the slice is only read, for the length of this call.
+        let header = unsafe { core::slice::from_raw_parts(umad.cast::<u8>(), HEADER_SIZE) };
+        f(header).unwrap_or(fallback)
+    })
 }
 
-/// Write `value` into the one field at `offset` of the caller's (non-NULL) header,
-/// leaving every other byte of the buffer untouched.
-fn write_field<T>(umad: *mut c_void, offset: usize, value: T) {
-    // SAFETY: as in read_field; the buffer is the caller's to write (a setter's contract).
-    unsafe { core::ptr::write_unaligned(field::<T>(umad, offset), value) }
-}
-
-/// Offsets of the header fields, from `struct ib_user_mad`'s start.
-mod at {
-    use crate::abi::{IbMadAddr, IbUserMad};
-    use core::mem::offset_of;
-
-    const ADDR: usize = offset_of!(IbUserMad, addr);
-    pub(super) const STATUS: usize = offset_of!(IbUserMad, status);
-    pub(super) const QPN: usize = ADDR + offset_of!(IbMadAddr, qpn);
-    pub(super) const QKEY: usize = ADDR + offset_of!(IbMadAddr, qkey);
-    pub(super) const LID: usize = ADDR + offset_of!(IbMadAddr, lid);
-    pub(super) const SL: usize = ADDR + offset_of!(IbMadAddr, sl);
-    pub(super) const GRH_PRESENT: usize = ADDR + offset_of!(IbMadAddr, grh_present);
-    pub(super) const HOP_LIMIT: usize = ADDR + offset_of!(IbMadAddr, hop_limit);
-    pub(super) const TRAFFIC_CLASS: usize = ADDR + offset_of!(IbMadAddr, traffic_class);
-    pub(super) const GID: usize = ADDR + offset_of!(IbMadAddr, gid);
-    pub(super) const FLOW_LABEL: usize = ADDR + offset_of!(IbMadAddr, flow_label);
-    pub(super) const PKEY_INDEX: usize = ADDR + offset_of!(IbMadAddr, pkey_index);
-}
-
-/// Run a setter on the caller's header, or return -EINVAL for NULL.
-fn set(umad: *mut c_void, f: impl FnOnce()) -> c_int {
+/// Run a setter on the caller's header: 0, or -EINVAL for NULL (errno untouched).
+///
+/// The setters of `vmad::umad` write only the bytes of their own fields; every other
+/// byte of the buffer is left as it was.
+fn set(umad: *mut c_void, f: impl FnOnce(&mut [u8]) -> vmad::Result<()>) -> c_int {
     if umad.is_null() {
-        return -vmad::error::errno::EINVAL;
+        return -EINVAL;
     }
-    guard(-vmad::error::errno::EINVAL, || {
-        f();
-        0
+    guard(-EINVAL, || {
+        // SAFETY: a non-NULL umad points to at least umad_size() bytes that are the
+        // caller's to write (a setter's contract); the slice lives for this call only.
+        let header = unsafe { core::slice::from_raw_parts_mut(umad.cast::<u8>(), HEADER_SIZE) };
+        match f(header) {
+            Ok(()) => 0,
+            Err(e) => -e.errno(),
+        }
     })
 }
 
 /// `int umad_status(void *umad)`: 0, or ETIMEDOUT for a send-timeout completion.
 pub extern "C" fn umad_status(umad: *mut c_void) -> c_int {
-    read_field::<u32>(umad, at::STATUS).map_or(-vmad::error::errno::EINVAL, |s| s as c_int)
+    get(umad, -EINVAL, umad::status)
 }
 
-/// `int umad_set_addr(void *umad, int dlid, int dqp, int sl, int qkey)`: host-order values.
+/// `int umad_set_addr(void *umad, int dlid, int dqp, int sl, int qkey)`: host-order values,
+/// truncated to the fields' widths as C's conversions do.
 pub extern "C" fn umad_set_addr(
     umad: *mut c_void,
     dlid: c_int,
@@ -98,11 +85,8 @@ pub extern "C" fn umad_set_addr(
     sl: c_int,
     qkey: c_int,
 ) -> c_int {
-    set(umad, || {
-        write_field(umad, at::QPN, (dqp as u32).to_be());
-        write_field(umad, at::LID, (dlid as u16).to_be());
-        write_field(umad, at::QKEY, (qkey as u32).to_be());
-        write_field(umad, at::SL, sl as u8);
+    set(umad, |h| {
+        umad::set_addr(h, dlid as u16, dqp as u32, sl as u8, qkey as u32)
     })
 }
 
@@ -114,40 +98,38 @@ pub extern "C" fn umad_set_addr_net(
     sl: c_int,
     qkey: u32,
 ) -> c_int {
-    set(umad, || {
-        write_field(umad, at::QPN, dqp);
-        write_field(umad, at::LID, dlid);
-        write_field(umad, at::QKEY, qkey);
-        write_field(umad, at::SL, sl as u8);
+    set(umad, |h| {
+        let (dlid, dqp, qkey) = (u16::from_be(dlid), u32::from_be(dqp), u32::from_be(qkey));
+        umad::set_addr(h, dlid, dqp, sl as u8, qkey)
     })
 }
 
 /// `int umad_set_grh(void *umad, void *mad_addr)`: NULL clears grh_present; otherwise copies
 /// gid, hop limit, traffic class and the host-order flow label (not gid_index, as libibumad).
 pub extern "C" fn umad_set_grh(umad: *mut c_void, mad_addr: *mut c_void) -> c_int {
-    set(umad, || {
+    set(umad, |h| {
         if mad_addr.is_null() {
-            write_field(umad, at::GRH_PRESENT, 0u8);
-            return;
+            return umad::set_grh(h, None);
         }
         // SAFETY: a non-NULL mad_addr points to an ib_mad_addr_t (libibumad's contract).
         let src = unsafe { core::ptr::read_unaligned(mad_addr.cast::<IbMadAddr>()) };
-        write_field(umad, at::GRH_PRESENT, 1u8);
-        write_field(umad, at::GID, src.gid);
-        write_field(umad, at::HOP_LIMIT, src.hop_limit);
-        write_field(umad, at::TRAFFIC_CLASS, src.traffic_class);
-        write_field(umad, at::FLOW_LABEL, src.flow_label.to_be());
+        let grh = GrhAddr {
+            gid: src.gid,
+            gid_index: src.gid_index,
+            hop_limit: src.hop_limit,
+            traffic_class: src.traffic_class,
+            flow_label: src.flow_label,
+        };
+        umad::set_grh(h, Some(&grh))
     })
 }
 
 /// `int umad_set_pkey(void *umad, int pkey_index)`.
 pub extern "C" fn umad_set_pkey(umad: *mut c_void, pkey_index: c_int) -> c_int {
-    set(umad, || {
-        write_field(umad, at::PKEY_INDEX, pkey_index as u16)
-    })
+    set(umad, |h| umad::set_pkey(h, pkey_index as u16))
 }
 
 /// `int umad_get_pkey(void *umad)`.
 pub extern "C" fn umad_get_pkey(umad: *mut c_void) -> c_int {
-    read_field::<u16>(umad, at::PKEY_INDEX).map_or(-vmad::error::errno::EINVAL, c_int::from)
+    get(umad, -EINVAL, |h| umad::get_pkey(h).map(c_int::from))
 }

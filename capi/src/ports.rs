@@ -14,19 +14,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use vmad::error::errno::{EINVAL, EIO, EPERM};
 use vmad::port::PortConfig;
 use vmad::umad::{self as umad, AgentId, PortId, RegAttr};
+use vmad::wire::mad::MgmtClass;
 use vmad::Error;
 
 use crate::abi::UmadRegAttr;
-use crate::boundary::{ca_name, guard, set_errno};
+use crate::boundary::{ca_name, fail, guard, set_errno};
 use crate::header::HEADER_SIZE;
 use crate::select;
-
-/// `-errno` for `e`, with errno set.
-pub(crate) fn fail(e: &Error) -> c_int {
-    let n = e.errno();
-    set_errno(n);
-    -n
-}
 
 fn port_id(portid: c_int) -> PortId {
     PortId(portid)
@@ -176,8 +170,9 @@ pub extern "C" fn umad_register_oui(
     method_mask: *const c_long,
 ) -> c_int {
     guard(-EPERM, || {
+        // libibumad checks the class itself (-EINVAL); the kernel's refusals are -EPERM.
         let class = match u8::try_from(mgmt_class) {
-            Ok(c @ 0x30..=0x4f) => c,
+            Ok(c) if MgmtClass::from(c).is_vendor_range2() => c,
             _ => {
                 return fail(&Error::InvalidArgument(
                     "register_oui needs a class in 0x30..=0x4f",
@@ -318,9 +313,6 @@ pub extern "C" fn recv_nonblocking(
         let Ok(mut cap) = usize::try_from(want) else {
             return fail(&Error::InvalidArgument("*length is negative"));
         };
-        if cap < vmad::wire::MAD_SIZE {
-            return fail(&Error::InvalidArgument("*length must be at least 256"));
-        }
         // SAFETY: the caller's buffer holds umad_size() + *length bytes (the man page's rule).
         let buf =
             unsafe { core::slice::from_raw_parts_mut(umad_buf.cast::<u8>(), HEADER_SIZE + cap) };

@@ -29,9 +29,8 @@ use vmad::transport::Transport;
 use vmad::umad;
 use vmad::{Error, Result};
 
-use crate::boundary::{ca_name, guard};
+use crate::boundary::{ca_name, fail, guard};
 use crate::dump::ibwarn;
-use crate::ports::fail;
 
 /// The outcome of the selection: `Err` keeps the errno and the message printed once.
 static CHOSEN: OnceLock<std::result::Result<Selected, (i32, String)>> = OnceLock::new();
@@ -333,17 +332,18 @@ pub extern "C" fn umad_get_issm_path(
             Ok(n) => n,
             Err(e) => return fail(&e),
         };
+        // An unknown CA is ENODEV; then an unknown port is EINVAL, as libibumad.
         let info = match umad::get_ca(&name) {
             Ok(i) => i,
             Err(e) => return fail(&e),
         };
-        let port = match u8::try_from(portnum) {
-            Ok(p) if p == 0 || info.ports.iter().any(|a| a.port_num == p) => p,
-            _ => return fail(&Error::InvalidArgument("no such port")),
+        let no_port = || fail(&Error::InvalidArgument("no such port"));
+        let Ok(port) = u8::try_from(portnum) else {
+            return no_port();
         };
         let file = match umad::get_issm_path(&info.name, port) {
             Ok(f) => f,
-            Err(Error::NoDevice(_)) => return fail(&Error::InvalidArgument("no such port")),
+            Err(Error::NoDevice(_)) => return no_port(),
             Err(e) => return fail(&e),
         };
         let bytes = file.as_os_str().as_encoded_bytes();

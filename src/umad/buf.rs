@@ -1,7 +1,10 @@
 //! Helpers over raw `ib_user_mad` buffers: the 64-byte header, then the MAD.
 //!
 //! These are libibumad's buffer accessors (`umad_size`, `umad_get_mad`,
-//! `umad_set_addr`, …), on byte slices, with the same effects byte for byte.
+//! `umad_set_addr`, …), on byte slices, with the same effects byte for byte:
+//! a setter writes only its fields' bytes and a getter reads only its field's.
+//! The C library lends them the caller's header as is, which may be read-only
+//! or have its other fields written by another thread meanwhile.
 
 use crate::types::{GrhAddr, MadAddr};
 use crate::wire::umad::{Packet, HEADER_LEN};
@@ -110,6 +113,45 @@ pub fn get_pkey(umad: &[u8]) -> Result<u16> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Each setter writes the bytes of its own fields and no other: the rest of the
+    /// caller's buffer (path bits, GID index, the reserved bytes, the MAD) is left as
+    /// it was, as libibumad leaves it.
+    #[test]
+    fn setters_write_only_their_fields() {
+        let grh = GrhAddr {
+            gid: [1; 16],
+            gid_index: 9,
+            hop_limit: 2,
+            traffic_class: 3,
+            flow_label: 4,
+        };
+        // A setter, and the byte offsets its fields own.
+        type Case<'a> = (
+            &'a str,
+            &'a dyn Fn(&mut [u8]) -> Result<()>,
+            fn(usize) -> bool,
+        );
+        let cases: [Case<'_>; 4] = [
+            ("set_addr", &|b| set_addr(b, 1, 2, 3, 4), |i| {
+                (20..31).contains(&i)
+            }),
+            ("set_grh", &|b| set_grh(b, Some(&grh)), |i| {
+                i == 32 || (34..56).contains(&i)
+            }),
+            ("set_grh(None)", &|b| set_grh(b, None), |i| i == 32),
+            ("set_pkey", &|b| set_pkey(b, 5), |i| (56..58).contains(&i)),
+        ];
+        for (name, set, owned) in cases {
+            let mut buf = [0xaa; HEADER_LEN + 8];
+            set(&mut buf).unwrap();
+            for (i, &b) in buf.iter().enumerate() {
+                if !owned(i) {
+                    assert_eq!(b, 0xaa, "{name} wrote byte {i}");
+                }
+            }
+        }
+    }
 
     /// The getters take a shared slice: they cannot write to the caller's buffer, which
     /// may be read-only or read by another thread at the same time.

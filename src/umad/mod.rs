@@ -159,16 +159,22 @@ pub fn get_ca(ca: &str) -> Result<CaInfo> {
 pub fn get_port(ca: &str, port: u8) -> Result<PortAttrs> {
     let info = get_ca(ca)?;
     let found = if port == 0 {
-        info.ports
-            .iter()
-            .find(|p| p.state == 4)
-            .or(info.ports.first())
+        preferred_port(&info)
     } else {
         info.ports.iter().find(|p| p.port_num == port)
     };
     found
         .cloned()
         .ok_or_else(|| Error::NoDevice(format!("{} has no port {port}", info.name)))
+}
+
+/// The port that port number 0 names on `info`: its first active port, else its first
+/// port (libibumad's "preferred port"); `None` for a CA without ports.
+pub fn preferred_port(info: &CaInfo) -> Option<&PortAttrs> {
+    info.ports
+        .iter()
+        .find(|p| p.state == 4)
+        .or(info.ports.first())
 }
 
 /// Open a port with the default [`PortConfig`] and return its typed handle.
@@ -457,8 +463,6 @@ pub fn recv(id: PortId, umad: &mut [u8], length: &mut usize, timeout_ms: i32) ->
             write_message(buf, *agent, errno::ETIMEDOUT as u32, addr, header);
             Ok((*agent, header.len()))
         }
-        // The port counts these and never leaves one at the head of the queue.
-        Event::RmppAborted { .. } => Err(Error::WouldBlock),
     });
     match got {
         Ok((agent, len)) => {

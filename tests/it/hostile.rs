@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use vmad::engine::{AgentId, AgentSpec, EngineConfig, Event, SendRequest};
+use vmad::engine::{AgentId, AgentSpec, EngineConfig, Event, RmppAbort, SendRequest};
 use vmad::port::{Port, PortConfig};
 use vmad::transport::sim::{Fabric, FabricBuilder, RawFrame, SimTransport};
 use vmad::transport::Transport;
@@ -265,7 +265,7 @@ pub(crate) fn healthy(net: &Net) {
 fn rmpp_payload_length_of_gigabytes_is_aborted_bad_length() {
     let mut net = net("hgb");
     let server = serve_perf(net.legit.clone());
-    agent(&net.victim, SA, 2, 1, &[SET]);
+    let sa = agent(&net.victim, SA, 2, 1, &[SET]);
     let client = agent(&net.victim, PERF, 1, 0, &[]);
     inject(&mut net, segment(0xb16, 1, rmpp::FLAG_FIRST, 0xffff_fff0));
     assert_eq!(
@@ -274,6 +274,17 @@ fn rmpp_payload_length_of_gigabytes_is_aborted_bad_length() {
     );
     let stats = net.victim.stats();
     assert_eq!((stats.rmpp_aborts, stats.rmpp_reassembled), (1, 0));
+    // The port reports the abort (the kernel tells nobody), without queueing an event.
+    assert_eq!(net.victim.rmpp_aborts(), 1);
+    assert_eq!(
+        net.victim.last_rmpp_abort(),
+        Some(RmppAbort {
+            agent: sa,
+            tid: 0xb16,
+            status: RmppStatus::BadLength,
+            sending: false,
+        })
+    );
     let f = net.victim.footprint();
     assert_eq!((f.recv_sessions, f.reassembly_bytes), (0, 0), "{f:?}");
     healthy(&net);

@@ -118,8 +118,11 @@ static void test_header_functions(void)
 		      addr->gid_index == 0,
 	      "umad_set_grh copies GRH fields, flow label to BE, not gid_index");
 	CHECK(umad_set_grh(u, NULL) == 0 && addr->grh_present == 0, "umad_set_grh(NULL) clears");
+	memset(addr->reserved, 0xaa, sizeof(addr->reserved));
 	CHECK(umad_set_pkey(u, 3) == 0 && umad_get_pkey(u) == 3 && addr->pkey_index == 3,
 	      "umad_set_pkey/umad_get_pkey (host-order pkey_index)");
+	CHECK(addr->reserved[0] == 0xaa && addr->reserved[5] == 0xaa,
+	      "umad_set_pkey writes pkey_index only, as libibumad (the reserved bytes stay)");
 	((struct ib_user_mad *)u)->status = ETIMEDOUT;
 	CHECK(umad_status(u) == ETIMEDOUT, "umad_status reads the header status");
 	umad_dump(u);

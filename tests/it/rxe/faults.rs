@@ -140,7 +140,6 @@ fn rxe_link_down_and_up_during_traffic() {
         match recv(&port, Duration::from_secs(30)) {
             Event::Recv { .. } => answered += 1,
             Event::SendTimedOut { header, .. } => timed_out.push(tid_of(&header) & 0xffff_ffff),
-            other => panic!("unexpected {other:?}"),
         }
     }
     eprintln!(

@@ -300,9 +300,6 @@ impl SaService {
                 // Responses need no answer (the engine expects none), so a
                 // timeout is always a Report that no ReportResp answered.
                 Event::SendTimedOut { .. } => self.stats.reports_timed_out += 1,
-                // An RMPP transfer the client aborted: it asks again if it
-                // still cares.
-                Event::RmppAborted { .. } => {}
             }
         }
     }

@@ -1,0 +1,323 @@
+//! The engine's RMPP side: sending an RMPP message, routing incoming RMPP
+//! MADs to the send sessions (`rmpp::sending`) or receive sessions
+//! (`rmpp::receiving`), and acting on what they return: replies to address
+//! and queue, requests to finish or time out, messages to deliver, aborts to
+//! report.
+
+use alloc::boxed::Box;
+use alloc::vec::Vec;
+use core::time::Duration;
+
+use super::ids::TxnId;
+use super::peer::reply_addr;
+use super::rmpp::receiving::{RecvEnd, RecvOutcome};
+use super::rmpp::send::Sender;
+use super::rmpp::sending::{Reply, SendStep};
+use super::txn::{Out, PendingRmpp, RmppTx, Txn, TxnKey, TxnState};
+use super::{AgentId, Engine, RecvMeta, RmppAbort, SendRequest, Transmit};
+use crate::time::Instant;
+use crate::types::{MadAddr, Qp};
+use crate::wire::mad::{self, MgmtClass};
+use crate::wire::rmpp::{RmppStatus, RmppType};
+use crate::wire::MAD_SIZE;
+use crate::{Error, Result};
+
+impl Engine {
+    /// `send` for an agent running RMPP in the engine, with RMPPFlags.Active set.
+    pub(super) fn send_rmpp(
+        &mut self,
+        now: Instant,
+        id: AgentId,
+        req: SendRequest<'_>,
+    ) -> Result<()> {
+        let agent = self.agents.get(id).ok_or(Error::UnknownAgent(id.0))?;
+        let (qp, hi_tid) = (agent.spec.qp, agent.hi_tid);
+        let class = MgmtClass::from(req.mad[1]);
+        let hdr_len = class.data_offset();
+        if req.mad.len() < hdr_len {
+            return Err(Error::InvalidArgument(
+                "RMPP message shorter than its class header",
+            ));
+        }
+        let limit = self.config.rmpp.max_message;
+        if req.mad.len() > limit {
+            return Err(Error::MessageTooLarge {
+                len: req.mad.len(),
+                limit,
+            });
+        }
+        let mut message = req.mad.to_vec();
+        let mut pkt = mad::Packet::new_unchecked(&mut message[..]);
+        let response = pkt.is_response();
+        let tid = if response {
+            pkt.tid()
+        } else {
+            (u64::from(hi_tid) << 32) | (pkt.tid() & 0xffff_ffff)
+        };
+        pkt.set_tid(tid);
+        let class = u8::from(class);
+        let wants_response = req.timeout_ms != 0;
+        if self.rmpp_sends.contains(id, tid, &req.addr)
+            || (wants_response && self.txns.find(&TxnKey::new(id, tid, class)).is_some())
+        {
+            return Err(Error::DuplicateRequest(tid));
+        }
+        // A response starts from the window the requester's dual-sided ACK
+        // gave the request's receive session (kernel init_newwin).
+        let window_last = if response {
+            self.recv.reply_window(id, &req.addr, &message)
+        } else {
+            1
+        };
+        let user = Duration::from_millis(u64::from(req.timeout_ms));
+        let ack_timeout = if user.is_zero() || user > self.config.rmpp.ack_timeout {
+            self.config.rmpp.ack_timeout
+        } else {
+            user
+        };
+        let mut first = Box::new([0u8; MAD_SIZE]);
+        let n = message.len().min(MAD_SIZE);
+        first[..n].copy_from_slice(&message[..n]);
+        let backlogged = wants_response && self.txns.at_limit(id);
+        let cfg = self.config.rmpp;
+        // Sender::new validates; a backlogged send validates on a copy and
+        // gets its real sender (and timers) when admitted.
+        let rmpp = if backlogged {
+            Sender::new(
+                now,
+                message.clone(),
+                hdr_len,
+                window_last,
+                ack_timeout,
+                0,
+                &cfg,
+            )?;
+            RmppTx::Pending(Box::new(PendingRmpp {
+                message,
+                hdr_len,
+                window_last,
+                ack_timeout,
+            }))
+        } else {
+            let sender = Sender::new(
+                now,
+                message,
+                hdr_len,
+                window_last,
+                ack_timeout,
+                req.retries,
+                &cfg,
+            )?;
+            RmppTx::Running(Box::new(sender))
+        };
+        if response {
+            self.dedup.forget(&mut self.timers, &req.addr, tid, class);
+        }
+        let txn = Txn {
+            agent: id,
+            tid,
+            class,
+            qp,
+            dest: req.addr,
+            mad: first,
+            timeout: user,
+            retries_left: req.retries,
+            state: TxnState::Backlog,
+            deadline: None,
+            wants_response,
+            rmpp: Some(rmpp),
+        };
+        let txn_id = self.txns.insert_rmpp(txn, &mut self.stats);
+        self.rmpp_sends.insert(id, tid, &req.addr, txn_id);
+        if wants_response {
+            self.admit(now, id, txn_id);
+        } else {
+            self.start_rmpp_send(now, txn_id);
+        }
+        Ok(())
+    }
+
+    /// Start an admitted RMPP send and offer it to `poll_transmit`.
+    pub(super) fn start_rmpp_send(&mut self, now: Instant, txn_id: TxnId) {
+        let config = self.config.rmpp;
+        if !self
+            .rmpp_sends
+            .start(&mut self.txns, &mut self.timers, &config, now, txn_id)
+        {
+            self.finish_txn(now, txn_id);
+        }
+    }
+
+    /// The next DATA segment (or ABORT) of a sender with something due.
+    #[inline]
+    pub(super) fn transmit_rmpp(
+        &mut self,
+        now: Instant,
+        out: &mut [u8; MAD_SIZE],
+    ) -> Option<Transmit> {
+        let tx = self
+            .rmpp_sends
+            .poll_transmit(&mut self.txns, &mut self.timers, now, out)?;
+        self.stats.sent += 1;
+        Some(tx)
+    }
+
+    /// The sender's ACK timer expired.
+    pub(super) fn rmpp_send_timeout(&mut self, now: Instant, txn_id: TxnId) {
+        let step = self
+            .rmpp_sends
+            .timeout(&mut self.txns, &mut self.timers, now, txn_id);
+        if let Some(step) = step {
+            self.send_step(now, txn_id, step);
+        }
+    }
+
+    /// Act on what a send session asks after an input.
+    fn send_step(&mut self, now: Instant, txn_id: TxnId, step: SendStep) {
+        match step {
+            SendStep::Continue(reply) => {
+                if let Some(reply) = reply {
+                    self.queue_reply(reply);
+                }
+            }
+            SendStep::Finished => {
+                self.finish_txn(now, txn_id);
+            }
+            SendStep::Failed {
+                agent,
+                tid,
+                status,
+                reply,
+            } => {
+                if let Some(reply) = reply {
+                    self.queue_reply(reply);
+                }
+                if status == RmppStatus::TooManyRetries {
+                    // kernel: IB_WC_RESP_TIMEOUT_ERR, reported as ETIMEDOUT.
+                    self.time_out_txn(now, txn_id);
+                } else {
+                    self.finish_txn(now, txn_id);
+                    self.rmpp_aborted(agent, tid, status, true);
+                }
+            }
+        }
+    }
+
+    fn queue_reply(&mut self, reply: Reply) {
+        self.queue_raw(Some(reply.agent), reply.qp, reply.dest, reply.mad);
+    }
+
+    fn rmpp_aborted(&mut self, agent: AgentId, tid: u64, status: RmppStatus, sending: bool) {
+        self.stats.rmpp_aborts += 1;
+        self.last_rmpp_abort = Some(RmppAbort {
+            agent,
+            tid,
+            status,
+            sending,
+        });
+    }
+
+    fn queue_raw(
+        &mut self,
+        agent: Option<AgentId>,
+        qp: Qp,
+        dest: MadAddr,
+        mad: Box<[u8; MAD_SIZE]>,
+    ) {
+        let agent = agent.and_then(|a| Some((a, self.agents.get(a)?.serial)));
+        self.tx_queue.push_back(Out::Raw {
+            agent,
+            qp,
+            dest,
+            mad,
+        });
+    }
+
+    /// RMPP MADs of agents that run RMPP in the engine go to the session
+    /// machines before anything else; true if consumed here.
+    pub(super) fn rmpp_intercept(
+        &mut self,
+        now: Instant,
+        agent: AgentId,
+        meta: RecvMeta,
+        buf: &[u8; MAD_SIZE],
+    ) -> bool {
+        let kernel_rmpp = self.agents.get(agent).is_some_and(|a| a.kernel_rmpp());
+        if !kernel_rmpp || !super::rmpp::is_rmpp_active(buf) {
+            return false;
+        }
+        match RmppType::from(buf[25]) {
+            RmppType::Data => {
+                let outcome =
+                    self.recv
+                        .data(&mut self.timers, &mut self.stats, now, agent, &meta, buf);
+                if let Some(outcome) = outcome {
+                    self.recv_outcome(now, outcome);
+                }
+            }
+            RmppType::Ack | RmppType::Stop | RmppType::Abort => {
+                self.rmpp_control(now, agent, meta, buf)
+            }
+            _ => self.stats.dropped_rmpp_unknown += 1,
+        }
+        true
+    }
+
+    /// ACK, STOP or ABORT: for our sender of that TID, else for a receive session.
+    fn rmpp_control(&mut self, now: Instant, agent: AgentId, meta: RecvMeta, buf: &[u8; MAD_SIZE]) {
+        let step =
+            self.rmpp_sends
+                .control(&mut self.txns, &mut self.timers, now, agent, &meta.src, buf);
+        if let Some((txn_id, step)) = step {
+            self.send_step(now, txn_id, step);
+            return;
+        }
+        let outcome = self
+            .recv
+            .control(&mut self.timers, &mut self.stats, now, agent, &meta, buf);
+        if let Some(outcome) = outcome {
+            self.recv_outcome(now, outcome);
+        }
+    }
+
+    /// Act on what a receive session asks: send its reply, deliver its
+    /// message, report its abort.
+    pub(super) fn recv_outcome(&mut self, now: Instant, outcome: RecvOutcome) {
+        let RecvOutcome {
+            agent,
+            qp,
+            src,
+            reply,
+            end,
+        } = outcome;
+        if let Some(reply) = reply {
+            self.queue_raw(Some(agent), qp, reply_addr(qp, &src), reply);
+        }
+        match end {
+            RecvEnd::Running => {}
+            RecvEnd::Delivered(message) => {
+                self.stats.rmpp_reassembled += 1;
+                self.rmpp_deliver(now, agent, src, message);
+            }
+            RecvEnd::Aborted { tid, status } => self.rmpp_aborted(agent, tid, status, false),
+        }
+    }
+
+    /// A reassembled message: a response completes its request, a request is delivered.
+    fn rmpp_deliver(&mut self, now: Instant, agent: AgentId, src: MadAddr, message: Vec<u8>) {
+        let pkt = mad::Packet::new_unchecked(&message[..]);
+        let (tid, class) = (pkt.tid(), u8::from(pkt.mgmt_class()));
+        if pkt.is_response() {
+            match self.txns.match_response(agent, tid, class, &src) {
+                Some(txn_id) => {
+                    self.finish_txn(now, txn_id);
+                    self.deliver_answer(agent, src, message);
+                }
+                None => self.stats.unmatched_responses += 1,
+            }
+            return;
+        }
+        let filtered = pkt.method() != mad::Method::Send;
+        self.deliver_request(now, agent, src, message, filtered);
+    }
+}
