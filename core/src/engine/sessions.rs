@@ -75,9 +75,8 @@ impl Engine {
         } else {
             user
         };
-        let mut first = Box::new([0u8; MAD_SIZE]);
-        let n = message.len().min(MAD_SIZE);
-        first[..n].copy_from_slice(&message[..n]);
+        // The first segment's bytes (the header a timeout reports), in a spare buffer.
+        let first = self.mad_buf(&message);
         let backlogged = wants_response && self.txns.at_limit(id);
         let cfg = self.config.rmpp;
         // Sender::new validates; a backlogged send validates on a copy and

@@ -287,7 +287,6 @@ impl TxnTable {
     }
 
     /// A queued request handed out: into `out`, its response timer started.
-    #[inline]
     pub(crate) fn transmit(
         &mut self,
         timers: &mut Timers,
