@@ -152,7 +152,7 @@ impl Engine {
     }
 
     /// The request's timer expired: retry, time it out, or let its RMPP sender act.
-    #[inline]
+    #[inline(always)]
     pub(super) fn txn_expired(&mut self, now: Instant, txn_id: TxnId) {
         match self.txns.expire(&mut self.stats, txn_id) {
             Expired::Nothing => {}
