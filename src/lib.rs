@@ -99,6 +99,7 @@
 #[macro_use]
 mod trace;
 
+pub mod clock;
 mod entropy;
 pub mod error;
 pub mod pcap;

@@ -57,10 +57,11 @@ use std::collections::{BTreeMap, VecDeque};
 use std::io::{self, Read, Write};
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::UnixStream;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant as Clock, SystemTime};
 
+use crate::clock::{Clock as TimeSource, SystemClock, Tick};
 use crate::engine::{
     AgentId, AgentSpec, Engine, EngineConfig, EngineStats, Event, RmppAbort, SendRequest,
 };
@@ -89,6 +90,11 @@ pub struct PortConfig {
     /// Record every MAD sent and received (each RMPP segment and ACK) to a
     /// pcap file; see [`crate::pcap`].
     pub pcap: Option<PcapConfig>,
+    /// The engine's clock. `None` (the default): the transport's
+    /// ([`Transport::clock`]: the sim fabric's, when it was built with one), else the
+    /// OS's monotonic clock. A [`crate::clock::VirtualClock`] makes timeouts, retries
+    /// and RMPP timers happen when a test advances it.
+    pub clock: Option<Arc<dyn TimeSource>>,
 }
 
 impl Default for PortConfig {
@@ -100,6 +106,7 @@ impl Default for PortConfig {
             caller_spin: Duration::from_micros(100),
             park_slice: Duration::from_millis(1),
             pcap: None,
+            clock: None,
         }
     }
 }
@@ -231,7 +238,7 @@ struct Shared {
     /// Signalled when events are queued or the port closes.
     ready: Condvar,
     waker: Option<Waker>,
-    epoch: Clock,
+    clock: Arc<dyn TimeSource>,
     /// The transport's view of the port, refreshed when it says it changed.
     attrs: std::sync::RwLock<PortAttrs>,
     caps: Caps,
@@ -246,13 +253,38 @@ impl Shared {
 
     /// The engine's clock.
     fn now(&self) -> Instant {
-        let micros = u64::try_from(self.epoch.elapsed().as_micros()).unwrap_or(u64::MAX);
-        Instant::from_micros(micros)
+        self.clock.now()
     }
 
     fn wake(&self) {
         if let Some(w) = &self.waker {
             w.wake();
+        }
+    }
+
+    /// Run `f` under the I/O lock (the core's lock must not be held); `None` once the
+    /// port thread has ended (the transport is gone).
+    fn with_io<R>(&self, f: impl FnOnce(&mut Io) -> R) -> Option<R> {
+        // The port thread holds the I/O lock while it is parked: wake it and take the
+        // lock in one of the gaps it leaves between turns. Never block on the lock: the
+        // thread may park again before a blocked waiter is scheduled, and only another
+        // wake would free it.
+        let started = Clock::now();
+        loop {
+            let mut io = match self.io.try_lock() {
+                Ok(io) => io,
+                Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+                Err(std::sync::TryLockError::WouldBlock) => {
+                    self.wake();
+                    if started.elapsed() <= Duration::from_millis(2) {
+                        std::thread::yield_now();
+                    } else {
+                        std::thread::sleep(Duration::from_micros(50));
+                    }
+                    continue;
+                }
+            };
+            return io.as_mut().map(f);
         }
     }
 
@@ -266,6 +298,14 @@ impl Shared {
         };
         let io = io.as_mut()?;
         Some(turn(self, io).0)
+    }
+}
+
+impl Tick for Shared {
+    /// The port's clock jumped: run a turn now, so that what fell due (a resend, a
+    /// timeout report) is done when the jump returns.
+    fn tick(&self) {
+        self.with_io(|io| turn(self, io));
     }
 }
 
@@ -305,6 +345,11 @@ impl Port {
             None => None,
         };
         let waker = transport.waker();
+        let clock = config
+            .clock
+            .clone()
+            .or_else(|| transport.clock())
+            .unwrap_or_else(|| Arc::new(SystemClock::new()));
         let attrs = transport.attrs().clone();
         let caps = transport.caps();
         let shared = Arc::new(Shared {
@@ -322,7 +367,7 @@ impl Port {
             }),
             ready: Condvar::new(),
             waker,
-            epoch: Clock::now(),
+            clock,
             attrs: std::sync::RwLock::new(attrs),
             caps,
             thread: Mutex::new(None),
@@ -331,6 +376,8 @@ impl Port {
             let a = shared.attrs.read().unwrap_or_else(PoisonError::into_inner);
             format!("vmad-port {}:{}", a.ca_name, a.port_num)
         };
+        let ticked: Weak<dyn Tick> = Arc::downgrade(&shared) as Weak<Shared>;
+        shared.clock.attach(ticked);
         let driver = shared.clone();
         let thread = std::thread::Builder::new()
             .name(name)
@@ -633,28 +680,9 @@ impl Port {
     /// # Errors
     /// EINVAL once the port thread has ended (the transport is gone).
     fn with_transport<R>(&self, f: impl FnOnce(&mut dyn Transport) -> R) -> Result<R> {
-        // The port thread holds the I/O lock while it is parked: wake it and take the
-        // lock in one of the gaps it leaves between turns. Never block on the lock: the
-        // thread may park again before a blocked waiter is scheduled, and only another
-        // wake would free it.
-        let started = Clock::now();
-        loop {
-            let mut io = match self.shared.io.try_lock() {
-                Ok(io) => io,
-                Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
-                Err(std::sync::TryLockError::WouldBlock) => {
-                    self.shared.wake();
-                    if started.elapsed() <= Duration::from_millis(2) {
-                        std::thread::yield_now();
-                    } else {
-                        std::thread::sleep(Duration::from_micros(50));
-                    }
-                    continue;
-                }
-            };
-            let io = io.as_mut().ok_or(Error::InvalidPort)?;
-            return Ok(f(io.transport.as_mut()));
-        }
+        self.shared
+            .with_io(|io| f(io.transport.as_mut()))
+            .ok_or(Error::InvalidPort)
     }
 
     /// Close this open: its agents are unregistered, its queued messages dropped and its
@@ -932,10 +960,7 @@ fn drive(shared: &Shared, config: &PortConfig) {
         }
         // Park until the engine's next deadline (or a wake / arrival). The deadline was read
         // under the I/O lock, still held: a later send cannot take it, so it wakes us.
-        let until = deadline.map(|d| {
-            let micros = d.as_micros().saturating_sub(shared.now().as_micros());
-            Duration::from_micros(micros)
-        });
+        let until = deadline.and_then(|d| shared.clock.park_limit(d));
         let limit = if has_waker {
             until
         } else {

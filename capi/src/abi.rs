@@ -1,5 +1,5 @@
 //! `#[repr(C)]` mirrors of libibumad's structs, with their sizes and offsets
-//! asserted at compile time (as rdma-core's `umad_compile_test.c` does).
+//! asserted at compile time (as rdma-core's compile test of the umad headers does).
 
 use core::ffi::c_char;
 use core::mem::{offset_of, size_of};

@@ -4,7 +4,7 @@
 #    lib/vmad, rdma-core's seven umad headers, man pages, completions; nothing in lib/
 #    itself where it would shadow rdma-core's library;
 #  - pkg-config --cflags --libs libibumad builds rdma-core's own
-#    libibumad/tests/umad_compile_test.c (scripts/rdma-core src) against vmad's headers,
+#    compile test of the umad headers (from scripts/rdma-core's sources) against vmad's headers,
 #    and a small client (install/client.c) that, run through with-vmad and through
 #    LD_LIBRARY_PATH=$(pkg-config --variable=libdir), loads the installed vmad library
 #    (its path, and vmadsim0 among the CAs);
@@ -56,7 +56,7 @@ echo "cflags: $cflags | libs: $libs"
 [ "$cflags" = "-I$prefix/include/vmad" ] || fail "--cflags: $cflags"
 [ "$libdir" = "$prefix/lib/vmad" ] || fail "libdir: $libdir"
 
-step "rdma-core's libibumad/tests/umad_compile_test.c against the installed headers"
+step "rdma-core's umad compile test against the installed headers"
 src=$(scripts/rdma-core src)
 # It includes rdma-core's build-tree <config.h> (nothing it uses) and <ccan/build_assert.h>
 # (from the same source tree).

@@ -28,7 +28,7 @@ pub mod sim;
 pub mod verbs;
 
 use std::io;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use crate::engine::{AgentSpec, RecvMeta, Transmit};
@@ -122,6 +122,13 @@ pub trait Transport: Send {
         None
     }
 
+    /// The clock a port driving this transport reads, when the fabric behind it keeps
+    /// its own (a sim fabric built with [`crate::transport::sim::FabricBuilder::clock`]);
+    /// [`crate::port::PortConfig::clock`] overrides it. `None` (the default): the OS's.
+    fn clock(&self) -> Option<Arc<dyn crate::clock::Clock>> {
+        None
+    }
+
     /// Whether spinning (the port thread's [`crate::port::PortConfig::spin`], a waiting
     /// caller's `caller_spin`) can get a MAD sooner. `false` where the work is done by
     /// the kernel behind a descriptor the port blocks on ([`Transport::wait`]): there
@@ -193,4 +200,12 @@ impl core::fmt::Debug for Waker {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.write_str("Waker")
     }
+}
+
+/// The process-wide registry ([`registry::global`]): its default CAs are the
+/// embedded fabric's pair ([`sim::DefaultPair`]), built when first asked for, so a
+/// host without CAs of its own still has a fabric to open.
+fn global_registry() -> &'static Arc<registry::Registry> {
+    static GLOBAL: OnceLock<Arc<registry::Registry>> = OnceLock::new();
+    GLOBAL.get_or_init(|| Arc::new(registry::Registry::with_default(Arc::new(sim::DefaultPair))))
 }

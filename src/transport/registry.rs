@@ -1,9 +1,14 @@
-//! The process-wide registry of named CAs.
+//! Registries of named CAs, and the process-wide one.
 //!
 //! Whatever can be opened by name (`umad::open_port("vmadsim0", 1)`)
-//! registers here: every [`crate::transport::sim::Fabric`] built with
-//! `build()`, and any other transport that wants to be found by name.
-//! Names are unique: registering a taken name fails.
+//! registers in a [`Registry`]: every [`crate::transport::sim::Fabric`] built with
+//! `build()` (in the process-wide registry, [`global`]), and any other transport
+//! that wants to be found by name. Names are unique: registering a taken name fails.
+//!
+//! A registry may have [`DefaultCas`]: what it offers when asked for CAs before any
+//! of the default's are registered (the process-wide registry's is the embedded
+//! fabric's pair, `vmadsim0` and `vmadsim1`; see [`crate::transport`]). The layers
+//! above choose a transport by CA name only, never by naming one.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -56,79 +61,183 @@ pub trait CaProvider: Send + Sync {
     }
 }
 
+/// The CAs a registry offers before any of them is registered, built on first need.
+pub trait DefaultCas: Send + Sync {
+    /// Whether the default CAs are (or were made) registered in `registry`:
+    /// register them there unless one of their names is taken. Losing a race to
+    /// another thread registering them is fine: they exist either way.
+    fn ensure(&self, registry: &Arc<Registry>);
+}
+
 type Table = BTreeMap<String, Arc<dyn CaProvider>>;
 
-static REGISTRY: Mutex<Table> = Mutex::new(BTreeMap::new());
-
-fn table() -> MutexGuard<'static, Table> {
-    REGISTRY.lock().unwrap_or_else(PoisonError::into_inner)
+/// Named CAs and who opens them.
+#[derive(Default)]
+pub struct Registry {
+    cas: Mutex<Table>,
+    default: Mutex<Option<Arc<dyn DefaultCas>>>,
 }
 
-/// Register every name in `names` with `provider`, all or none.
+impl core::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Registry")
+            .field("cas", &self.ca_names())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The process-wide registry (whose default is the embedded fabric's pair).
+pub fn global() -> &'static Arc<Registry> {
+    super::global_registry()
+}
+
+impl Registry {
+    /// An empty registry without default CAs.
+    pub fn new() -> Registry {
+        Registry::default()
+    }
+
+    /// An empty registry offering `default` when asked before it has CAs of its own.
+    pub fn with_default(default: Arc<dyn DefaultCas>) -> Registry {
+        let r = Registry::new();
+        r.set_default(Some(default));
+        r
+    }
+
+    /// Replace (or with `None`, drop) the default CAs. For a caller that chose another
+    /// transport (the C library with `VMAD_TRANSPORT=ibsim`), so that only that
+    /// transport's CAs are listed and opened.
+    pub fn set_default(&self, default: Option<Arc<dyn DefaultCas>>) {
+        *self.default.lock().unwrap_or_else(PoisonError::into_inner) = default;
+    }
+
+    /// Register the default CAs unless already done (or there is no default).
+    pub fn ensure_default(self: &Arc<Self>) {
+        let default = self
+            .default
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        if let Some(d) = default {
+            d.ensure(self);
+        }
+    }
+
+    fn table(&self) -> MutexGuard<'_, Table> {
+        self.cas.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Register every name in `names` with `provider`, all or none.
+    ///
+    /// # Errors
+    /// EADDRINUSE ([`Error::AddressInUse`]) if any name is taken; nothing is registered then.
+    pub fn register_cas(&self, names: &[String], provider: Arc<dyn CaProvider>) -> Result<()> {
+        let mut t = self.table();
+        if let Some(taken) = names.iter().find(|n| t.contains_key(n.as_str())) {
+            return Err(Error::AddressInUse(format!(
+                "CA name {taken} is registered"
+            )));
+        }
+        for name in names {
+            t.insert(name.clone(), provider.clone());
+        }
+        Ok(())
+    }
+
+    /// Forget CA `name`; ports already open keep working.
+    pub fn unregister_ca(&self, name: &str) {
+        self.table().remove(name);
+    }
+
+    /// Whether `name` is registered.
+    pub fn contains(&self, name: &str) -> bool {
+        self.table().contains_key(name)
+    }
+
+    /// Registered CA names, sorted (as libibumad's `alphasort`).
+    pub fn ca_names(&self) -> Vec<String> {
+        self.table().keys().cloned().collect()
+    }
+
+    /// Describe CA `name`.
+    ///
+    /// # Errors
+    /// ENODEV if it is not registered.
+    pub fn ca_info(&self, name: &str) -> Result<CaInfo> {
+        self.provider_of(name)?
+            .ca_info(name)
+            .ok_or_else(|| Error::NoDevice(format!("{name} does not answer")))
+    }
+
+    fn provider_of(&self, name: &str) -> Result<Arc<dyn CaProvider>> {
+        let table = self.table();
+        table.get(name).cloned().ok_or_else(|| {
+            let known: Vec<&String> = table.keys().collect();
+            Error::NoDevice(format!("no CA named {name:?} (known: {known:?})"))
+        })
+    }
+
+    /// Open `port` of CA `name`.
+    ///
+    /// # Errors
+    /// ENODEV if it is not registered or has no such port; EADDRINUSE if the port is open.
+    pub fn open(&self, name: &str, port: u8) -> Result<Box<dyn Transport>> {
+        self.provider_of(name)?.open(name, port)
+    }
+
+    /// The real SM-role device of `port` of CA `name`, if its provider has one
+    /// (see [`CaProvider::issm_path`]).
+    ///
+    /// # Errors
+    /// ENODEV if `name` is not registered; otherwise the provider's.
+    pub fn issm_path(&self, name: &str, port: u8) -> Result<Option<PathBuf>> {
+        self.provider_of(name)?.issm_path(name, port)
+    }
+}
+
+/// [`Registry::register_cas`] on the process-wide registry.
 ///
 /// # Errors
-/// EADDRINUSE ([`Error::AddressInUse`]) if any name is taken; nothing is registered then.
+/// As [`Registry::register_cas`].
 pub fn register_cas(names: &[String], provider: Arc<dyn CaProvider>) -> Result<()> {
-    let mut t = table();
-    if let Some(taken) = names.iter().find(|n| t.contains_key(n.as_str())) {
-        return Err(Error::AddressInUse(format!(
-            "CA name {taken} is registered"
-        )));
-    }
-    for name in names {
-        t.insert(name.clone(), provider.clone());
-    }
-    Ok(())
+    global().register_cas(names, provider)
 }
 
-/// Forget CA `name`; ports already open keep working.
+/// [`Registry::unregister_ca`] on the process-wide registry.
 pub fn unregister_ca(name: &str) {
-    table().remove(name);
+    global().unregister_ca(name);
 }
 
-/// Whether `name` is registered.
+/// [`Registry::contains`] on the process-wide registry.
 pub fn contains(name: &str) -> bool {
-    table().contains_key(name)
+    global().contains(name)
 }
 
-/// Registered CA names, sorted (as libibumad's `alphasort`).
+/// [`Registry::ca_names`] on the process-wide registry.
 pub fn ca_names() -> Vec<String> {
-    table().keys().cloned().collect()
+    global().ca_names()
 }
 
-/// Describe CA `name`.
+/// [`Registry::ca_info`] on the process-wide registry.
 ///
 /// # Errors
-/// ENODEV if it is not registered.
+/// As [`Registry::ca_info`].
 pub fn ca_info(name: &str) -> Result<CaInfo> {
-    let provider = provider_of(name)?;
-    provider
-        .ca_info(name)
-        .ok_or_else(|| Error::NoDevice(format!("{name} does not answer")))
+    global().ca_info(name)
 }
 
-fn provider_of(name: &str) -> Result<Arc<dyn CaProvider>> {
-    let table = table();
-    table.get(name).cloned().ok_or_else(|| {
-        let known: Vec<&String> = table.keys().collect();
-        Error::NoDevice(format!("no CA named {name:?} (known: {known:?})"))
-    })
-}
-
-/// Open `port` of CA `name`.
+/// [`Registry::open`] on the process-wide registry.
 ///
 /// # Errors
-/// ENODEV if it is not registered or has no such port; EADDRINUSE if the port is open.
+/// As [`Registry::open`].
 pub fn open(name: &str, port: u8) -> Result<Box<dyn Transport>> {
-    let provider = provider_of(name)?;
-    provider.open(name, port)
+    global().open(name, port)
 }
 
-/// The real SM-role device of `port` of CA `name`, if its provider has one
-/// (see [`CaProvider::issm_path`]).
+/// [`Registry::issm_path`] on the process-wide registry.
 ///
 /// # Errors
-/// ENODEV if `name` is not registered; otherwise the provider's.
+/// As [`Registry::issm_path`].
 pub fn issm_path(name: &str, port: u8) -> Result<Option<PathBuf>> {
-    provider_of(name)?.issm_path(name, port)
+    global().issm_path(name, port)
 }

@@ -11,10 +11,15 @@
 //!   `ib_user_mad` byte buffers — a 64-byte header, then the MAD — with
 //!   libibumad's semantics, so the C ABI crate is a thin shell over them.
 //!
-//! Every port is opened by CA name through the process-wide registry of
-//! [`crate::transport::registry`]. If neither `vmadsim0` nor `vmadsim1` is
-//! registered when a CA is looked up, the default embedded fabric (those two
-//! CAs, LIDs 1 and 2, linked port 1 to port 1) is built first.
+//! Both work on a [`Umad`]: a handle owning a [`Registry`] of CAs, the ports
+//! opened through it (by [`PortId`]) and their SM roles. A Rust program may hold
+//! its own ([`Umad::new`]); the free functions work on the process-wide one,
+//! [`Umad::global`], over the process-wide registry ([`registry::global`]), which
+//! the C ABI needs (libibumad's ports are process-wide integers). Ports are opened
+//! by CA name only: which transport serves a CA is the registry's business. The
+//! process-wide registry's default CAs, registered when a CA is first looked up
+//! unless `vmadsim0` or `vmadsim1` is, are the embedded fabric's pair (those two
+//! CAs on one switch, LIDs 1 and 2).
 //!
 //! A [`PortId`] is a small positive number that is never reused within the
 //! process (libibumad's is the device fd, whose number the OS reuses after a
@@ -44,21 +49,19 @@ mod sm_role;
 
 use std::collections::BTreeMap;
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::Duration;
 
 pub use buf::{
     get_mad, get_mad_addr, get_mad_mut, get_pkey, set_addr, set_grh, set_pkey, size, status,
 };
-pub use sm_role::get_issm_path;
 
 pub use crate::engine::{AgentId, AgentSpec, Event, SendRequest};
 pub use crate::port::{Port, PortConfig};
-pub use crate::transport::registry::CaInfo;
+pub use crate::transport::registry::{CaInfo, Registry};
 
 use crate::error::errno;
-use crate::transport::{registry, sim, PortAttrs};
+use crate::transport::{registry, PortAttrs};
 use crate::types::{MadAddr, Qp};
 use crate::wire::mad::MgmtClass;
 use crate::wire::umad::{Packet, HEADER_LEN};
@@ -96,76 +99,238 @@ struct Table {
     open: BTreeMap<i32, Arc<Port>>,
 }
 
-static PORTS: Mutex<Table> = Mutex::new(Table {
-    next: 1,
-    open: BTreeMap::new(),
-});
-
-fn ports() -> MutexGuard<'static, Table> {
-    PORTS.lock().unwrap_or_else(PoisonError::into_inner)
+/// What a [`Umad`] handle shares: its registry, its open ports and its SM roles.
+struct Inner {
+    registry: Arc<Registry>,
+    ports: Mutex<Table>,
+    /// Serializes opens, so that two threads opening one port share it.
+    opening: Mutex<()>,
+    roles: sm_role::Roles,
 }
 
-static DEFAULT_FABRIC: AtomicBool = AtomicBool::new(true);
+/// A libibumad instance: the CAs of a [`Registry`], the ports opened through it (by
+/// [`PortId`]) and their SM roles. Cloning gives another handle on the same instance.
+///
+/// The free functions of this module (and so the C ABI) work on one process-wide
+/// instance, [`Umad::global`], over the process-wide registry; a Rust program may hold
+/// its own, over a registry of its own.
+#[derive(Clone)]
+pub struct Umad(Arc<Inner>);
 
-/// Never build the default embedded fabric in this process. For a caller that chose
-/// another transport (the C library with `VMAD_TRANSPORT=ibsim`), so that only that
-/// transport's CAs are listed and opened.
+impl core::fmt::Debug for Umad {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Umad")
+            .field("registry", &self.0.registry)
+            .field("open", &self.ports().open.len())
+            .finish()
+    }
+}
+
+impl Umad {
+    /// An instance over `registry`, no port open.
+    pub fn new(registry: Arc<Registry>) -> Umad {
+        Umad(Arc::new(Inner {
+            registry,
+            ports: Mutex::new(Table {
+                next: 1,
+                open: BTreeMap::new(),
+            }),
+            opening: Mutex::new(()),
+            roles: sm_role::Roles::default(),
+        }))
+    }
+
+    /// The process-wide instance, over [`registry::global`]: what the free functions
+    /// of this module and the C ABI use.
+    pub fn global() -> &'static Umad {
+        static GLOBAL: OnceLock<Umad> = OnceLock::new();
+        GLOBAL.get_or_init(|| Umad::new(registry::global().clone()))
+    }
+
+    /// The registry this instance finds CAs in.
+    pub fn registry(&self) -> &Arc<Registry> {
+        &self.0.registry
+    }
+
+    fn ports(&self) -> MutexGuard<'_, Table> {
+        self.0.ports.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The CA `ca` names, or for `""` the first registered CA.
+    fn resolve(&self, ca: &str) -> Result<String> {
+        self.0.registry.ensure_default();
+        if ca.is_empty() {
+            self.0
+                .registry
+                .ca_names()
+                .into_iter()
+                .next()
+                .ok_or_else(|| Error::NoDevice("no CA registered".into()))
+        } else {
+            Ok(ca.to_owned())
+        }
+    }
+
+    /// Names of every CA that can be opened, sorted (`umad_get_cas_names`).
+    pub fn get_cas_names(&self) -> Vec<String> {
+        self.0.registry.ensure_default();
+        self.0.registry.ca_names()
+    }
+
+    /// Describe CA `ca` (`umad_get_ca`; `""`: the first CA).
+    ///
+    /// # Errors
+    /// ENODEV if there is no such CA.
+    pub fn get_ca(&self, ca: &str) -> Result<CaInfo> {
+        self.0.registry.ca_info(&self.resolve(ca)?)
+    }
+
+    /// Describe port `port` of CA `ca` (`umad_get_port`; `""`: the first CA, port 0: its
+    /// first active port, else its first).
+    ///
+    /// # Errors
+    /// ENODEV if there is no such CA or port.
+    pub fn get_port(&self, ca: &str, port: u8) -> Result<PortAttrs> {
+        let info = self.get_ca(ca)?;
+        let found = if port == 0 {
+            preferred_port(&info)
+        } else {
+            info.ports.iter().find(|p| p.port_num == port)
+        };
+        found
+            .cloned()
+            .ok_or_else(|| Error::NoDevice(format!("{} has no port {port}", info.name)))
+    }
+
+    /// Open a port with the default [`PortConfig`] and return its id and typed handle.
+    ///
+    /// A port already open in this instance is opened again ([`Port::open_again`]): the
+    /// new open has its own agents, receive queue and descriptor, as each `open()` of the
+    /// kernel's umad device has.
+    ///
+    /// # Errors
+    /// ENODEV for an unknown CA or port; EADDRINUSE if another process (or a [`Port`]
+    /// opened outside this instance) holds the port on a transport that allows one owner;
+    /// EIO if the port thread cannot start or the open port's transport has failed;
+    /// ENOMEM after 2^31 opens.
+    pub fn open(&self, ca: &str, port: u8) -> Result<(PortId, Arc<Port>)> {
+        self.open_with(ca, port, PortConfig::default())
+    }
+
+    /// Open a port with `config` (used only if the port is not open yet); see [`Umad::open`].
+    ///
+    /// # Errors
+    /// As [`Umad::open`].
+    pub fn open_with(&self, ca: &str, port: u8, config: PortConfig) -> Result<(PortId, Arc<Port>)> {
+        let name = self.resolve(ca)?;
+        let port_num = if port == 0 {
+            self.get_port(&name, 0)?.port_num
+        } else {
+            port
+        };
+        let _opening = self
+            .0
+            .opening
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let existing = self
+            .ports()
+            .open
+            .values()
+            .find(|p| {
+                let a = p.attrs();
+                a.ca_name == name && a.port_num == port_num && p.is_open() && p.failure().is_none()
+            })
+            .cloned();
+        let handle = match existing {
+            Some(p) => Arc::new(p.open_again()?),
+            None => {
+                let transport = self.0.registry.open(&name, port_num)?;
+                Arc::new(Port::open(transport, config)?)
+            }
+        };
+        self.0.roles.opened(&handle);
+        let mut table = self.ports();
+        if table.next == i32::MAX {
+            return Err(Error::LimitReached("port ids exhausted"));
+        }
+        let id = PortId(table.next);
+        table.next += 1;
+        table.open.insert(id.0, handle.clone());
+        Ok((id, handle))
+    }
+
+    /// `umad_open_port`: open port `port` of CA `ca` (`""`: the first CA; 0: its first
+    /// active port).
+    ///
+    /// # Errors
+    /// As [`Umad::open`].
+    pub fn open_port(&self, ca: &str, port: u8) -> Result<PortId> {
+        self.open(ca, port).map(|(id, _)| id)
+    }
+
+    /// The typed handle of an open port.
+    ///
+    /// # Errors
+    /// EINVAL if `id` is not open.
+    pub fn port(&self, id: PortId) -> Result<Arc<Port>> {
+        self.ports()
+            .open
+            .get(&id.0)
+            .cloned()
+            .ok_or(Error::InvalidPort)
+    }
+
+    /// `umad_close_port`: unregister every agent, drop queued messages, release the port.
+    /// Threads blocked on it return EINVAL.
+    ///
+    /// # Errors
+    /// EINVAL if `id` is not open.
+    pub fn close_port(&self, id: PortId) -> Result<()> {
+        let handle = self.ports().open.remove(&id.0).ok_or(Error::InvalidPort)?;
+        handle.close();
+        Ok(())
+    }
+
+    /// The open port of CA port `key` ((CA name, port number)), if any.
+    fn open_on(&self, ca: &str, port_num: u8) -> Option<Arc<Port>> {
+        self.ports()
+            .open
+            .values()
+            .find(|p| {
+                let a = p.attrs();
+                a.ca_name == ca && a.port_num == port_num && p.is_open()
+            })
+            .cloned()
+    }
+}
+
+/// The process-wide instance's registry stops offering its default CAs (the embedded
+/// fabric) in this process. For a caller that chose another transport (the C library
+/// with `VMAD_TRANSPORT=ibsim`), so that only that transport's CAs are listed and opened.
 pub fn disable_default_fabric() {
-    DEFAULT_FABRIC.store(false, Ordering::Relaxed);
+    Umad::global().registry().set_default(None);
 }
 
-/// Build the default fabric unless a fabric already owns one of its names.
-fn ensure_default() {
-    if DEFAULT_FABRIC.load(Ordering::Relaxed)
-        && !registry::contains("vmadsim0")
-        && !registry::contains("vmadsim1")
-    {
-        // Losing a race to another thread building it is fine: it exists either way.
-        let _ = sim::Fabric::default_pair();
-    }
-}
-
-/// The CA `ca` names, or for `""` the first registered CA.
-fn resolve(ca: &str) -> Result<String> {
-    ensure_default();
-    if ca.is_empty() {
-        registry::ca_names()
-            .into_iter()
-            .next()
-            .ok_or_else(|| Error::NoDevice("no CA registered".into()))
-    } else {
-        Ok(ca.to_owned())
-    }
-}
-
-/// Names of every CA that can be opened, sorted (`umad_get_cas_names`).
+/// Names of every CA that can be opened, sorted (`umad_get_cas_names`); see [`Umad`].
 pub fn get_cas_names() -> Vec<String> {
-    ensure_default();
-    registry::ca_names()
+    Umad::global().get_cas_names()
 }
 
-/// Describe CA `ca` (`umad_get_ca`; `""`: the first CA).
+/// Describe CA `ca` (`umad_get_ca`; `""`: the first CA); see [`Umad::get_ca`].
 ///
 /// # Errors
 /// ENODEV if there is no such CA.
 pub fn get_ca(ca: &str) -> Result<CaInfo> {
-    registry::ca_info(&resolve(ca)?)
+    Umad::global().get_ca(ca)
 }
 
-/// Describe port `port` of CA `ca` (`umad_get_port`; `""`: the first CA, port 0: its first port).
+/// Describe port `port` of CA `ca` (`umad_get_port`); see [`Umad::get_port`].
 ///
 /// # Errors
 /// ENODEV if there is no such CA or port.
 pub fn get_port(ca: &str, port: u8) -> Result<PortAttrs> {
-    let info = get_ca(ca)?;
-    let found = if port == 0 {
-        preferred_port(&info)
-    } else {
-        info.ports.iter().find(|p| p.port_num == port)
-    };
-    found
-        .cloned()
-        .ok_or_else(|| Error::NoDevice(format!("{} has no port {port}", info.name)))
+    Umad::global().get_port(ca, port)
 }
 
 /// The port that port number 0 names on `info`: its first active port, else its first
@@ -177,87 +342,44 @@ pub fn preferred_port(info: &CaInfo) -> Option<&PortAttrs> {
         .or(info.ports.first())
 }
 
-/// Open a port with the default [`PortConfig`] and return its typed handle.
-///
-/// A port already open in this process is opened again ([`Port::open_again`]): the
-/// new open has its own agents, receive queue and descriptor, as each `open()` of the
-/// kernel's umad device has.
+/// [`Umad::open`] on the process-wide instance.
 ///
 /// # Errors
-/// ENODEV for an unknown CA or port; EADDRINUSE if another process (or a [`Port`]
-/// opened outside this module) holds the port on a transport that allows one owner;
-/// EIO if the port thread cannot start or the open port's transport has failed;
-/// ENOMEM after 2^31 opens.
+/// As [`Umad::open`].
 pub fn open(ca: &str, port: u8) -> Result<(PortId, Arc<Port>)> {
-    open_with(ca, port, PortConfig::default())
+    Umad::global().open(ca, port)
 }
 
-/// Serializes opens, so that two threads opening one port share it.
-static OPENING: Mutex<()> = Mutex::new(());
-
-/// Open a port with `config` (used only if the port is not open yet); see [`open`].
+/// [`Umad::open_with`] on the process-wide instance.
 ///
 /// # Errors
-/// As [`open`].
+/// As [`Umad::open`].
 pub fn open_with(ca: &str, port: u8, config: PortConfig) -> Result<(PortId, Arc<Port>)> {
-    let name = resolve(ca)?;
-    let port_num = if port == 0 {
-        get_port(&name, 0)?.port_num
-    } else {
-        port
-    };
-    let _opening = OPENING.lock().unwrap_or_else(PoisonError::into_inner);
-    let existing = ports()
-        .open
-        .values()
-        .find(|p| {
-            let a = p.attrs();
-            a.ca_name == name && a.port_num == port_num && p.is_open() && p.failure().is_none()
-        })
-        .cloned();
-    let handle = match existing {
-        Some(p) => Arc::new(p.open_again()?),
-        None => {
-            let transport = registry::open(&name, port_num)?;
-            Arc::new(Port::open(transport, config)?)
-        }
-    };
-    sm_role::opened(&handle);
-    let mut table = ports();
-    if table.next == i32::MAX {
-        return Err(Error::LimitReached("port ids exhausted"));
-    }
-    let id = PortId(table.next);
-    table.next += 1;
-    table.open.insert(id.0, handle.clone());
-    Ok((id, handle))
+    Umad::global().open_with(ca, port, config)
 }
 
-/// `umad_open_port`: open port `port` of CA `ca` (`""`: the first CA; 0: its first active port).
+/// `umad_open_port` ([`Umad::open_port`] on the process-wide instance).
 ///
 /// # Errors
-/// As [`open`].
+/// As [`Umad::open`].
 pub fn open_port(ca: &str, port: u8) -> Result<PortId> {
-    open(ca, port).map(|(id, _)| id)
+    Umad::global().open_port(ca, port)
 }
 
-/// The typed handle of an open port.
+/// The typed handle of an open port of the process-wide instance.
 ///
 /// # Errors
 /// EINVAL if `id` is not open.
 pub fn port(id: PortId) -> Result<Arc<Port>> {
-    ports().open.get(&id.0).cloned().ok_or(Error::InvalidPort)
+    Umad::global().port(id)
 }
 
-/// `umad_close_port`: unregister every agent, drop queued messages, release the port.
-/// Threads blocked on it return EINVAL.
+/// `umad_close_port` ([`Umad::close_port`] on the process-wide instance).
 ///
 /// # Errors
 /// EINVAL if `id` is not open.
 pub fn close_port(id: PortId) -> Result<()> {
-    let handle = ports().open.remove(&id.0).ok_or(Error::InvalidPort)?;
-    handle.close();
-    Ok(())
+    Umad::global().close_port(id)
 }
 
 /// `umad_get_fd`: a descriptor that polls readable exactly while a message is queued.
@@ -266,6 +388,14 @@ pub fn close_port(id: PortId) -> Result<()> {
 /// EINVAL if `id` is not open.
 pub fn get_fd(id: PortId) -> Result<RawFd> {
     Ok(port(id)?.fd())
+}
+
+/// `umad_get_issm_path` ([`Umad::get_issm_path`] on the process-wide instance).
+///
+/// # Errors
+/// As [`Umad::get_issm_path`].
+pub fn get_issm_path(ca: &str, port: u8) -> Result<std::path::PathBuf> {
+    Umad::global().get_issm_path(ca, port)
 }
 
 /// `umad_register`: an agent for `mgmt_class`/`class_version` on QP0 (classes 0x01,

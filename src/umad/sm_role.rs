@@ -19,18 +19,18 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
 
 use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify, WatchDescriptor};
 
-use super::{get_ca, get_port, ports, Port};
+use super::{Inner, Port, Umad};
 use crate::{Error, Result};
 
 /// A CA port: (CA name, port number).
 type PortKey = (String, u8);
 
 #[derive(Default)]
-struct Roles {
+struct Wishes {
     /// Watched issm files: watch → (port, its file, held open when last looked).
     watches: BTreeMap<WatchDescriptor, (PortKey, PathBuf, bool)>,
     /// Paths already watched, so a second `get_issm_path` reuses the watch.
@@ -39,28 +39,72 @@ struct Roles {
     wanted: BTreeMap<PortKey, bool>,
 }
 
-static ROLES: Mutex<Option<Roles>> = Mutex::new(None);
-static WATCHER: OnceLock<std::result::Result<Arc<Inotify>, String>> = OnceLock::new();
-
-fn roles() -> MutexGuard<'static, Option<Roles>> {
-    ROLES.lock().unwrap_or_else(PoisonError::into_inner)
+/// A [`Umad`]'s SM roles: the issm files it handed out, and an inotify instance
+/// watching them (started by the first), whose thread ends with the instance.
+#[derive(Default)]
+pub(super) struct Roles {
+    wishes: Mutex<Wishes>,
+    watcher: OnceLock<std::result::Result<Arc<Inotify>, String>>,
 }
 
-/// `umad_get_issm_path`: the file whose open takes the SM role on port `port` of `ca`
-/// (`""`: the first CA; port 0: its first active port). See the module docs. On a CA
-/// whose provider has a real issm device (the kernel transport) that device's path.
-///
-/// # Errors
-/// ENODEV for an unknown CA or port; EIO if the file or its watch cannot be made.
-pub fn get_issm_path(ca: &str, port: u8) -> Result<PathBuf> {
-    let info = get_ca(ca)?;
-    let port_num = get_port(&info.name, port)?.port_num;
-    // A CA with a real issm device (the kernel transport's) names it: nothing to watch.
-    if let Some(real) = crate::transport::registry::issm_path(&info.name, port_num)? {
-        return Ok(real);
+impl Roles {
+    fn wishes(&self) -> MutexGuard<'_, Wishes> {
+        self.wishes.lock().unwrap_or_else(PoisonError::into_inner)
     }
-    let key = (info.name, port_num);
-    if let Some(path) = roles().as_ref().and_then(|r| r.paths.get(&key)) {
+
+    /// A port was just opened: if it is the port's first open and its issm file is
+    /// held, it takes the role now.
+    pub(super) fn opened(&self, port: &Port) {
+        if port.opens() != 1 {
+            return;
+        }
+        let a = port.attrs();
+        let key = (a.ca_name.clone(), a.port_num);
+        let wanted = self.wishes().wanted.get(&key).copied().unwrap_or(false);
+        if wanted {
+            set(port, &key, true);
+        }
+    }
+}
+
+impl Drop for Roles {
+    fn drop(&mut self) {
+        // Removing the watches wakes the watcher thread, which then finds its instance
+        // gone and ends.
+        if let Some(Ok(inotify)) = self.watcher.get() {
+            let watches = std::mem::take(&mut self.wishes().watches);
+            for wd in watches.into_keys() {
+                let _ = inotify.rm_watch(wd);
+            }
+        }
+    }
+}
+
+impl Umad {
+    /// `umad_get_issm_path`: the file whose open takes the SM role on port `port` of
+    /// `ca` (`""`: the first CA; port 0: its first active port). It is an empty file of
+    /// this process's, watched: its first open (by anyone in this process) gives the
+    /// role to this instance's open port there, now or when it opens, and its last
+    /// close takes it back. On a CA whose provider has a real issm device (the kernel
+    /// transport) that device's path.
+    ///
+    /// # Errors
+    /// ENODEV for an unknown CA or port; EIO if the file or its watch cannot be made.
+    pub fn get_issm_path(&self, ca: &str, port: u8) -> Result<PathBuf> {
+        let info = self.get_ca(ca)?;
+        let port_num = self.get_port(&info.name, port)?.port_num;
+        // A CA with a real issm device (the kernel transport's) names it: nothing to watch.
+        if let Some(real) = self.registry().issm_path(&info.name, port_num)? {
+            return Ok(real);
+        }
+        issm_file(&self.0, (info.name, port_num))
+    }
+}
+
+/// The watched issm file of CA port `key`, made (and watched) on first call.
+fn issm_file(umad: &Arc<Inner>, key: PortKey) -> Result<PathBuf> {
+    let roles = &umad.roles;
+    if let Some(path) = roles.wishes().paths.get(&key) {
         return Ok(path.clone());
     }
     let dir = runtime_dir();
@@ -73,15 +117,14 @@ pub fn get_issm_path(ca: &str, port: u8) -> Result<PathBuf> {
         .open(&path)?;
     // As /proc/self/fd shows it (a symlinked runtime directory would not compare equal).
     let path = std::fs::canonicalize(&path)?;
-    let inotify = watcher()?;
+    let inotify = watcher(umad)?;
     let wd = inotify
         .add_watch(
             &path,
             AddWatchFlags::IN_OPEN | AddWatchFlags::IN_CLOSE | AddWatchFlags::IN_DELETE_SELF,
         )
         .map_err(|e| Error::Io(e.into()))?;
-    let mut guard = roles();
-    let r = guard.get_or_insert_with(Roles::default);
+    let mut r = roles.wishes();
     r.watches
         .entry(wd)
         .or_insert((key.clone(), path.clone(), false));
@@ -96,15 +139,16 @@ fn runtime_dir() -> PathBuf {
     }
 }
 
-/// The process's inotify instance and its thread, started once.
-fn watcher() -> Result<Arc<Inotify>> {
-    let made = WATCHER.get_or_init(|| {
+/// The instance's inotify instance and its thread, started once.
+fn watcher(umad: &Arc<Inner>) -> Result<Arc<Inotify>> {
+    let made = umad.roles.watcher.get_or_init(|| {
         let inotify = Inotify::init(InitFlags::IN_CLOEXEC).map_err(|e| e.to_string())?;
         let inotify = Arc::new(inotify);
         let reader = inotify.clone();
+        let owner = Arc::downgrade(umad);
         std::thread::Builder::new()
             .name("vmad-issm".into())
-            .spawn(move || watch(&reader))
+            .spawn(move || watch(&reader, &owner))
             .map_err(|e| e.to_string())?;
         Ok(inotify)
     });
@@ -112,8 +156,9 @@ fn watcher() -> Result<Arc<Inotify>> {
         .map_err(|e| Error::Io(std::io::Error::other(format!("inotify: {e}"))))
 }
 
-/// The watcher thread: counts the opens of each issm file and moves the role.
-fn watch(inotify: &Inotify) {
+/// The watcher thread: counts the opens of each issm file and moves the role, until
+/// its instance is gone.
+fn watch(inotify: &Inotify, owner: &Weak<Inner>) {
     loop {
         let events = match inotify.read_events() {
             Ok(ev) => ev,
@@ -123,9 +168,12 @@ fn watch(inotify: &Inotify) {
                 return;
             }
         };
+        let Some(umad) = owner.upgrade().map(Umad) else {
+            return;
+        };
         for ev in events {
-            if let Some((key, on)) = count(ev.wd, ev.mask) {
-                apply(&key, on);
+            if let Some((key, on)) = count(&umad.0.roles, ev.wd, ev.mask) {
+                apply(&umad, &key, on);
             }
         }
     }
@@ -133,14 +181,11 @@ fn watch(inotify: &Inotify) {
 
 /// Look again at the file an event was about; `Some` when it went from closed to open
 /// or back.
-fn count(wd: WatchDescriptor, mask: AddWatchFlags) -> Option<(PortKey, bool)> {
-    let path = {
-        let guard = roles();
-        guard.as_ref()?.watches.get(&wd)?.1.clone()
-    };
+fn count(roles: &Roles, wd: WatchDescriptor, mask: AddWatchFlags) -> Option<(PortKey, bool)> {
+    let path = roles.wishes().watches.get(&wd)?.1.clone();
     let held = held_open(&path);
-    let mut guard = roles();
-    let r = guard.as_mut()?;
+    let mut guard = roles.wishes();
+    let r = &mut *guard;
     let (key, _, was) = r.watches.get_mut(&wd)?;
     let key = key.clone();
     let changed = std::mem::replace(was, held) != held;
@@ -163,17 +208,9 @@ fn held_open(path: &std::path::Path) -> bool {
         .any(|fd| std::fs::read_link(fd.path()).is_ok_and(|target| target == path))
 }
 
-/// Give the role to (or take it from) the port `key` if this process has it open.
-fn apply(key: &PortKey, on: bool) {
-    let open = ports()
-        .open
-        .values()
-        .find(|p| {
-            let a = p.attrs();
-            a.ca_name == key.0 && a.port_num == key.1 && p.is_open()
-        })
-        .cloned();
-    if let Some(port) = open {
+/// Give the role to (or take it from) the port `key` if `umad` has it open.
+fn apply(umad: &Umad, key: &PortKey, on: bool) {
+    if let Some(port) = umad.open_on(&key.0, key.1) {
         set(&port, key, on);
     }
 }
@@ -192,21 +229,5 @@ fn set(port: &Port, key: &PortKey, on: bool) {
                 if on { "take" } else { "give up" }
             );
         }
-    }
-}
-
-/// A port was just opened: if it is the port's first open and its issm file is held,
-/// it takes the role now.
-pub(super) fn opened(port: &Port) {
-    if port.opens() != 1 {
-        return;
-    }
-    let a = port.attrs();
-    let key = (a.ca_name.clone(), a.port_num);
-    let wanted = roles()
-        .as_ref()
-        .is_some_and(|r| r.wanted.get(&key).copied().unwrap_or(false));
-    if wanted {
-        set(port, &key, true);
     }
 }

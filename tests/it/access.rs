@@ -144,7 +144,7 @@ fn responses_reach_only_the_agent_and_peer_whose_request_they_answer() {
     let mut collide = resp;
     collide[3] = 0x02;
     net.hostile.inject(&RawFrame::gsi(collide, V));
-    settle(&net.victim, 4);
+    settle(&net, 4);
     let stats = net.victim.stats();
     assert_eq!(stats.unmatched_responses, 3, "{stats:?}");
     assert_eq!((stats.delivered, stats.auto_replies), (0, 1), "{stats:?}");

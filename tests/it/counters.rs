@@ -1,7 +1,10 @@
-//! Port counters under injected loss: retries and timeouts are counted exactly.
+//! Port counters under injected loss: retries and timeouts are counted exactly. The
+//! fabric runs in virtual time: each request's 20 ms timeouts pass when the test
+//! advances the clock.
 
 use std::time::Duration;
 
+use vmad::clock::VirtualClock;
 use vmad::engine::{AgentSpec, Event, SendRequest};
 use vmad::port::{Port, PortConfig};
 use vmad::transport::sim::{Fabric, FaultConfig};
@@ -19,7 +22,9 @@ fn get(tid: u32) -> [u8; 256] {
 /// port, how many were answered and how many timed out.
 fn run(name: &str, loss: f64, n: u32, retries: u32) -> (Port, u32, u32) {
     let (ca0, ca1) = (format!("{name}0"), format!("{name}1"));
+    let clock = VirtualClock::new();
     let f = Fabric::builder()
+        .clock(clock.clone())
         .ca(&ca0)
         .ca(&ca1)
         .link(&ca0, 1, &ca1, 1)
@@ -65,15 +70,18 @@ fn run(name: &str, loss: f64, n: u32, retries: u32) -> (Port, u32, u32) {
         port.send(agent, req).unwrap();
     }
     let (mut answered, mut timed_out) = (0, 0);
-    while answered + timed_out < n {
-        match port
-            .recv(Some(Duration::from_secs(60)))
-            .expect("every request ends")
-        {
-            Event::Recv { .. } => answered += 1,
-            Event::SendTimedOut { .. } => timed_out += 1,
+    // Every request ends within its attempts' timeouts: one advance per attempt, and
+    // one for the answers still on their way.
+    for _ in 0..=retries + 1 {
+        clock.advance(Duration::from_millis(20));
+        while let Ok(event) = port.recv(Some(Duration::ZERO)) {
+            match event {
+                Event::Recv { .. } => answered += 1,
+                Event::SendTimedOut { .. } => timed_out += 1,
+            }
         }
     }
+    assert_eq!(answered + timed_out, n, "every request ends in time");
     (port, answered, timed_out)
 }
 
@@ -103,4 +111,54 @@ fn counters_partial_loss_add_up_per_request() {
         "30% loss both answers and times out: {s:?}"
     );
     assert_eq!(s.outstanding, 0);
+}
+
+/// A clock given in the port's configuration is the one its timers run on, whatever
+/// the fabric keeps: on a fabric in real time, a request to a LID nobody has times
+/// out when that clock says so.
+#[test]
+fn the_port_configs_clock_runs_the_ports_timers() {
+    let f = Fabric::builder()
+        .ca("cntc0")
+        .ca("cntc1")
+        .link("cntc0", 1, "cntc1", 1)
+        .build_private()
+        .unwrap();
+    let clock = VirtualClock::new();
+    let config = PortConfig {
+        clock: Some(std::sync::Arc::new(clock.clone())),
+        ..PortConfig::default()
+    };
+    let port = Port::open(Box::new(f.open("cntc0", 1).unwrap()), config).unwrap();
+    let agent = port
+        .register(AgentSpec {
+            qp: Qp::Gsi,
+            mgmt_class: 0x04.into(),
+            class_version: 1,
+            rmpp_version: 0,
+            method_mask: [0, 0],
+            oui: 0,
+            user_rmpp: false,
+        })
+        .unwrap();
+    let mad = get(1);
+    let req = SendRequest {
+        addr: MadAddr {
+            lid: 9,
+            qpn: 1,
+            qkey: GSI_QKEY,
+            ..MadAddr::default()
+        },
+        mad: &mad,
+        timeout_ms: 3_600_000,
+        retries: 0,
+    };
+    port.send(agent, req).unwrap();
+    clock.advance(Duration::from_secs(3599));
+    assert!(port.recv(Some(Duration::ZERO)).is_err(), "not an hour yet");
+    clock.advance(Duration::from_secs(1));
+    assert!(matches!(
+        port.recv(Some(Duration::ZERO)),
+        Ok(Event::SendTimedOut { .. })
+    ));
 }

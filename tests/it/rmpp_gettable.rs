@@ -1,8 +1,11 @@
 //! SA-like GetTable round trips over RMPP, through the umad API, with and without loss.
+//! The lossy runs are in virtual time: RMPP's resends happen as the test advances the
+//! fabric's clock, never by waiting.
 
 use std::thread;
 use std::time::Duration;
 
+use vmad::clock::{Clock, VirtualClock};
 use vmad::error::errno::{EINVAL, ENOSPC};
 use vmad::transport::sim::FaultConfig;
 use vmad::umad::{self, PortConfig, PortId};
@@ -59,8 +62,10 @@ fn get_table(port: PortId, agent: umad::AgentId, tid: u64) -> Vec<u8> {
     let mut mad = gmp_mad(SA, 2, GET_TABLE, tid, 0x11);
     mad[24] = 1;
     let mut req = umad_with(&mad, 2, 1);
-    // A lost request is resent after 1 s; the RMPP response itself takes far less.
-    umad::send(port, agent, &mut req, 256, 1000, 5).unwrap();
+    // A lost request is resent after 10 s; the RMPP response itself takes far less. (In
+    // virtual time that is long enough for the server thread to answer, however slowly
+    // the machine runs it, before the test's clock gets there.)
+    umad::send(port, agent, &mut req, 256, 10_000, 5).unwrap();
     let mut buf = vec![0u8; 64 + 256];
     let mut len = 256;
     let err = umad::recv(port, &mut buf, &mut len, -1).unwrap_err();
@@ -88,6 +93,25 @@ fn round_trips(p: &Pair, records: usize, runs: u64) {
     server.join().unwrap();
 }
 
+/// [`round_trips`] on a client thread while this one moves `clock` on in 1 ms steps.
+fn round_trips_in_virtual_time(p: &Pair, clock: &VirtualClock, records: usize, runs: u64) {
+    const GIVE_UP: Duration = Duration::from_secs(3600);
+    thread::scope(|s| {
+        let client = s.spawn(|| round_trips(p, records, runs));
+        while !client.is_finished() {
+            assert!(
+                clock
+                    .now()
+                    .saturating_duration_since(vmad::time::Instant::ZERO)
+                    < GIVE_UP,
+                "{runs} GetTables not done in an hour of virtual time"
+            );
+            clock.advance(Duration::from_millis(1));
+            thread::yield_now();
+        }
+    });
+}
+
 #[test]
 fn gettable_1000_records_clean() {
     let p = pair("rgc");
@@ -101,8 +125,8 @@ fn gettable_under_loss() {
         seed: 5,
         ..FaultConfig::default()
     };
-    let p = pair_fast("rgl", lossy);
-    round_trips(&p, 1000, 5);
+    let (p, clock) = pair_fast("rgl", lossy);
+    round_trips_in_virtual_time(&p, &clock, 1000, 5);
     let stats = p.fabric.link_stats("rgl0", 1).unwrap();
     assert!(stats.lost > 0, "{stats:?}");
 }
@@ -116,15 +140,16 @@ fn gettable_under_reorder_and_dup() {
         seed: 6,
         ..FaultConfig::default()
     };
-    let p = pair_fast("rgr", messy);
-    round_trips(&p, 600, 3);
+    let (p, clock) = pair_fast("rgr", messy);
+    round_trips_in_virtual_time(&p, &clock, 600, 3);
     let stats = p.fabric.link_stats("rgr0", 1).unwrap();
     assert!(stats.duplicated > 0 && stats.reordered > 0, "{stats:?}");
 }
 
-/// A pair whose ports resend an unacknowledged RMPP window after 20 ms, not 2 s.
-fn pair_fast(prefix: &str, faults: FaultConfig) -> Pair {
+/// A pair in virtual time whose ports resend an unacknowledged RMPP window after 20 ms,
+/// not 2 s.
+fn pair_fast(prefix: &str, faults: FaultConfig) -> (Pair, VirtualClock) {
     let mut config = PortConfig::default();
     config.engine.rmpp.ack_timeout = Duration::from_millis(20);
-    pair_config(prefix, faults, config)
+    pair_in_virtual_time(prefix, faults, config)
 }

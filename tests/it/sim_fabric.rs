@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use vmad::clock::VirtualClock;
 use vmad::transport::sim::{Fabric, FaultConfig};
 use vmad::transport::{registry, Transport};
 use vmad::types::{GrhAddr, MadAddr, Qp};
@@ -187,10 +188,7 @@ fn loss_drops_frames_and_is_counted() {
     for i in 0..200 {
         send(&mut a, Qp::Gsi, gsi(2), &gmp(i));
     }
-    let mut got = 0;
-    while try_recv_for(&mut b, Duration::from_millis(50)).is_some() {
-        got += 1;
-    }
+    let got = drain(&mut b).len() as u64;
     let stats = f.link_stats("sfx1", 1).unwrap();
     assert_eq!(stats.frames, 200);
     assert_eq!(got, 200 - stats.lost);
@@ -199,7 +197,9 @@ fn loss_drops_frames_and_is_counted() {
 
 #[test]
 fn dup_reorder_corrupt_happen_and_are_counted() {
+    let clock = VirtualClock::new();
     let f = Fabric::builder()
+        .clock(clock.clone())
         .ca("sfd0")
         .ca("sfd1")
         .link("sfd0", 1, "sfd1", 1)
@@ -210,7 +210,6 @@ fn dup_reorder_corrupt_happen_and_are_counted() {
                 dup: 0.2,
                 reorder: 0.2,
                 corrupt: 0.2,
-                // Long enough that later frames overtake even on a busy machine.
                 hold: Duration::from_millis(20),
                 seed: 11,
                 ..FaultConfig::default()
@@ -223,11 +222,14 @@ fn dup_reorder_corrupt_happen_and_are_counted() {
     for i in 0..100u64 {
         send(&mut a, Qp::Gsi, gsi(2), &gmp(i));
     }
-    let mut got = Vec::new();
-    while let Some((_, mad)) = try_recv_for(&mut b, Duration::from_millis(100)) {
-        got.push(mad);
-    }
+    let mut got: Vec<_> = drain(&mut b).into_iter().map(|(_, mad)| mad).collect();
     let stats = f.link_stats("sfd0", 1).unwrap();
+    assert!(
+        (got.len() as u64) < 100 + stats.duplicated,
+        "reordered frames are held back"
+    );
+    clock.advance(Duration::from_millis(20));
+    got.extend(drain(&mut b).into_iter().map(|(_, mad)| mad));
     assert!(
         stats.duplicated > 0 && stats.reordered > 0 && stats.corrupted > 0,
         "{stats:?}"
@@ -268,11 +270,10 @@ fn same_seed_same_fate() {
         for i in 0..64 {
             send(&mut a, Qp::Gsi, gsi(2), &gmp(i));
         }
-        let mut seen = Vec::new();
-        while let Some((_, m)) = try_recv_for(&mut b, Duration::from_millis(30)) {
-            seen.push(be64(&m, 8));
-        }
-        seen
+        drain(&mut b)
+            .iter()
+            .map(|(_, m)| be64(m, 8))
+            .collect::<Vec<_>>()
     };
     assert_eq!(run("sfs"), run("sft"));
 }
@@ -293,7 +294,9 @@ fn waker_ends_a_wait() {
 
 #[test]
 fn delay_holds_frames_back() {
+    let clock = VirtualClock::new();
     let f = Fabric::builder()
+        .clock(clock.clone())
         .ca("sfy0")
         .ca("sfy1")
         .link("sfy0", 1, "sfy1", 1)
@@ -311,7 +314,10 @@ fn delay_holds_frames_back() {
     let mut b = f.open("sfy1", 1).unwrap();
     send(&mut a, Qp::Gsi, gsi(2), &gmp(1));
     send(&mut a, Qp::Gsi, gsi(2), &gmp(2));
-    // Held frames come out in order once due; `wait` sleeps until then.
-    assert_eq!(be64(&recv(&mut b).1, 8), 1);
-    assert_eq!(be64(&recv(&mut b).1, 8), 2);
+    // Held frames come out in order once due on the fabric's clock, not before.
+    clock.advance(Duration::from_micros(29_999));
+    assert!(drain(&mut b).is_empty());
+    clock.advance(Duration::from_micros(1));
+    let got: Vec<u64> = drain(&mut b).iter().map(|(_, m)| be64(m, 8)).collect();
+    assert_eq!(got, [1, 2]);
 }

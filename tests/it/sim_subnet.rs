@@ -253,10 +253,7 @@ fn subnset_obeys_the_mkey() {
     pi.set_m_key(0xfeed);
     pi.set_m_key_protect_bits(1);
     send(&mut a, Qp::Smi, smi(0xffff), &set);
-    assert!(
-        try_recv_for(&mut a, Duration::from_millis(20)).is_none(),
-        "wrong key: discarded"
-    );
+    assert!(drain(&mut a).is_empty(), "wrong key: discarded");
     assert_eq!(f.port_counters("mks1", 1).unwrap().mkey_violations, 1);
     assert_eq!(f.lid("mks1", 1), Some(2));
     set[24..32].copy_from_slice(&0xfeedu64.to_be_bytes());
@@ -360,10 +357,7 @@ fn pma_counts_real_traffic_and_drops_and_resets_on_set() {
         send(&mut a, Qp::Gsi, gsi(3), &gmp_mad(0x05, 1, 1, 100 + i, 0x10));
     }
     f.set_faults("pmc1", 1, FaultConfig::default()).unwrap();
-    let mut got = 0u32;
-    while try_recv_for(&mut b, Duration::from_millis(20)).is_some() {
-        got += 1;
-    }
+    let got = drain(&mut b).len() as u32;
     let resp = ask(&mut a, 2, &pma(2, 1, 0x0012, 2, 0));
     let c = port_counters::Packet::new_checked(&resp[64..]).unwrap();
     assert_eq!(c.xmit_pkts(), 40);

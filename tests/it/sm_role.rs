@@ -101,3 +101,25 @@ fn opening_the_issm_path_takes_the_sm_role_and_closing_it_gives_it_up() {
     umad::close_port(id).unwrap();
     registry::unregister_ca("smrole0");
 }
+
+/// A `Umad` handle of its own watches its own issm files: the role moves on the port it
+/// opened, through a CA the process-wide instance does not know.
+#[test]
+fn a_umad_handles_issm_file_moves_the_role_on_its_own_port() {
+    let (tx, rx) = crossbeam_channel::unbounded();
+    let registry = Arc::new(umad::Registry::new());
+    registry
+        .register_cas(&["smhnd0".into()], Arc::new(RoleCa { roles: tx }))
+        .unwrap();
+    let own = umad::Umad::new(registry);
+    assert!(umad::get_ca("smhnd0").is_err());
+    let path = own.get_issm_path("smhnd0", 1).unwrap();
+    let id = own.open_port("smhnd0", 1).unwrap();
+    let f = std::fs::File::open(&path).unwrap();
+    assert_eq!(rx.recv_timeout(WAIT), Ok(true), "the open took the role");
+    drop(f);
+    assert_eq!(rx.recv_timeout(WAIT), Ok(false), "the close gave it up");
+    own.close_port(id).unwrap();
+    drop(own);
+    let _ = std::fs::remove_file(path);
+}

@@ -4,6 +4,7 @@
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use vmad::error::errno::*;
 use vmad::umad::{self, AgentId, RegAttr};
@@ -126,7 +127,7 @@ fn send_writes_agent_timeout_retries_into_the_header() {
 
 #[test]
 fn status_etimedout_carries_the_original_tid() {
-    let p = pair("usto");
+    let (p, clock) = pair_in_virtual_time("usto", Default::default(), Default::default());
     let client = umad::register(p.a, PERF, 1, 0, None).unwrap();
     let handle = umad::port(p.a).unwrap();
     let hi = u64::from(handle.hi_tid(client).unwrap());
@@ -134,7 +135,19 @@ fn status_etimedout_carries_the_original_tid() {
     let mad = gmp_mad(PERF, 1, GET, 0xabcd_0042, 0x10);
     let mut req = umad_with(&mad, 9, 1);
     umad::send(p.a, client, &mut req, 256, 10, 1).unwrap();
-    let (agent, len, buf) = umad_recv(p.a, 256, -1).unwrap();
+    // Two attempts of 10 ms: the report comes when the second has timed out, not before.
+    clock.advance(Duration::from_micros(9_999));
+    assert_eq!(umad::poll(p.a, 0).unwrap_err().errno(), ETIMEDOUT);
+    clock.advance(Duration::from_micros(1));
+    assert_eq!(
+        handle.stats().retries,
+        1,
+        "the first attempt timed out: resent"
+    );
+    clock.advance(Duration::from_micros(9_999));
+    assert_eq!(umad::poll(p.a, 0).unwrap_err().errno(), ETIMEDOUT);
+    clock.advance(Duration::from_micros(1));
+    let (agent, len, buf) = umad_recv(p.a, 256, 0).unwrap();
     assert_eq!(agent, client);
     assert_eq!(umad::status(&buf).unwrap(), ETIMEDOUT);
     assert_eq!(len, 24, "data length of a timeout report");
@@ -564,4 +577,83 @@ fn ports_draw_different_tid_high_words_unless_seeded() {
     let p = pair_config("utidb", Default::default(), seeded);
     let (a, b) = first_hi_tid(&p);
     assert_eq!(a, b, "the same seed gives the same TID high words");
+}
+
+/// A `Umad` handle over a registry of its own: it sees only that registry's CAs (no
+/// default fabric), the process-wide instance does not see them, and a request and its
+/// response cross between its ports.
+#[test]
+fn a_umad_handle_opens_the_cas_of_its_own_registry() {
+    use vmad::engine::{AgentSpec, Event, SendRequest};
+    use vmad::transport::sim::Fabric;
+    use vmad::types::Qp;
+    use vmad::umad::{Registry, Umad};
+
+    let empty = Umad::new(Arc::new(Registry::new()));
+    assert!(empty.get_cas_names().is_empty());
+    assert_eq!(empty.open_port("", 0).unwrap_err().errno(), ENODEV);
+
+    let registry = Arc::new(Registry::new());
+    let _fabric = Fabric::builder()
+        .ca("uhnd0")
+        .ca("uhnd1")
+        .link("uhnd0", 1, "uhnd1", 1)
+        .build_in(&registry)
+        .unwrap();
+    let own = Umad::new(registry);
+    assert_eq!(own.get_cas_names(), ["uhnd0", "uhnd1"]);
+    assert_eq!(umad::get_ca("uhnd0").unwrap_err().errno(), ENODEV);
+    assert_eq!(own.get_ca("").unwrap().name, "uhnd0");
+
+    let (a_id, a) = own.open("uhnd0", 1).unwrap();
+    let (b_id, b) = own.open("uhnd1", 0).unwrap();
+    let spec = |method_mask| AgentSpec {
+        qp: Qp::Gsi,
+        mgmt_class: PERF.into(),
+        class_version: 1,
+        rmpp_version: 0,
+        method_mask,
+        oui: 0,
+        user_rmpp: false,
+    };
+    let client = a.register(spec([0, 0])).unwrap();
+    let server = b.register(spec(mask(&[GET]))).unwrap();
+    let dest = gsi(b.attrs().lid);
+    let req = gmp_mad(PERF, 1, GET, 0x77, 0x10);
+    a.send(
+        client,
+        SendRequest {
+            addr: dest,
+            mad: &req,
+            timeout_ms: 1000,
+            retries: 0,
+        },
+    )
+    .unwrap();
+    let Event::Recv { agent, addr, mad } = b.recv(None).unwrap() else {
+        panic!("the server got no request");
+    };
+    assert_eq!(agent, server);
+    let mut resp = mad.clone();
+    resp[3] = GET_RESP;
+    b.send(
+        server,
+        SendRequest {
+            addr,
+            mad: &resp,
+            timeout_ms: 0,
+            retries: 0,
+        },
+    )
+    .unwrap();
+    let Event::Recv { agent, mad, .. } = a.recv(None).unwrap() else {
+        panic!("the client got no response");
+    };
+    assert_eq!((agent, mad[3]), (client, GET_RESP));
+
+    // The handle's ids are its own.
+    assert!(own.port(a_id).is_ok());
+    own.close_port(a_id).unwrap();
+    own.close_port(b_id).unwrap();
+    assert_eq!(own.close_port(a_id).unwrap_err().errno(), EINVAL);
 }

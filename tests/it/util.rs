@@ -46,6 +46,19 @@ pub(crate) fn try_recv_for(t: &mut dyn Transport, limit: Duration) -> Option<(Re
     }
 }
 
+/// Every MAD `t` holds now, without waiting. The sim fabric walks a frame (and any
+/// answer of an SMA, PMA or the SA) in the sending thread, so what was sent has arrived
+/// by now, unless a fault holds it back until a due time on the fabric's clock.
+pub(crate) fn drain(t: &mut dyn Transport) -> Vec<(RecvMeta, Vec<u8>)> {
+    let mut got = Vec::new();
+    while t
+        .recv_burst(64, &mut |meta, bytes| got.push((meta, bytes.to_vec())))
+        .unwrap()
+        > 0
+    {}
+    got
+}
+
 /// A DR SMP SubnGet(attr) along `path` (`path[0]` is the first hop's out port), as it
 /// leaves the sending port: the sender's SMI has set the hop pointer to 1 (IBA C14-9:1).
 pub(crate) fn dr_get(tid: u64, attr: u16, attr_mod: u32, path: &[u8]) -> [u8; 256] {
@@ -137,8 +150,33 @@ pub(crate) fn pair_config(
     faults: vmad::transport::sim::FaultConfig,
     config: vmad::umad::PortConfig,
 ) -> Pair {
+    pair_built(
+        prefix,
+        faults,
+        config,
+        vmad::transport::sim::Fabric::builder(),
+    )
+}
+
+/// A [`Pair`] whose fabric and ports run in virtual time, on the clock returned.
+pub(crate) fn pair_in_virtual_time(
+    prefix: &str,
+    faults: vmad::transport::sim::FaultConfig,
+    config: vmad::umad::PortConfig,
+) -> (Pair, vmad::clock::VirtualClock) {
+    let clock = vmad::clock::VirtualClock::new();
+    let builder = vmad::transport::sim::Fabric::builder().clock(clock.clone());
+    (pair_built(prefix, faults, config, builder), clock)
+}
+
+fn pair_built(
+    prefix: &str,
+    faults: vmad::transport::sim::FaultConfig,
+    config: vmad::umad::PortConfig,
+    builder: vmad::transport::sim::FabricBuilder,
+) -> Pair {
     let (n0, n1) = (format!("{prefix}0"), format!("{prefix}1"));
-    let fabric = vmad::transport::sim::Fabric::builder()
+    let fabric = builder
         .ca(&n0)
         .ca(&n1)
         .link(&n0, 1, &n1, 1)

@@ -33,7 +33,7 @@ pub struct EngineConfig {
     pub max_reassemblies: usize,
     /// How long a delivered request is remembered to drop its retransmissions
     /// while it has not been answered yet. Zero turns the filter off, which is
-    /// what the kernel does: `mad.c` hands every request to its agent (only a
+    /// what the kernel does: its MAD core hands every request to its agent (only a
     /// reassembled RMPP request's retransmitted segments are absorbed, by the
     /// receive session's 10 s linger). A request is remembered only once it is
     /// queued for the agent, by peer (GID with a GRH, else LID), QPN, TID and

@@ -1,7 +1,7 @@
 //! The sans-IO MAD engine: agents, transactions, timeouts, retries and RMPP.
 //!
-//! The engine does, for one port, what the Linux kernel's MAD layer
-//! (`mad.c`, `mad_rmpp.c`, `user_mad.c`) does for a umad user: it stamps
+//! The engine does, for one port, what the Linux kernel's MAD layer (its
+//! MAD core, RMPP and umad device) does for a umad user: it stamps
 //! requests with the agent's TID high word, matches responses to requests,
 //! retries and times out, routes unsolicited requests to the agent that
 //! registered their method (answering unclaimed Get/Set itself), and runs
@@ -63,7 +63,7 @@
 //! # Departures from the kernel
 //!
 //! Every place where the engine, with its default [`EngineConfig`], behaves
-//! differently from `mad.c`/`mad_rmpp.c`/`user_mad.c`, and why:
+//! differently from the kernel's MAD layer, and why:
 //!
 //! - **TID high words** are drawn per engine from its seed (a
 //!   `vmad::port::Port` seeds from the OS unless `rng_seed` is set), then
@@ -104,8 +104,8 @@
 //!   segment beyond them is dropped (the kernel has no limit).
 //! - **Unmatched RMPP responses**: the first DATA segment of an RMPP
 //!   response for an agent running RMPP in the engine starts a receive session
-//!   before response matching, as the kernel's `mad_rmpp.c` does (a recent
-//!   `mad.c` patch, `is_kernel_rmpp_data_response`, drops such a segment
+//!   before response matching, as the kernel's RMPP does (a recent patch
+//!   to its MAD core, `is_kernel_rmpp_data_response`, drops such a segment
 //!   first); the reassembled message is dropped as unmatched if no request
 //!   waits for it.
 //! - **A full receive queue** (`max_events`, 200,000) still takes responses

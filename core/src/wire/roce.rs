@@ -13,8 +13,8 @@
 //! # The ICRC
 //!
 //! IEEE CRC-32 (zlib's) over the invariant fields, appended little-endian,
-//! as Linux rxe computes and checks it (`rxe_icrc.c`; verified against rxe in
-//! `shared/research/roce-udp.md`):
+//! as Linux rxe computes and checks it (verified against frames rxe sent and
+//! accepted):
 //!
 //! ```text
 //! crc32( ff*8                                   the LRH RoCE does not have, masked

@@ -1,6 +1,6 @@
 //! The ibsim client protocol: the two fixed-size datagrams ibsim speaks.
 //!
-//! ibsim (the OFED fabric simulator, `include/ibsim.h`) has a control channel
+//! ibsim (the OFED fabric simulator; structs as its protocol header has them) has a control channel
 //! carrying 80-byte [`sim_ctl`](CtlRepr) messages and a data channel carrying
 //! 288-byte [`sim_request`](Request) messages, one MAD each. ibsim discards
 //! any datagram of another size without a word, so both codecs work on

@@ -1,5 +1,5 @@
 //! The OS edge of the kernel transport: the umad and issm character devices and
-//! the umad ioctls (`include/uapi/rdma/ib_user_mad.h`). Reads and writes go
+//! the umad ioctls (as the kernel's `ib_user_mad` UAPI defines them). Reads and writes go
 //! through `std::fs::File`; only the ioctls need `unsafe`.
 #![allow(unsafe_code)]
 

@@ -18,8 +18,8 @@
 //! The method mask is what makes the kernel route unsolicited requests here.
 //!
 //! **TIDs.** The kernel overwrites the high 32 bits of every request's TID
-//! with its agent's `hi_tid` (`user_mad.c`, `ib_umad_write`) and routes a
-//! response by that word back to that agent (`mad.c`, `find_mad_agent`). The
+//! with its agent's `hi_tid` (`ib_umad_write`) and routes a
+//! response by that word back to that agent (`find_mad_agent`). The
 //! kernel's `hi_tid` is never told to userspace, and the engine routes
 //! responses by its own agent's `hi_tid`. One kernel agent per engine agent
 //! makes the translation exact and stateless: a response the kernel delivers

@@ -5,7 +5,7 @@
 //!  BTH (12)   opcode 0x64 (UD SEND Only), SE/M/PadCnt/TVer, P_Key, resv8a, DestQP, AckReq+PSN
 //!  DETH (8)   Q_Key, SrcQP
 //!  MAD (256)
-//!  ICRC (4)   IEEE CRC-32, little-endian (rxe_icrc.c)
+//!  ICRC (4)   IEEE CRC-32, little-endian (as Linux rxe computes it)
 //! ```
 //!
 //! What this adds to the wire codec: the ICRC covers IP and UDP headers a
@@ -185,9 +185,8 @@ mod tests {
         }
     }
 
-    /// The expected ICRCs come from the research probe's Python model of
-    /// rxe_icrc.c (shared/research/roce-udp-probe/roceudp.py, checked there
-    /// against ~210 frames rxe sent and accepted), over the same bytes.
+    /// The expected ICRCs come from an independent Python model of rxe's ICRC
+    /// (checked against ~210 frames rxe sent and accepted), over the same bytes.
     #[test]
     fn header_fields_and_round_trip() {
         let mut mad = [0u8; 256];

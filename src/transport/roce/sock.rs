@@ -10,7 +10,7 @@ use nix::sys::socket::setsockopt;
 
 use crate::{Error, Result};
 
-/// Linux `UDP_NO_CHECK6_RX` (include/uapi/linux/udp.h); libc does not name it.
+/// Linux's `UDP_NO_CHECK6_RX` socket option (its UDP UAPI); libc does not name it.
 const UDP_NO_CHECK6_RX: libc::c_int = 102;
 
 /// Accept IPv6 UDP datagrams with checksum 0, which rxe sends.

@@ -6,9 +6,11 @@ use std::sync::{Arc, Mutex, RwLock};
 use super::fault::LinkFaults;
 use super::state::NodeConf;
 use super::{
-    lock, pma, registry, sm, topo, write, CaProvider, Fabric, FabricInner, FaultConfig, Link,
-    MkeyConfig, Node, NodeKind, PortCounters, Provider, SaPort, SaSlot, GUID_BASE, MAX_NAME,
+    lock, pma, sm, topo, write, CaProvider, Fabric, FabricInner, FaultConfig, Link, MkeyConfig,
+    Node, NodeKind, PortCounters, Provider, SaPort, SaSlot, GUID_BASE, MAX_NAME,
 };
+use crate::clock::{Clock, SystemClock};
+use crate::transport::registry::{self, Registry};
 use crate::{Error, Result};
 
 /// Describes a fabric; see [`Fabric::builder`].
@@ -23,6 +25,7 @@ pub struct FabricBuilder {
     register_only: Option<Vec<String>>,
     sm_lid: Option<u16>,
     unmanaged: bool,
+    clock: Option<Arc<dyn Clock>>,
 }
 
 impl FabricBuilder {
@@ -113,6 +116,15 @@ impl FabricBuilder {
         self
     }
 
+    /// Keep the fabric's time on `clock` (default: the OS's monotonic clock): its link
+    /// delays, its SA's timers and every port opened on it (unless its
+    /// [`crate::port::PortConfig::clock`] says otherwise) read it. With a
+    /// [`crate::clock::VirtualClock`], behaviour in time happens as a test advances it.
+    pub fn clock(mut self, clock: impl Clock + 'static) -> Self {
+        self.clock = Some(Arc::new(clock));
+        self
+    }
+
     /// Build without sweeping: ports stay in Init with LID 0 and the switches' LFTs
     /// empty, as after power-on, until [`Fabric::sweep`] or an application holding
     /// the SM role (`set_sm`) configures them.
@@ -121,13 +133,22 @@ impl FabricBuilder {
         self
     }
 
-    /// Build the fabric and register its CAs by name, so `umad::open_port(name, ..)` finds them.
+    /// Build the fabric and register its CAs by name in the process-wide registry, so
+    /// `umad::open_port(name, ..)` finds them.
     ///
     /// # Errors
     /// EINVAL for an inconsistent description (unknown node, duplicate name, a name of 20
     /// bytes or more, a port out of range or linked twice); EADDRINUSE if a CA name is
     /// already registered (nothing is registered then).
     pub fn build(self) -> Result<Fabric> {
+        self.build_in(registry::global())
+    }
+
+    /// Build the fabric and register its CAs by name in `registry`.
+    ///
+    /// # Errors
+    /// As [`FabricBuilder::build`].
+    pub fn build_in(self, registry: &Arc<Registry>) -> Result<Fabric> {
         let only = self.register_only.clone();
         let fabric = self.build_private()?;
         let inner = &fabric.inner;
@@ -136,8 +157,8 @@ impl FabricBuilder {
             return Err(Error::InvalidArgument("register_only names an unknown CA"));
         }
         let provider: Arc<dyn CaProvider> = Arc::new(Provider(inner.clone()));
-        registry::register_cas(&names, provider)?;
-        *lock(&inner.registered) = names;
+        registry.register_cas(&names, provider)?;
+        *lock(&inner.registered) = (Arc::downgrade(registry), names);
         Ok(fabric)
     }
 
@@ -146,6 +167,10 @@ impl FabricBuilder {
     /// # Errors
     /// EINVAL as for [`FabricBuilder::build`].
     pub fn build_private(self) -> Result<Fabric> {
+        let clock = self
+            .clock
+            .clone()
+            .unwrap_or_else(|| Arc::new(SystemClock::new()));
         let mut nodes = Vec::with_capacity(self.nodes.len());
         let mut by_name: HashMap<&str, usize> = HashMap::with_capacity(self.nodes.len());
         // The LIDs the SM will give, as its guid2lid file would say: see `sm_lid`.
@@ -297,10 +322,11 @@ impl FabricBuilder {
                 links,
                 lid_map: RwLock::new(BTreeMap::new()),
                 sm: sm::Sm::new(seat, plan),
-                sa: RwLock::new(Some(Arc::new(SaSlot::new()) as Arc<dyn SaPort>)),
+                sa: RwLock::new(Some(Arc::new(SaSlot::new(clock.clone())) as Arc<dyn SaPort>)),
                 sa_sent: Mutex::new(std::collections::VecDeque::new()),
                 sa_local: Mutex::new(Vec::new()),
-                registered: Mutex::new(Vec::new()),
+                registered: Mutex::new((std::sync::Weak::new(), Vec::new())),
+                clock,
             }),
         };
         if !self.unmanaged && seat.is_some() {

@@ -5,17 +5,18 @@ use core::time::Duration;
 use std::collections::{BinaryHeap, VecDeque};
 use std::io;
 use std::sync::Arc;
-use std::time::Instant as WallClock;
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
+use crate::clock::Clock;
 use crate::engine::{RecvMeta, Transmit};
+use crate::time::Instant;
 use crate::transport::{Caps, PortAttrs, Transport, Waker};
 use crate::types::{GrhAddr, MadAddr, Qp, DEFAULT_PKEY, GSI_QKEY};
 use crate::wire::MAD_SIZE;
 use crate::{Error, Result};
 
-use super::route::Pkt;
+use super::packet::Pkt;
 use super::{lock, FabricInner, RawFrame, GID_PREFIX};
 
 /// A frame waiting in a port's queue.
@@ -24,8 +25,8 @@ pub(crate) struct Frame {
     meta: RecvMeta,
     mad: [u8; MAD_SIZE],
     len: usize,
-    /// When a delayed or reordered frame may be received.
-    due: Option<WallClock>,
+    /// When (on the fabric's clock) a delayed or reordered frame may be received.
+    due: Option<Instant>,
 }
 
 /// What travels on a port's channel.
@@ -37,7 +38,7 @@ pub(crate) enum Msg {
 }
 
 impl Msg {
-    pub(crate) fn frame(qp: Qp, pkt: &Pkt, delay: Duration) -> Msg {
+    pub(crate) fn frame(qp: Qp, pkt: &Pkt, delay: Duration, clock: &dyn Clock) -> Msg {
         let src = MadAddr {
             qpn: pkt.sqp,
             qkey: 0,
@@ -51,8 +52,7 @@ impl Msg {
             meta: RecvMeta { qp, src },
             mad: pkt.mad,
             len: pkt.len,
-            // Fault delays are the one use of the wall clock inside the fabric.
-            due: (!delay.is_zero()).then(|| WallClock::now() + delay),
+            due: (!delay.is_zero()).then(|| clock.now() + delay),
         }))
     }
 }
@@ -60,7 +60,7 @@ impl Msg {
 /// A held-back frame, ordered by due time, then arrival.
 #[derive(Debug)]
 struct Held {
-    due: WallClock,
+    due: Instant,
     seq: u64,
     frame: Box<Frame>,
 }
@@ -205,7 +205,7 @@ impl SimTransport {
         if self.held.is_empty() {
             return;
         }
-        let now = WallClock::now();
+        let now = self.fabric.clock.now();
         while self.held.peek().is_some_and(|h| h.0.due <= now) {
             if let Some(Reverse(h)) = self.held.pop() {
                 self.ready.push_back(h.frame);
@@ -314,7 +314,7 @@ impl Transport for SimTransport {
         let until_held = self
             .held
             .peek()
-            .map(|h| h.0.due.saturating_duration_since(WallClock::now()));
+            .and_then(|h| self.fabric.clock.park_limit(h.0.due));
         let limit = match (timeout, until_held) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -339,7 +339,7 @@ impl Transport for SimTransport {
     /// (or closing the port): the built-in SM takes the role back and sweeps.
     fn register_agent(&mut self, spec: &crate::engine::AgentSpec, hi_tid: u32) -> Result<()> {
         if spec.qp == crate::types::Qp::Gsi
-            && u8::from(spec.mgmt_class) == super::route::CLASS_SA
+            && u8::from(spec.mgmt_class) == super::packet::CLASS_SA
             && spec.method_mask != [0; 2]
         {
             lock(&self.fabric.sa_local).push((self.node, self.port, hi_tid, spec.method_mask));
@@ -359,6 +359,10 @@ impl Transport for SimTransport {
         self.holds_sm = on;
         self.refresh_attrs();
         Ok(())
+    }
+
+    fn clock(&self) -> Option<Arc<dyn Clock>> {
+        Some(self.fabric.clock.clone())
     }
 
     fn waker(&self) -> Option<Waker> {

@@ -53,6 +53,7 @@ mod access;
 mod builder;
 mod endpoint;
 mod fault;
+mod packet;
 mod pma;
 mod route;
 #[allow(dead_code)] // poll_transmit, stats, subscriptions: for callers other than the fabric
@@ -67,7 +68,7 @@ pub(crate) mod subnet_db;
 mod topo;
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, RwLock, Weak};
 
 use crossbeam_channel::Sender;
 
@@ -79,7 +80,8 @@ pub use fault::{FaultConfig, LinkStats};
 pub use sa::SaBench;
 pub use sm::SweepStats;
 
-use crate::transport::registry::{self, CaInfo, CaProvider};
+use crate::clock::Clock;
+use crate::transport::registry::{CaInfo, CaProvider, DefaultCas, Registry};
 use crate::transport::{LinkLayer, PortAttrs, Transport};
 use crate::wire::smp::port_info::{self, PortState};
 use crate::{Error, Result};
@@ -201,8 +203,10 @@ pub(crate) struct FabricInner {
     /// agent's TID high word, its method mask). A request for one of their methods is
     /// theirs, not the built-in SA's, as the kernel hands it to the registered agent.
     pub(crate) sa_local: Mutex<Vec<LocalSaAgent>>,
-    /// Names this fabric put in the process-wide registry.
-    registered: Mutex<Vec<String>>,
+    /// The registry this fabric put its names in, and those names.
+    registered: Mutex<(Weak<Registry>, Vec<String>)>,
+    /// The fabric's time: link delays, the SA's timers, and its ports' default clock.
+    pub(crate) clock: Arc<dyn Clock>,
 }
 
 /// The in-fabric SA, as the fabric drives it: each SubnAdm (class 0x03) MAD that
@@ -238,23 +242,22 @@ pub(crate) trait SaPort: Send + Sync + core::fmt::Debug {
 #[derive(Debug)]
 pub(crate) struct SaSlot {
     sa: Mutex<sa::SaService>,
-    epoch: std::time::Instant,
+    clock: Arc<dyn Clock>,
 }
 
 impl SaSlot {
-    pub(crate) fn new() -> SaSlot {
+    pub(crate) fn new(clock: Arc<dyn Clock>) -> SaSlot {
         let mut config = crate::engine::EngineConfig::default();
         // A GetTable of every PathRecord of a large fabric is many megabytes.
         config.rmpp.max_message = 1 << 30;
         SaSlot {
             sa: Mutex::new(sa::SaService::new(config)),
-            epoch: std::time::Instant::now(),
+            clock,
         }
     }
 
     fn now(&self) -> crate::time::Instant {
-        let micros = u64::try_from(self.epoch.elapsed().as_micros()).unwrap_or(u64::MAX);
-        crate::time::Instant::from_micros(micros)
+        self.clock.now()
     }
 }
 
@@ -520,10 +523,13 @@ impl Fabric {
         Ok(())
     }
 
-    /// Remove this fabric's CAs from the process-wide registry (open ports keep working).
+    /// Remove this fabric's CAs from the registry it was built in (open ports keep working).
     pub fn unregister(&self) {
-        for name in lock(&self.inner.registered).drain(..) {
-            registry::unregister_ca(&name);
+        let (registry, names) = std::mem::take(&mut *lock(&self.inner.registered));
+        if let Some(registry) = registry.upgrade() {
+            for name in names {
+                registry.unregister_ca(&name);
+            }
         }
     }
 
@@ -533,7 +539,21 @@ impl Fabric {
     }
 }
 
-/// What the process-wide registry keeps for each of a fabric's CAs.
+/// The default CAs of the process-wide registry: [`Fabric::default_pair`], built in
+/// the registry that asks for it unless it has `vmadsim0` or `vmadsim1`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DefaultPair;
+
+impl DefaultCas for DefaultPair {
+    fn ensure(&self, registry: &Arc<Registry>) {
+        if !registry.contains("vmadsim0") && !registry.contains("vmadsim1") {
+            // Losing a race to another thread building it is fine: it exists either way.
+            let _ = Fabric::default_builder().build_in(registry);
+        }
+    }
+}
+
+/// What a registry keeps for each of a fabric's CAs.
 struct Provider(Arc<FabricInner>);
 
 impl CaProvider for Provider {

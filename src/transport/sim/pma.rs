@@ -16,7 +16,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::route::Pkt;
+use super::packet::Pkt;
 use super::sma::respond;
 use super::FabricInner;
 use crate::wire::class_port_info;

@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
-use super::route::{Pkt, PERMISSIVE};
+use super::packet::{Pkt, PERMISSIVE};
 use super::subnet_db::{NodeEntry, PortEntry, SubnetDb};
 use super::{lock, read, write, FabricInner, GID_PREFIX};
 use crate::wire::mad::{self, MadStatus, Method, MgmtClass};

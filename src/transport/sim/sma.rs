@@ -10,7 +10,7 @@
 //! unclaimed requests.
 
 use super::access::MkeyVerdict;
-use super::route::{dr, Pkt, CLASS_DR};
+use super::packet::{dr, Pkt, CLASS_DR};
 use super::{read, write, FabricInner, Node, NodeKind};
 use crate::types::GSI_QKEY;
 use crate::wire::smp::node_info::{self, NodeType};

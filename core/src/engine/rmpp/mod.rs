@@ -52,7 +52,7 @@ use crate::wire::mad::{MgmtClass, METHOD_RESP};
 use crate::wire::rmpp::{self, Packet, RmppStatus, RmppType};
 use crate::wire::MAD_SIZE;
 
-/// RMPP tunables. Defaults match the Linux kernel (`mad_rmpp.c`).
+/// RMPP tunables. Defaults match the Linux kernel's RMPP.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RmppConfig {
     /// Receive window in segments (kernel: recv queue 512 >> 3 = 64).

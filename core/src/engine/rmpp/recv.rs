@@ -1,4 +1,4 @@
-//! RMPP receiver (kernel `mad_rmpp.c`: `start_rmpp`, `continue_rmpp`,
+//! RMPP receiver (as the kernel's RMPP: `start_rmpp`, `continue_rmpp`,
 //! `complete_rmpp`, `get_mad_len`, the 40 s timeout and 10 s cleanup work).
 //!
 //! Segments are coalesced as they arrive in order: the first one whole, then

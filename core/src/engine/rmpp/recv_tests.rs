@@ -409,7 +409,7 @@ fn ack_bytes_match_kernel_format_ack() {
 }
 
 /// The DATA segments a kernel sender puts on the wire for `message` (written
-/// here from `mad_rmpp.c`, not with vmad's `Sender`): `get_pad_size` (a zero-
+/// here from the kernel's RMPP sender, not with vmad's `Sender`): `get_pad_size` (a zero-
 /// length message is one segment of padding), PayloadLength = segments × 220
 /// − pad in the first, 220 − pad in the last (which wins in a single
 /// segment), 0 in the middle ones.

@@ -1,4 +1,4 @@
-//! RMPP sender (kernel `mad_rmpp.c`: `send_next_seg`, `process_rmpp_ack`,
+//! RMPP sender (as the kernel's RMPP: `send_next_seg`, `process_rmpp_ack`,
 //! `abort_send`, `ib_retry_rmpp`).
 //!
 //! The message is cut into segments lazily: each `poll_transmit` writes the

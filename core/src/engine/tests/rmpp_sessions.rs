@@ -1,4 +1,4 @@
-//! RMPP sessions keyed and answered as the kernel's `mad_rmpp.c` keys and
+//! RMPP sessions keyed and answered as the kernel's RMPP keys and
 //! answers them: send sessions found by TID and peer, repeated final ACKs.
 
 use core::time::Duration;

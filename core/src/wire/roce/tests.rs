@@ -1,6 +1,6 @@
 //! Byte fixtures for whole RoCE v2 frames. The expected ICRCs were computed
-//! independently with Python's `zlib.crc32` and the recipe of
-//! `shared/research/roce-udp.md` (its `roceudp.py::icrc`), on packets shaped
+//! independently with Python's `zlib.crc32` and the recipe in the `wire::roce`
+//! module docs, on packets shaped
 //! like what rxe0 sent as QP1.
 
 use super::*;

@@ -239,7 +239,7 @@ bit_fields! {
     /// ClientReregister.
     client_reregister, set_client_reregister: 51, 7, 1;
     /// MulticastPKeyTrapSuppressionEnabled (2 bits as IBA 1.2.1 defines it;
-    /// OpenSM's ib_types.h treats only the high bit as defined).
+    /// OpenSM's IBA type definitions treat only the high bit as defined).
     mcast_pkey_trap_suppression, set_mcast_pkey_trap_suppression: 51, 5, 2;
     /// SubnetTimeOut.
     subnet_timeout, set_subnet_timeout: 51, 0, 5;

@@ -1,4 +1,4 @@
-//! InformInfo subscriptions (IBA 13.4.8.3, 15.2.5.12; OpenSM `osm_inform.c`):
+//! InformInfo subscriptions (IBA 13.4.8.3, 15.2.5.12; as OpenSM keeps them):
 //! SubnAdmSet(InformInfo) subscribes or unsubscribes the requester; a
 //! Notice (a trap the SM received, or one the SA raises itself, such as
 //! trap 66/67 for multicast groups) goes as a SubnAdmReport to every

@@ -1,4 +1,4 @@
-//! Multicast groups (IBA 15.2.5.17, OpenSM `osm_sa_mcmember_record.c`):
+//! Multicast groups (IBA 15.2.5.17, as OpenSM's SA keeps them):
 //! SubnAdmSet(MCMemberRecord) creates a group or joins one, Delete leaves,
 //! Get/GetTable list the members. The groups live here, in the SA; the
 //! multicast forwarding tables they would imply are not programmed (the

@@ -31,7 +31,7 @@
 //! - Traps the SM receives (Trap(Notice) SMPs): their data to
 //!   [`SaService::handle_trap`], then drain the transmits (the Reports).
 //!
-//! Answers follow OpenSM (`osm_sa.c`, `osm_sa_*_record.c`): a record
+//! Answers follow OpenSM's SA: a record
 //! matches a query where every field whose ComponentMask bit is set is
 //! equal; SubnAdmGet with no match is ERR_NO_RECORDS, with several
 //! ERR_TOO_MANY_RECORDS; an error response copies the request's header,

@@ -1,4 +1,4 @@
-//! Service records (IBA 15.2.5.14, OpenSM `osm_sa_service_record.c`):
+//! Service records (IBA 15.2.5.14, as OpenSM's SA keeps them):
 //! SubnAdmSet registers or replaces a service (keyed by ServiceID,
 //! ServiceGID and ServiceP_Key), Delete removes it, Get/GetTable find them
 //! by ComponentMask. A record whose lease runs out is forgotten; `now`
