@@ -41,7 +41,7 @@ impl Churn {
         let agent = engine
             .register(AgentSpec {
                 qp: Qp::Gsi,
-                mgmt_class: 0x04,
+                mgmt_class: 0x04.into(),
                 class_version: 1,
                 rmpp_version: 0,
                 method_mask: [0, 0],

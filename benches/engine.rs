@@ -15,7 +15,7 @@ use vmad::wire::MAD_SIZE;
 fn perf_agent(methods: [u64; 2]) -> AgentSpec {
     AgentSpec {
         qp: Qp::Gsi,
-        mgmt_class: 0x04,
+        mgmt_class: 0x04.into(),
         class_version: 1,
         rmpp_version: 0,
         method_mask: methods,

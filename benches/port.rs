@@ -37,7 +37,7 @@ fn spec(class: u8, version: u8, rmpp: u8, methods: &[u8]) -> AgentSpec {
     }
     AgentSpec {
         qp: Qp::Gsi,
-        mgmt_class: class,
+        mgmt_class: class.into(),
         class_version: version,
         rmpp_version: rmpp,
         method_mask: mask,

@@ -163,7 +163,7 @@ fn main() {
     let agent = port
         .register(AgentSpec {
             qp: Qp::Gsi,
-            mgmt_class: 0x03,
+            mgmt_class: 0x03.into(),
             class_version: 2,
             rmpp_version: 0,
             method_mask: [0; 2],

@@ -52,7 +52,7 @@ pub(crate) fn dr_addr() -> MadAddr {
 pub(crate) fn client_agent(qp: Qp, class: u8, version: u8) -> AgentSpec {
     AgentSpec {
         qp,
-        mgmt_class: class,
+        mgmt_class: class.into(),
         class_version: version,
         rmpp_version: 0,
         method_mask: [0; 2],

@@ -85,7 +85,7 @@ fn agent(port: &Port, class: u8, version: u8, rmpp: u8, methods: &[u8]) -> Res<A
     }
     Ok(port.register(AgentSpec {
         qp: Qp::for_class(class),
-        mgmt_class: class,
+        mgmt_class: class.into(),
         class_version: version,
         rmpp_version: rmpp,
         method_mask: mask,

@@ -48,7 +48,7 @@ mod tests {
         let agent = engine
             .register(AgentSpec {
                 qp: Qp::Gsi,
-                mgmt_class: 0x04,
+                mgmt_class: crate::wire::mad::MgmtClass::Perf,
                 class_version: 1,
                 rmpp_version: 0,
                 method_mask: [0; 2],

@@ -32,7 +32,7 @@ pub(crate) fn sa_message(method: u8, tid: u64, data_len: usize) -> Vec<u8> {
 pub(crate) fn sa_agent(methods: [u64; 2]) -> AgentSpec {
     AgentSpec {
         qp: Qp::Gsi,
-        mgmt_class: 0x03,
+        mgmt_class: 0x03.into(),
         class_version: 2,
         rmpp_version: 1,
         method_mask: methods,

@@ -29,7 +29,7 @@ pub(crate) fn count(name: &str, default: usize) -> usize {
 pub(crate) fn spec(class: u8, methods: u64) -> AgentSpec {
     AgentSpec {
         qp: Qp::Gsi,
-        mgmt_class: class,
+        mgmt_class: class.into(),
         class_version: 1,
         rmpp_version: u8::from(class >= 0x30),
         method_mask: [methods, 0],

@@ -72,7 +72,7 @@ pub fn specs() -> Vec<AgentSpec> {
         }
         AgentSpec {
             qp,
-            mgmt_class: class,
+            mgmt_class: vmad::wire::mad::MgmtClass::from(class),
             class_version: version,
             rmpp_version: rmpp,
             method_mask: mask,

@@ -420,7 +420,7 @@ pub fn register(
     };
     port(id)?.register(AgentSpec {
         qp: Qp::for_class(mgmt_class),
-        mgmt_class,
+        mgmt_class: MgmtClass::from(mgmt_class),
         class_version,
         rmpp_version,
         method_mask: method_mask.copied().unwrap_or_default(),
@@ -448,7 +448,7 @@ pub fn register_oui(
     }
     port(id)?.register(AgentSpec {
         qp: Qp::Gsi,
-        mgmt_class,
+        mgmt_class: MgmtClass::from(mgmt_class),
         class_version: 1,
         rmpp_version,
         method_mask: method_mask.copied().unwrap_or_default(),
@@ -474,7 +474,7 @@ pub fn register2(id: PortId, attr: &RegAttr) -> Result<AgentId> {
     }
     port(id)?.register(AgentSpec {
         qp: Qp::for_class(attr.mgmt_class),
-        mgmt_class: attr.mgmt_class,
+        mgmt_class: class,
         class_version: attr.mgmt_class_version,
         rmpp_version: attr.rmpp_version,
         method_mask: attr.method_mask,

@@ -184,7 +184,7 @@ fn vendor_agents_see_only_their_oui() {
     const VENDOR: u8 = 0x30;
     let spec = |oui: u32| AgentSpec {
         qp: Qp::Gsi,
-        mgmt_class: VENDOR,
+        mgmt_class: VENDOR.into(),
         class_version: 1,
         rmpp_version: 0,
         method_mask: [1 << GET, 0],

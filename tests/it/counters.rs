@@ -45,7 +45,7 @@ fn run(name: &str, loss: f64, n: u32, retries: u32) -> (Port, u32, u32) {
     let agent = port
         .register(AgentSpec {
             qp: Qp::Gsi,
-            mgmt_class: 0x04,
+            mgmt_class: 0x04.into(),
             class_version: 1,
             rmpp_version: 0,
             method_mask: [0, 0],
@@ -133,7 +133,7 @@ fn the_port_configs_clock_runs_the_ports_timers() {
     let agent = port
         .register(AgentSpec {
             qp: Qp::Gsi,
-            mgmt_class: 0x04,
+            mgmt_class: 0x04.into(),
             class_version: 1,
             rmpp_version: 0,
             method_mask: [0, 0],

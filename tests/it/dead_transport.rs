@@ -28,7 +28,7 @@ fn a_dead_transport_ends_blocked_receives_and_polls_with_eio() {
     let agent = port
         .register(AgentSpec {
             qp: Qp::Gsi,
-            mgmt_class: 0x04,
+            mgmt_class: 0x04.into(),
             class_version: 1,
             rmpp_version: 0,
             method_mask: [0; 2],

@@ -222,7 +222,7 @@ fn kernel_qp0_agent_is_refused_on_rxe() {
     let port = kernel_port();
     let smi = vmad::engine::AgentSpec {
         qp: Qp::Smi,
-        mgmt_class: 0x81,
+        mgmt_class: 0x81.into(),
         oui: 0,
         ..spec(0x09, false, &[])
     };

@@ -89,7 +89,7 @@ pub(crate) fn spec(class: u8, rmpp: bool, methods: &[u8]) -> AgentSpec {
     }
     AgentSpec {
         qp: Qp::Gsi,
-        mgmt_class: class,
+        mgmt_class: class.into(),
         class_version: 1,
         rmpp_version: u8::from(rmpp),
         method_mask: mask,

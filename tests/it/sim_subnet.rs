@@ -507,7 +507,7 @@ fn an_sa_agent_on_the_sm_port_gets_its_methods_and_the_sa_keeps_the_rest() {
     // The built-in SM sits on the first CA (LID 1): p.a's port.
     let spec = |methods: [u64; 2], rmpp| AgentSpec {
         qp: Qp::Gsi,
-        mgmt_class: SA,
+        mgmt_class: SA.into(),
         class_version: 2,
         rmpp_version: rmpp,
         method_mask: methods,

@@ -609,7 +609,7 @@ fn a_umad_handle_opens_the_cas_of_its_own_registry() {
     let (b_id, b) = own.open("uhnd1", 0).unwrap();
     let spec = |method_mask| AgentSpec {
         qp: Qp::Gsi,
-        mgmt_class: PERF,
+        mgmt_class: PERF.into(),
         class_version: 1,
         rmpp_version: 0,
         method_mask,

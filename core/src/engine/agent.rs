@@ -6,6 +6,7 @@ use alloc::vec::Vec;
 
 use super::config::SplitMix;
 use super::hash::IdMap;
+use super::ids::AgentSerial;
 use super::{AgentId, AgentSpec};
 use crate::types::Qp;
 use crate::wire::mad::MgmtClass;
@@ -24,9 +25,7 @@ pub(crate) struct Agent {
     pub(crate) hi_tid: u32,
     /// A serial unique to this registration, so queued work of an agent that
     /// was unregistered (and whose slot was reused) is recognised as stale.
-    pub(crate) serial: u64,
-    /// Requests in flight (not counting the backlog).
-    pub(crate) active: usize,
+    pub(crate) serial: AgentSerial,
 }
 
 impl Agent {
@@ -58,10 +57,6 @@ impl AgentTable {
         self.slots.get(id.0 as usize).and_then(Option::as_ref)
     }
 
-    pub(crate) fn get_mut(&mut self, id: AgentId) -> Option<&mut Agent> {
-        self.slots.get_mut(id.0 as usize).and_then(Option::as_mut)
-    }
-
     /// The agent whose requests carry this TID high word.
     pub(crate) fn by_hi_tid(&self, hi_tid: u32) -> Option<AgentId> {
         self.by_hi_tid.get(&hi_tid).map(|&i| AgentId(i as u32))
@@ -72,7 +67,7 @@ impl AgentTable {
         for agent in self.slots.iter().flatten() {
             if let Some(method) = overlap(&agent.spec, &spec) {
                 return Err(Error::MethodInUse {
-                    class: spec.mgmt_class,
+                    class: u8::from(spec.mgmt_class),
                     version: spec.class_version,
                     method,
                 });
@@ -95,8 +90,7 @@ impl AgentTable {
         self.slots[slot] = Some(Agent {
             spec,
             hi_tid,
-            serial: self.next_serial,
-            active: 0,
+            serial: AgentSerial(self.next_serial),
         });
         self.next_serial += 1;
         Ok(AgentId(slot as u32))
@@ -116,12 +110,12 @@ impl AgentTable {
     /// ignored), and OUI for vendor range 2 (kernel `find_mad_agent`).
     pub(crate) fn for_request(
         &self,
-        class: u8,
+        class: MgmtClass,
         version: u8,
         method: u8,
         oui: u32,
     ) -> Option<AgentId> {
-        let vendor2 = MgmtClass::from(class).is_vendor_range2();
+        let vendor2 = class.is_vendor_range2();
         let method = method & 0x7f;
         self.slots.iter().enumerate().find_map(|(i, a)| {
             let s = &a.as_ref()?.spec;
@@ -140,18 +134,18 @@ fn mask_has(mask: &[u64; 2], method: u8) -> bool {
 }
 
 fn validate(spec: &AgentSpec) -> Result<()> {
-    let class = MgmtClass::from(spec.mgmt_class);
+    let class = spec.mgmt_class;
     if spec.rmpp_version > 1 {
         return Err(Error::InvalidArgument("rmpp_version must be 0 or 1"));
     }
     if spec.class_version >= MAX_CLASS_VERSION {
         return Err(Error::InvalidArgument("class version must be below 0x83"));
     }
-    if spec.mgmt_class == 0 {
+    if u8::from(class) == 0 {
         return Err(Error::InvalidArgument("management class 0"));
     }
     // Kernel MAX_MGMT_CLASS (80); 0x81 is aliased to slot 0.
-    if spec.mgmt_class >= 80 && class != MgmtClass::SubnDirectedRoute {
+    if u8::from(class) >= 80 && class != MgmtClass::SubnDirectedRoute {
         return Err(Error::InvalidArgument("management class out of range"));
     }
     if class.is_vendor_range2() && spec.oui == 0 {
@@ -174,7 +168,7 @@ fn overlap(a: &AgentSpec, b: &AgentSpec) -> Option<u8> {
     if a.mgmt_class != b.mgmt_class || a.class_version != b.class_version {
         return None;
     }
-    if MgmtClass::from(a.mgmt_class).is_vendor_range2() && a.oui != b.oui {
+    if a.mgmt_class.is_vendor_range2() && a.oui != b.oui {
         return None;
     }
     (0..128u8).find(|&m| mask_has(&a.method_mask, m) && mask_has(&b.method_mask, m))

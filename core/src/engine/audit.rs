@@ -5,8 +5,6 @@
 use alloc::format;
 use alloc::string::String;
 
-use super::hash::{IdMap, PeerMap};
-use super::txn::TxnState;
 use super::{Engine, Event};
 
 /// How much one engine holds right now. Every field is bounded by the
@@ -46,8 +44,8 @@ impl Engine {
             .sum();
         Footprint {
             txns: self.txns.len(),
-            recv_sessions: self.recv_sessions.len(),
-            reassembly_bytes: self.recv_sessions.values().map(|s| s.buffered()).sum(),
+            recv_sessions: self.recv.len(),
+            reassembly_bytes: self.recv.buffered(),
             dedup: self.dedup.len(),
             events: self.events.len(),
             event_bytes,
@@ -64,122 +62,30 @@ impl Engine {
     #[doc(hidden)]
     pub fn check_invariants(&self) -> Result<(), String> {
         let fail = |what: String| Err(what);
-        // Requests: the index and the table agree, and the gauge counts them.
-        let mut wanting = 0u64;
-        let mut active: IdMap<u32, usize> = IdMap::default();
+        // Requests: the index and the table agree, and the gauges count them.
+        self.txns.check(&self.timers, &self.stats)?;
         for (id, txn) in self.txns.iter() {
-            if txn.wants_response {
-                wanting += 1;
-                if self.txn_index.get(&self.txns, &txn.key()) != Some(id) {
-                    return fail(format!("txn {id} missing from txn_index"));
-                }
-                if txn.state != TxnState::Backlog {
-                    *active.entry(txn.agent.0).or_default() += 1;
-                }
-            }
             if txn.rmpp.is_some()
                 && self
-                    .send_index
-                    .get(&super::sessions::send_key(txn.agent, txn.tid, &txn.dest))
-                    != Some(&id)
+                    .rmpp_sends
+                    .get(&super::peer::send_key(txn.agent, txn.tid, &txn.dest))
+                    != Some(id)
             {
                 return fail(format!("RMPP txn {id} missing from send_index"));
             }
             if self.agents.get(txn.agent).is_none() {
                 return fail(format!("txn {id} of unregistered agent {}", txn.agent.0));
             }
-            if txn.deadline.is_some() != self.timers.contains(super::timers::TimerKey::Txn(id)) {
-                return fail(format!("txn {id} deadline and timer disagree"));
-            }
         }
-        if self.txn_index.len() as u64 != wanting || self.stats.outstanding != wanting {
-            return fail(format!(
-                "txn_index {} / outstanding {} / txns wanting a response {wanting}",
-                self.txn_index.len(),
-                self.stats.outstanding
-            ));
-        }
-        for (key, id) in &self.send_index {
+        for (key, id) in self.rmpp_sends.iter() {
             if self.txns.get(*id).is_none_or(|t| t.rmpp.is_none()) {
                 return fail(format!("send_index {key:?} points at no RMPP txn"));
             }
         }
-        for (slot, agent) in (0..super::agent::MAX_AGENTS).filter_map(|i| {
-            let id = super::AgentId(i as u32);
-            Some((i, self.agents.get(id)?))
-        }) {
-            let want = active.get(&(slot as u32)).copied().unwrap_or(0);
-            if agent.active != want {
-                return fail(format!(
-                    "agent {slot}: active {} but {want} txns in flight",
-                    agent.active
-                ));
-            }
-        }
-        let depth: usize = self.backlogs.iter().map(|b| b.len()).sum();
-        if depth as u64 != self.stats.backlog_depth {
-            return fail(format!(
-                "backlog depth {depth} != gauge {}",
-                self.stats.backlog_depth
-            ));
-        }
-        for id in self.backlogs.iter().flatten() {
-            if !self
-                .txns
-                .get(*id)
-                .is_some_and(|t| t.state == TxnState::Backlog)
-            {
-                return fail(format!("backlog holds txn {id} not in Backlog state"));
-            }
-        }
         // Receive sessions: index, table and per-peer counts agree; memory is bounded.
-        if self.recv_index.len() != self.recv_sessions.len() {
-            return fail("recv_index and recv_sessions differ in size".into());
-        }
-        if let Some((key, sid)) = self.recv_last {
-            if self.recv_index.get(&key) != Some(&sid) {
-                return fail(format!("recv_last names session {sid}, not in recv_index"));
-            }
-        }
-        let mut peers: PeerMap<super::sessions::PeerKey, usize> =
-            PeerMap::with_hasher(*self.peer_active.hasher());
-        let limit =
-            self.config.rmpp.max_message + self.config.rmpp.window as usize * crate::wire::MAD_SIZE;
-        for (&sid, s) in &self.recv_sessions {
-            if self.recv_index.get(&s.key()) != Some(&sid) {
-                return fail(format!("recv session {sid} missing from recv_index"));
-            }
-            if s.is_counted() {
-                *peers.entry(s.peer()).or_default() += 1;
-            }
-            if s.buffered() > limit {
-                return fail(format!(
-                    "recv session {sid} holds {} bytes (limit {limit})",
-                    s.buffered()
-                ));
-            }
-        }
-        if peers != self.peer_active {
-            return fail(format!(
-                "peer_active {:?} != counted sessions {peers:?}",
-                self.peer_active
-            ));
-        }
-        if let Some((peer, n)) = peers
-            .iter()
-            .find(|(_, &n)| n > self.config.max_reassemblies_per_peer)
-        {
-            return fail(format!("peer {peer:?} has {n} reassemblies"));
-        }
+        self.recv.check()?;
         // The duplicate filter: both maps agree.
-        if self.dedup.len() != self.dedup_entries.len() {
-            return fail("dedup and dedup_entries differ in size".into());
-        }
-        for (key, id) in &self.dedup {
-            if self.dedup_entries.get(id).map(|(k, _, _)| k) != Some(key) {
-                return fail(format!("dedup entry {id} disagrees"));
-            }
-        }
+        self.dedup.check()?;
         // The event queue: what peers send unasked never beyond its limit (timeout
         // reports and answers to our own requests may be: the application bounds those).
         let unasked = self

@@ -1,75 +1,18 @@
 //! Incoming MADs: validation, response matching, request routing, the
-//! engine's own answer to unclaimed Get/Set, and the duplicate-request filter.
+//! engine's own answer to unclaimed Get/Set; requests pass the duplicate filter.
 
 use alloc::vec::Vec;
 
-use super::timers::TimerKey;
-use super::txn::{TxnKey, TxnState};
+use super::peer::reply_addr;
+use super::rmpp::is_rmpp_active;
 use super::{agent, smi, AgentId, Engine, Event, RecvMeta};
 use crate::time::Instant;
-use crate::types::{MadAddr, Qp, GSI_QKEY};
+use crate::types::{MadAddr, Qp};
 use crate::wire::mad::{self, MadStatus, Method, MgmtClass};
-use crate::wire::{rmpp, MAD_SIZE};
+use crate::wire::MAD_SIZE;
 
 /// The ClassPortInfo attribute (common to every class).
 const CLASS_PORT_INFO: u16 = 0x0001;
-
-/// A delivered request, remembered until it is answered: what a requester's
-/// retransmission repeats and an answer's address names. Not the agent (any
-/// agent of the port may send the answer), and the peer as response matching
-/// sees it (the GID with a GRH, else the LID), as in [`super::sessions::send_key`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) struct DedupKey {
-    qpn: u32,
-    peer: super::sessions::PeerKey,
-    tid: u64,
-    class: u8,
-}
-
-impl DedupKey {
-    fn new(peer: &MadAddr, tid: u64, class: u8) -> DedupKey {
-        let (_, tid, peer_key) = super::sessions::send_key(AgentId(0), tid, peer);
-        DedupKey {
-            qpn: peer.qpn,
-            peer: peer_key,
-            tid,
-            class,
-        }
-    }
-
-    /// The same request named by LID alone (an answer with a GRH to a request without one).
-    fn by_lid(peer: &MadAddr, tid: u64, class: u8) -> DedupKey {
-        DedupKey {
-            qpn: peer.qpn,
-            peer: (peer.lid, None),
-            tid,
-            class,
-        }
-    }
-}
-
-/// Whether a response from `src` can answer a request sent to `dest` (kernel
-/// `rcv_has_same_gid`): same GID when both carry a GRH, same LID when neither does.
-pub(crate) fn same_peer(dest: &MadAddr, src: &MadAddr) -> bool {
-    match (&dest.grh, &src.grh) {
-        (Some(d), Some(s)) => d.gid == s.gid,
-        (None, None) => dest.lid == src.lid,
-        _ => false,
-    }
-}
-
-/// The address to answer a MAD from `src` on `qp`.
-pub(crate) fn reply_addr(qp: Qp, src: &MadAddr) -> MadAddr {
-    MadAddr {
-        qkey: if qp == Qp::Gsi { GSI_QKEY } else { 0 },
-        ..*src
-    }
-}
-
-pub(crate) fn is_rmpp_active(mad: &[u8]) -> bool {
-    mad::Packet::new_unchecked(mad).mgmt_class().is_rmpp_class()
-        && rmpp::Packet::new_unchecked(mad).is_active()
-}
 
 impl Engine {
     pub(super) fn datagram(&mut self, now: Instant, meta: RecvMeta, bytes: &[u8]) {
@@ -120,11 +63,11 @@ impl Engine {
         if response {
             return self.agents.by_hi_tid((pkt.tid() >> 32) as u32);
         }
-        let (class, version) = (u8::from(pkt.mgmt_class()), pkt.class_version());
+        let (class, version) = (pkt.mgmt_class(), pkt.class_version());
         if version >= agent::MAX_CLASS_VERSION {
             return None;
         }
-        let oui = if pkt.mgmt_class().is_vendor_range2() {
+        let oui = if class.is_vendor_range2() {
             crate::wire::vendor::Packet::new_unchecked(&buf[..]).oui()
         } else {
             0
@@ -171,7 +114,7 @@ impl Engine {
     fn recv_response(&mut self, now: Instant, agent: AgentId, meta: RecvMeta, buf: [u8; MAD_SIZE]) {
         let pkt = mad::Packet::new_unchecked(&buf[..]);
         let (tid, class) = (pkt.tid(), u8::from(pkt.mgmt_class()));
-        if let Some(txn_id) = self.match_response(agent, tid, class, &meta.src) {
+        if let Some(txn_id) = self.txns.match_response(agent, tid, class, &meta.src) {
             if let Some(txn) = self.finish_txn(now, txn_id) {
                 self.recycle(txn.mad);
             }
@@ -186,26 +129,6 @@ impl Engine {
             return;
         }
         self.stats.unmatched_responses += 1;
-    }
-
-    /// The outstanding request (sent or still queued: the kernel's EARLY_RESP)
-    /// this response answers: same TID and class, and the same peer unless DR.
-    pub(super) fn match_response(
-        &self,
-        agent: AgentId,
-        tid: u64,
-        class: u8,
-        src: &MadAddr,
-    ) -> Option<u64> {
-        let txn_id = self
-            .txn_index
-            .get(&self.txns, &TxnKey::new(agent, tid, class))?;
-        let txn = self.txns.get(txn_id)?;
-        if txn.state == TxnState::Backlog {
-            return None;
-        }
-        let dr = MgmtClass::from(class) == MgmtClass::SubnDirectedRoute;
-        (dr || same_peer(&txn.dest, src)).then_some(txn_id)
     }
 
     pub(super) fn recv_request(
@@ -234,12 +157,13 @@ impl Engine {
     ) {
         let pkt = mad::Packet::new_unchecked(&mad[..]);
         let (tid, class) = (pkt.tid(), u8::from(pkt.mgmt_class()));
-        if filtered && self.is_remembered(&src, tid, class) {
+        if filtered && self.dedup.is_remembered(&src, tid, class) {
             self.stats.dropped_duplicates += 1;
             return;
         }
         if self.deliver(agent, src, mad) && filtered {
-            self.remember_request(now, agent, &src, tid, class);
+            self.dedup
+                .remember(&mut self.timers, now, agent, &src, tid, class);
         }
     }
 
@@ -255,69 +179,5 @@ impl Engine {
     pub(super) fn deliver_answer(&mut self, agent: AgentId, addr: MadAddr, mad: Vec<u8>) {
         self.stats.delivered += 1;
         self.events.push_back(Event::Recv { agent, addr, mad });
-    }
-
-    fn is_remembered(&self, src: &MadAddr, tid: u64, class: u8) -> bool {
-        !self.config.duplicate_request_window.is_zero()
-            && self.dedup.contains_key(&DedupKey::new(src, tid, class))
-    }
-
-    /// Remember a delivered request of `agent` until it is answered or the window ends.
-    fn remember_request(
-        &mut self,
-        now: Instant,
-        agent: AgentId,
-        src: &MadAddr,
-        tid: u64,
-        class: u8,
-    ) {
-        let window = self.config.duplicate_request_window;
-        if window.is_zero() || self.dedup.len() >= self.config.max_events {
-            // Off, or a flood: stay bounded, at the price of letting its retransmissions through.
-            return;
-        }
-        let key = DedupKey::new(src, tid, class);
-        let id = self.alloc_id();
-        let deadline = now + window;
-        self.dedup.insert(key, id);
-        self.dedup_entries.insert(id, (key, agent, deadline));
-        self.timers.set(TimerKey::Dedup(id), None, Some(deadline));
-    }
-
-    /// An answer to `peer` went out (from any agent): the request it answers is
-    /// forgotten, so that the requester's retry, should the answer be lost, is
-    /// delivered again.
-    pub(super) fn forget_request(&mut self, peer: &MadAddr, tid: u64, class: u8) {
-        let mut found = self.dedup.remove(&DedupKey::new(peer, tid, class));
-        if found.is_none() && peer.grh.is_some() {
-            found = self.dedup.remove(&DedupKey::by_lid(peer, tid, class));
-        }
-        if let Some(id) = found {
-            if let Some((_, _, deadline)) = self.dedup_entries.remove(&id) {
-                self.timers.set(TimerKey::Dedup(id), Some(deadline), None);
-            }
-        }
-    }
-
-    pub(super) fn dedup_expired(&mut self, id: u64) {
-        if let Some((key, _, _)) = self.dedup_entries.remove(&id) {
-            self.dedup.remove(&key);
-        }
-    }
-
-    pub(super) fn forget_agent_requests(&mut self, agent: AgentId) {
-        let mut doomed: Vec<u64> = self
-            .dedup_entries
-            .iter()
-            .filter(|(_, (_, a, _))| *a == agent)
-            .map(|(&id, _)| id)
-            .collect();
-        doomed.sort_unstable();
-        for id in doomed {
-            if let Some((key, _, deadline)) = self.dedup_entries.remove(&id) {
-                self.dedup.remove(&key);
-                self.timers.set(TimerKey::Dedup(id), Some(deadline), None);
-            }
-        }
     }
 }

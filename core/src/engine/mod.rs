@@ -23,6 +23,19 @@
 //! out (that is the engine's "send completion"), as the kernel starts it at
 //! the send completion.
 //!
+//! # Inside
+//!
+//! State lives in the types that use it, each with methods that say what
+//! happened instead of calling back: the transaction table (`txn.rs`:
+//! requests, their response index, per-agent counts and backlogs), the
+//! duplicate-request filter (`dedup.rs`), the RMPP send and receive sessions
+//! (`rmpp/sending.rs`, `rmpp/receiving.rs`, around the state machines of
+//! `rmpp/send.rs` and `rmpp/recv.rs`), the agents (`agent.rs`) and the
+//! deadlines (`timers.rs`). The engine's own methods (this file, with the
+//! inbound side in `dispatch.rs`, the send side in `outgoing.rs` and the RMPP
+//! side in `sessions.rs`) sequence them, and [`Engine::handle_timeout`] is
+//! the one place a deadline fires. Ids are newtypes (`ids.rs`).
+//!
 //! # What it does, as the kernel does it
 //!
 //! - **Requests out** get the agent's 24-bit TID high word (the low 32 bits
@@ -144,8 +157,12 @@ pub mod rmpp;
 mod agent;
 mod audit;
 mod config;
+mod dedup;
 mod dispatch;
 mod hash;
+mod ids;
+mod outgoing;
+mod peer;
 mod sessions;
 mod slab;
 mod smi;
@@ -159,7 +176,6 @@ mod tests;
 
 use alloc::boxed::Box;
 use alloc::collections::VecDeque;
-use alloc::vec;
 use alloc::vec::Vec;
 
 #[doc(hidden)]
@@ -169,8 +185,10 @@ pub use stats::{EngineStats, RmppAbort};
 
 use crate::time::Instant;
 use crate::types::{MadAddr, Qp};
+use crate::wire::mad::MgmtClass;
 use crate::wire::MAD_SIZE;
 use crate::Result;
+use timers::TimerKey;
 
 /// An agent's id on its port (0..32), what `umad_register` returns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -182,7 +200,7 @@ pub struct AgentSpec {
     /// The QP: SMI for classes 0x01/0x81, GSI otherwise.
     pub qp: Qp,
     /// Management class.
-    pub mgmt_class: u8,
+    pub mgmt_class: MgmtClass,
     /// Class version.
     pub class_version: u8,
     /// 0 (no RMPP) or 1.
@@ -264,32 +282,17 @@ pub enum Event {
 pub struct Engine {
     config: EngineConfig,
     agents: agent::AgentTable,
-    /// Outstanding requests by slab id (a stale id finds nothing).
-    txns: slab::Slab<txn::Txn>,
-    /// (agent, TID, class) -> txn id, for response matching and duplicate sends.
-    txn_index: txn_index::TxnIndex,
-    /// Per agent slot: requests waiting for the outstanding limit, in send order.
-    backlogs: Vec<VecDeque<u64>>,
-    next_id: u64,
+    /// Outstanding requests and RMPP sends.
+    txns: txn::TxnTable,
     timers: timers::Timers,
     tx_queue: VecDeque<txn::Out>,
     events: VecDeque<Event>,
-    /// Delivered requests awaiting their response: key -> dedup id.
-    dedup: hash::PeerMap<dispatch::DedupKey, u64>,
-    /// Dedup id -> (key, the agent it was delivered to, end of its window).
-    dedup_entries: hash::IdMap<u64, (dispatch::DedupKey, AgentId, Instant)>,
-    /// RMPP sends by (agent, TID, peer) -> txn id.
-    send_index: hash::IdMap<sessions::SendKey, u64>,
-    /// RMPP senders that may have a segment due, polled in order.
-    rmpp_ready: VecDeque<u64>,
-    recv_sessions: hash::IdMap<u64, sessions::RecvSession>,
-    recv_index: hash::PeerMap<sessions::RecvKey, u64>,
-    /// The receive session the last DATA segment went to: the next segment
-    /// is almost always for it too, and an equal key skips `recv_index`'s
-    /// SipHash (keyed by what peers send), the largest cost of a segment.
-    recv_last: Option<(sessions::RecvKey, u64)>,
-    /// Reassemblies in progress per peer.
-    peer_active: hash::PeerMap<sessions::PeerKey, usize>,
+    /// Delivered requests awaiting their response.
+    dedup: dedup::DuplicateFilter,
+    /// RMPP send sessions (their senders live in `txns`).
+    rmpp_sends: rmpp::sending::RmppSends,
+    /// RMPP receive sessions.
+    recv: rmpp::receiving::RecvSessions,
     stats: EngineStats,
     last_rmpp_abort: Option<RmppAbort>,
     /// MAD buffers of finished sends, reused so that the send path does not allocate.
@@ -307,24 +310,19 @@ impl Engine {
         let mut rng = config::SplitMix::new(config.rng_seed.unwrap_or(0));
         let agents = agent::AgentTable::new(&mut rng);
         let keys = hash::SipKeys::draw(&mut rng);
+        let dedup =
+            dedup::DuplicateFilter::new(config.duplicate_request_window, config.max_events, keys);
+        let recv = rmpp::receiving::RecvSessions::new(&config, keys);
         Engine {
             agents,
+            txns: txn::TxnTable::new(config.max_outstanding_per_agent),
             config,
-            txns: slab::Slab::default(),
-            txn_index: txn_index::TxnIndex::default(),
-            backlogs: vec![VecDeque::new(); agent::MAX_AGENTS],
-            next_id: 1,
             timers: timers::Timers::default(),
             tx_queue: VecDeque::new(),
             events: VecDeque::new(),
-            dedup: hash::PeerMap::with_hasher(keys),
-            dedup_entries: hash::IdMap::default(),
-            send_index: hash::IdMap::default(),
-            rmpp_ready: VecDeque::new(),
-            recv_sessions: hash::IdMap::default(),
-            recv_index: hash::PeerMap::with_hasher(keys),
-            recv_last: None,
-            peer_active: hash::PeerMap::with_hasher(keys),
+            dedup,
+            rmpp_sends: rmpp::sending::RmppSends::default(),
+            recv,
             stats: EngineStats::default(),
             last_rmpp_abort: None,
             mad_pool: Vec::new(),
@@ -419,7 +417,15 @@ impl Engine {
     pub fn handle_timeout(&mut self, now: Instant) {
         vmad_observe!(self, "timeout", {
             while let Some(key) = self.timers.pop_due(now) {
-                self.fire(now, key);
+                match key {
+                    TimerKey::Txn(id) => self.txn_expired(now, id),
+                    TimerKey::Recv(id) => {
+                        if let Some(outcome) = self.recv.timeout(&mut self.timers, now, id) {
+                            self.recv_outcome(now, outcome);
+                        }
+                    }
+                    TimerKey::Dedup(id) => self.dedup.expire(id),
+                }
             }
         })
     }
@@ -475,7 +481,8 @@ impl Engine {
         self.stats.queue_drops += 1;
         if let Ok(m) = crate::wire::mad::Packet::new_checked(&mad[..]) {
             if !m.is_response() {
-                self.forget_request(addr, m.tid(), u8::from(m.mgmt_class()));
+                self.dedup
+                    .forget(&mut self.timers, addr, m.tid(), u8::from(m.mgmt_class()));
             }
         }
     }
@@ -499,7 +506,7 @@ impl Engine {
     /// RMPP sends and receives in progress (for the tracing probe).
     #[cfg(feature = "tracing")]
     pub(crate) fn rmpp_session_counts(&self) -> (usize, usize) {
-        (self.send_index.len(), self.recv_sessions.len())
+        (self.rmpp_sends.len(), self.recv.len())
     }
 
     /// The `i`th queued event (for the tracing probe).
@@ -539,11 +546,5 @@ impl Engine {
         if self.mad_pool.len() < MAD_POOL {
             self.mad_pool.push(buf);
         }
-    }
-
-    fn alloc_id(&mut self) -> u64 {
-        let id = self.next_id;
-        self.next_id += 1;
-        id
     }
 }

@@ -1,121 +1,26 @@
-//! RMPP integration: session tables keyed as the kernel keys them, dispatch
-//! of RMPP MADs to the sender and receiver machines (`rmpp::send`,
-//! `rmpp::recv`), addressing of what they emit, and delivery of reassembled
-//! messages.
-//!
-//! Send sessions live inside their transaction (`Txn::rmpp`) and are found by
-//! (agent, TID, peer); receive sessions by (agent, TID, source QPN, LID/GID, class,
-//! class version, method). Receivers' ACKs go straight to the transmit queue;
-//! senders are polled lazily from `rmpp_ready`, so a window of segments is
-//! never copied ahead of the transport.
+//! The engine's RMPP side: sending an RMPP message, routing incoming RMPP
+//! MADs to the send sessions (`rmpp::sending`) or receive sessions
+//! (`rmpp::receiving`), and acting on what they return: replies to address
+//! and queue, requests to finish or time out, messages to deliver, aborts to
+//! report.
 
 use alloc::boxed::Box;
 use alloc::vec::Vec;
 use core::time::Duration;
 
-use super::dispatch::{reply_addr, same_peer};
-use super::rmpp::recv::Receiver;
+use super::ids::TxnId;
+use super::peer::reply_addr;
+use super::rmpp::receiving::{RecvEnd, RecvOutcome};
 use super::rmpp::send::Sender;
-use super::rmpp::{format_ds_ack, Progress};
-use super::timers::TimerKey;
+use super::rmpp::sending::{Reply, SendStep};
 use super::txn::{Out, PendingRmpp, RmppTx, Txn, TxnKey, TxnState};
 use super::{AgentId, Engine, RecvMeta, RmppAbort, SendRequest, Transmit};
 use crate::time::Instant;
 use crate::types::{MadAddr, Qp};
-use crate::wire::mad::{self, MgmtClass, METHOD_RESP};
+use crate::wire::mad;
 use crate::wire::rmpp::{RmppStatus, RmppType};
 use crate::wire::MAD_SIZE;
 use crate::{Error, Result};
-
-/// An ACK with status 0 whose NewWindowLast is not below its segment (what
-/// the kernel's `process_rmpp_ack` takes further than its ABORTs).
-fn is_plain_ack(buf: &[u8; MAD_SIZE]) -> bool {
-    let p = crate::wire::rmpp::Packet::new_unchecked(&buf[..]);
-    p.rmpp_type() == RmppType::Ack
-        && p.rmpp_status() == RmppStatus::Success
-        && p.paylen_newwin() >= p.seg_num()
-}
-
-/// What identifies a receive session (kernel `find_rmpp_recv`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) struct RecvKey {
-    agent: u32,
-    tid: u64,
-    qpn: u32,
-    lid: u16,
-    gid: Option<[u8; 16]>,
-    class: u8,
-    version: u8,
-    method: u8,
-}
-
-impl RecvKey {
-    fn new(agent: AgentId, peer: &MadAddr, hdr: &[u8], method: u8) -> RecvKey {
-        let pkt = mad::Packet::new_unchecked(hdr);
-        RecvKey {
-            agent: agent.0,
-            tid: pkt.tid(),
-            qpn: peer.qpn,
-            lid: peer.lid,
-            gid: peer.grh.map(|g| g.gid),
-            class: u8::from(pkt.mgmt_class()),
-            version: pkt.class_version(),
-            method,
-        }
-    }
-}
-
-/// A peer, for the per-peer reassembly limit.
-pub(crate) type PeerKey = (u16, Option<[u8; 16]>);
-
-/// What identifies a send session: agent, TID and the peer, as the kernel's
-/// `ib_find_send_mad` finds the send an ACK, STOP or ABORT belongs to (TID,
-/// then `rcv_has_same_gid`: the GID when there is a GRH, else the LID). Two
-/// requesters may well use the same TID; their responses are two sessions.
-pub(crate) type SendKey = (u32, u64, PeerKey);
-
-/// The [`SendKey`] of `agent`'s send with `tid` to (or an RMPP MAD from) `peer`:
-/// equal for two addresses exactly when [`same_peer`] holds.
-pub(crate) fn send_key(agent: AgentId, tid: u64, peer: &MadAddr) -> SendKey {
-    let peer = match &peer.grh {
-        Some(g) => (0, Some(g.gid)),
-        None => (peer.lid, None),
-    };
-    (agent.0, tid, peer)
-}
-
-/// One incoming RMPP transfer.
-#[derive(Debug)]
-pub(crate) struct RecvSession {
-    agent: AgentId,
-    key: RecvKey,
-    qp: Qp,
-    /// The sender, as the transport reported it.
-    src: MadAddr,
-    rx: Receiver,
-    deadline: Option<Instant>,
-    /// Counted against the peer's reassembly limit (still reassembling).
-    counted: bool,
-}
-
-impl RecvSession {
-    pub(super) fn peer(&self) -> PeerKey {
-        (self.src.lid, self.src.grh.map(|g| g.gid))
-    }
-
-    pub(super) fn key(&self) -> RecvKey {
-        self.key
-    }
-
-    pub(super) fn is_counted(&self) -> bool {
-        self.counted
-    }
-
-    /// Bytes this session holds.
-    pub(super) fn buffered(&self) -> usize {
-        self.rx.buffered()
-    }
-}
 
 impl Engine {
     /// `send` for an agent running RMPP in the engine, with RMPPFlags.Active set.
@@ -150,24 +55,17 @@ impl Engine {
             (u64::from(hi_tid) << 32) | (pkt.tid() & 0xffff_ffff)
         };
         pkt.set_tid(tid);
-        let (class, method) = (u8::from(class), u8::from(pkt.method()));
+        let class = u8::from(class);
         let wants_response = req.timeout_ms != 0;
-        if self.send_index.contains_key(&send_key(id, tid, &req.addr))
-            || (wants_response
-                && self
-                    .txn_index
-                    .contains(&self.txns, &TxnKey::new(id, tid, class)))
+        if self.rmpp_sends.contains(id, tid, &req.addr)
+            || (wants_response && self.txns.find(&TxnKey::new(id, tid, class)).is_some())
         {
             return Err(Error::DuplicateRequest(tid));
         }
         // A response starts from the window the requester's dual-sided ACK
         // gave the request's receive session (kernel init_newwin).
         let window_last = if response {
-            let key = RecvKey::new(id, &req.addr, &message, method & !METHOD_RESP);
-            self.recv_index
-                .get(&key)
-                .and_then(|sid| self.recv_sessions.get(sid))
-                .map_or(1, |s| s.rx.reply_window())
+            self.recv.reply_window(id, &req.addr, &message)
         } else {
             1
         };
@@ -177,11 +75,9 @@ impl Engine {
         } else {
             user
         };
-        let mut first = Box::new([0u8; MAD_SIZE]);
-        let n = message.len().min(MAD_SIZE);
-        first[..n].copy_from_slice(&message[..n]);
-        let limit = self.config.max_outstanding_per_agent;
-        let backlogged = wants_response && limit != 0 && agent.active >= limit;
+        // The first segment's bytes (the header a timeout reports), in a spare buffer.
+        let first = self.mad_buf(&message);
+        let backlogged = wants_response && self.txns.at_limit(id);
         let cfg = self.config.rmpp;
         // Sender::new validates; a backlogged send validates on a copy and
         // gets its real sender (and timers) when admitted.
@@ -214,9 +110,9 @@ impl Engine {
             RmppTx::Running(Box::new(sender))
         };
         if response {
-            self.forget_request(&req.addr, tid, class);
+            self.dedup.forget(&mut self.timers, &req.addr, tid, class);
         }
-        let txn_id = self.txns.insert(Txn {
+        let txn = Txn {
             agent: id,
             tid,
             class,
@@ -229,11 +125,10 @@ impl Engine {
             deadline: None,
             wants_response,
             rmpp: Some(rmpp),
-        });
-        self.send_index.insert(send_key(id, tid, &req.addr), txn_id);
+        };
+        let txn_id = self.txns.insert_rmpp(txn, &mut self.stats);
+        self.rmpp_sends.insert(id, tid, &req.addr, txn_id);
         if wants_response {
-            self.txn_index.insert(&TxnKey::new(id, tid, class), txn_id);
-            self.stats.outstanding += 1;
             self.admit(now, id, txn_id);
         } else {
             self.start_rmpp_send(now, txn_id);
@@ -241,161 +136,60 @@ impl Engine {
         Ok(())
     }
 
-    /// Start an admitted RMPP send (building its sender if it waited in the
-    /// backlog) and offer it to `poll_transmit`.
-    pub(super) fn start_rmpp_send(&mut self, now: Instant, txn_id: u64) {
-        let cfg = self.config.rmpp;
-        let Some(txn) = self.txns.get_mut(txn_id) else {
-            return;
-        };
-        if let Some(RmppTx::Pending(pending)) =
-            txn.rmpp.take_if(|r| matches!(r, RmppTx::Pending(_)))
+    /// Start an admitted RMPP send and offer it to `poll_transmit`.
+    pub(super) fn start_rmpp_send(&mut self, now: Instant, txn_id: TxnId) {
+        let config = self.config.rmpp;
+        if !self
+            .rmpp_sends
+            .start(&mut self.txns, &mut self.timers, &config, now, txn_id)
         {
-            let PendingRmpp {
-                message,
-                hdr_len,
-                window_last,
-                ack_timeout,
-            } = *pending;
-            match Sender::new(
-                now,
-                message,
-                hdr_len,
-                window_last,
-                ack_timeout,
-                txn.retries_left,
-                &cfg,
-            ) {
-                Ok(sender) => txn.rmpp = Some(RmppTx::Running(Box::new(sender))),
-                // Validated in send_rmpp; never leak the transaction all the same.
-                Err(_) => {
-                    txn.rmpp = Some(RmppTx::Done);
-                    self.finish_txn(now, txn_id);
-                    return;
-                }
-            }
+            self.finish_txn(now, txn_id);
         }
-        txn.state = TxnState::RmppSending;
-        self.rmpp_ready.push_back(txn_id);
-        self.sync_txn_timer(txn_id);
-    }
-
-    /// Point the transaction's timer at its sender's deadline.
-    fn sync_txn_timer(&mut self, txn_id: u64) {
-        let Some(txn) = self.txns.get_mut(txn_id) else {
-            return;
-        };
-        let new = match &txn.rmpp {
-            Some(RmppTx::Running(s)) => s.deadline(),
-            _ => return,
-        };
-        let old = core::mem::replace(&mut txn.deadline, new);
-        self.timers.set(TimerKey::Txn(txn_id), old, new);
     }
 
     /// The next DATA segment (or ABORT) of a sender with something due.
+    #[inline]
     pub(super) fn transmit_rmpp(
         &mut self,
         now: Instant,
         out: &mut [u8; MAD_SIZE],
     ) -> Option<Transmit> {
-        while let Some(&txn_id) = self.rmpp_ready.front() {
-            let sent = match self.txns.get_mut(txn_id) {
-                Some(
-                    txn @ Txn {
-                        rmpp: Some(RmppTx::Running(_)),
-                        ..
-                    },
-                ) => {
-                    let timeout_ms = txn.transmit_timeout_ms();
-                    let (qp, dest) = (txn.qp, txn.dest);
-                    let Some(RmppTx::Running(sender)) = &mut txn.rmpp else {
-                        unreachable!("matched above");
-                    };
-                    sender.poll_transmit(now, out).then_some(Transmit {
-                        qp,
-                        dest,
-                        len: MAD_SIZE,
-                        timeout_ms,
-                    })
-                }
-                _ => None,
-            };
-            match sent {
-                Some(tx) => {
-                    self.sync_txn_timer(txn_id);
-                    self.stats.sent += 1;
-                    return Some(tx);
-                }
-                None => {
-                    self.rmpp_ready.pop_front();
-                }
-            }
-        }
-        None
+        let tx = self
+            .rmpp_sends
+            .poll_transmit(&mut self.txns, &mut self.timers, now, out)?;
+        self.stats.sent += 1;
+        Some(tx)
     }
 
     /// The sender's ACK timer expired.
-    pub(super) fn rmpp_send_timeout(&mut self, now: Instant, txn_id: u64) {
-        let progress = match self.txns.get_mut(txn_id) {
-            Some(Txn {
-                rmpp: Some(RmppTx::Running(sender)),
-                ..
-            }) => sender.handle_timeout(now),
-            _ => return,
-        };
-        self.sender_progress(now, txn_id, progress, None);
+    pub(super) fn rmpp_send_timeout(&mut self, now: Instant, txn_id: TxnId) {
+        let step = self
+            .rmpp_sends
+            .timeout(&mut self.txns, &mut self.timers, now, txn_id);
+        if let Some(step) = step {
+            self.send_step(now, txn_id, step);
+        }
     }
 
-    /// Act on a sender's progress; `trigger` is the ACK/STOP/ABORT that caused it.
-    fn sender_progress(
-        &mut self,
-        now: Instant,
-        txn_id: u64,
-        progress: Progress,
-        trigger: Option<&[u8]>,
-    ) {
-        match progress {
-            Progress::Pending => {
-                self.sync_txn_timer(txn_id);
-                self.rmpp_ready.push_back(txn_id);
-            }
-            Progress::Complete => {
-                let Some(txn) = self.txns.get_mut(txn_id) else {
-                    return;
-                };
-                let hdr_len = MgmtClass::from(txn.class).data_offset();
-                txn.rmpp = Some(RmppTx::Done);
-                if !txn.wants_response {
-                    self.finish_txn(now, txn_id);
-                    return;
-                }
-                // Every segment ACKed: wait for the response with the user's timeout.
-                txn.state = TxnState::Waiting;
-                let deadline = now + txn.timeout;
-                let old = txn.deadline.replace(deadline);
-                let (qp, dest, agent) = (txn.qp, txn.dest, txn.agent);
-                self.timers.set(TimerKey::Txn(txn_id), old, Some(deadline));
-                if let Some(ack) = trigger {
-                    // Dual-sided RMPP: tell the responder the window for its response.
-                    let mut buf = Box::new([0u8; MAD_SIZE]);
-                    format_ds_ack(ack, hdr_len, &mut buf);
-                    self.queue_raw(Some(agent), qp, dest, buf);
+    /// Act on what a send session asks after an input.
+    fn send_step(&mut self, now: Instant, txn_id: TxnId, step: SendStep) {
+        match step {
+            SendStep::Continue(reply) => {
+                if let Some(reply) = reply {
+                    self.queue_reply(reply);
                 }
             }
-            Progress::Failed { status, .. } => {
-                let Some(txn) = self.txns.get_mut(txn_id) else {
-                    return;
-                };
-                let (agent, tid, qp, dest) = (txn.agent, txn.tid, txn.qp, txn.dest);
-                let mut abort = Box::new([0u8; MAD_SIZE]);
-                let notify = match &mut txn.rmpp {
-                    Some(RmppTx::Running(s)) => s.poll_transmit(now, &mut abort),
-                    _ => false,
-                };
-                txn.rmpp = Some(RmppTx::Done);
-                if notify {
-                    self.queue_raw(Some(agent), qp, dest, abort);
+            SendStep::Finished => {
+                self.finish_txn(now, txn_id);
+            }
+            SendStep::Failed {
+                agent,
+                tid,
+                status,
+                reply,
+            } => {
+                if let Some(reply) = reply {
+                    self.queue_reply(reply);
                 }
                 if status == RmppStatus::TooManyRetries {
                     // kernel: IB_WC_RESP_TIMEOUT_ERR, reported as ETIMEDOUT.
@@ -406,6 +200,10 @@ impl Engine {
                 }
             }
         }
+    }
+
+    fn queue_reply(&mut self, reply: Reply) {
+        self.queue_raw(Some(reply.agent), reply.qp, reply.dest, reply.mad);
     }
 
     fn rmpp_aborted(&mut self, agent: AgentId, tid: u64, status: RmppStatus, sending: bool) {
@@ -444,11 +242,18 @@ impl Engine {
         buf: &[u8; MAD_SIZE],
     ) -> bool {
         let kernel_rmpp = self.agents.get(agent).is_some_and(|a| a.kernel_rmpp());
-        if !kernel_rmpp || !super::dispatch::is_rmpp_active(buf) {
+        if !kernel_rmpp || !super::rmpp::is_rmpp_active(buf) {
             return false;
         }
         match crate::wire::rmpp::Packet::new_unchecked(&buf[..]).rmpp_type() {
-            RmppType::Data => self.rmpp_data(now, agent, meta, buf),
+            RmppType::Data => {
+                let outcome =
+                    self.recv
+                        .data(&mut self.timers, &mut self.stats, now, agent, &meta, buf);
+                if let Some(outcome) = outcome {
+                    self.recv_outcome(now, outcome);
+                }
+            }
             RmppType::Ack | RmppType::Stop | RmppType::Abort => {
                 self.rmpp_control(now, agent, meta, buf)
             }
@@ -459,165 +264,41 @@ impl Engine {
 
     /// ACK, STOP or ABORT: for our sender of that TID, else for a receive session.
     fn rmpp_control(&mut self, now: Instant, agent: AgentId, meta: RecvMeta, buf: &[u8; MAD_SIZE]) {
-        let hdr = mad::Packet::new_unchecked(&buf[..]);
-        let tid = hdr.tid();
-        if let Some(&txn_id) = self.send_index.get(&send_key(agent, tid, &meta.src)) {
-            let progress = match self.txns.get_mut(txn_id) {
-                Some(Txn {
-                    rmpp: Some(RmppTx::Running(sender)),
-                    class,
-                    dest,
-                    ..
-                }) if *class == u8::from(hdr.mgmt_class()) && same_peer(dest, &meta.src) => {
-                    Some(sender.handle_rmpp(now, &buf[..]))
-                }
-                Some(Txn {
-                    rmpp: Some(RmppTx::Done),
-                    state: TxnState::Waiting,
-                    class,
-                    qp,
-                    dest,
-                    ..
-                }) if *class == u8::from(hdr.mgmt_class()) && is_plain_ack(buf) => {
-                    // kernel process_rmpp_ack, "Repeated ACK for DS RMPP
-                    // transaction": every segment is ACKed and the response is
-                    // awaited; our dual-sided ACK was lost, so send it again.
-                    let (qp, dest) = (*qp, *dest);
-                    let mut ds_ack = Box::new([0u8; MAD_SIZE]);
-                    format_ds_ack(&buf[..], hdr.mgmt_class().data_offset(), &mut ds_ack);
-                    self.queue_raw(Some(agent), qp, dest, ds_ack);
-                    return;
-                }
-                _ => None,
-            };
-            if let Some(progress) = progress {
-                let rmpp_type = crate::wire::rmpp::Packet::new_unchecked(&buf[..]).rmpp_type();
-                let trigger = (rmpp_type == RmppType::Ack).then_some(&buf[..]);
-                self.sender_progress(now, txn_id, progress, trigger);
-                return;
-            }
+        let step =
+            self.rmpp_sends
+                .control(&mut self.txns, &mut self.timers, now, agent, &meta.src, buf);
+        if let Some((txn_id, step)) = step {
+            self.send_step(now, txn_id, step);
+            return;
         }
-        let key = RecvKey::new(agent, &meta.src, &buf[..], u8::from(hdr.method()));
-        let Some(&sid) = self.recv_index.get(&key) else {
-            self.stats.dropped_rmpp_unknown += 1;
-            return;
-        };
-        let Some(session) = self.recv_sessions.get_mut(&sid) else {
-            return;
-        };
-        let progress = session.rx.handle_rmpp(now, &buf[..]);
-        self.recv_progress(now, sid, progress);
+        let outcome = self
+            .recv
+            .control(&mut self.timers, &mut self.stats, now, agent, &meta, buf);
+        if let Some(outcome) = outcome {
+            self.recv_outcome(now, outcome);
+        }
     }
 
-    /// A DATA segment: to its session, or the first one starts a session.
-    fn rmpp_data(&mut self, now: Instant, agent: AgentId, meta: RecvMeta, buf: &[u8; MAD_SIZE]) {
-        let method = mad::Packet::new_unchecked(&buf[..]).method();
-        let key = RecvKey::new(agent, &meta.src, &buf[..], u8::from(method));
-        let found = match self.recv_last {
-            Some((last, sid)) if last == key => Some(sid),
-            _ => self.recv_index.get(&key).copied(),
-        };
-        if let Some(sid) = found {
-            self.recv_last = Some((key, sid));
-            if let Some(session) = self.recv_sessions.get_mut(&sid) {
-                let dropped = |rx: &Receiver| {
-                    let s = rx.stats();
-                    s.out_of_window + s.duplicates
-                };
-                let before = dropped(&session.rx);
-                let progress = session.rx.handle_data(now, &buf[..]);
-                self.stats.dropped_rmpp_segments += dropped(&session.rx) - before;
-                // Most segments change nothing the engine acts on: still
-                // running, no reply due, the same deadline.
-                if progress == Progress::Pending
-                    && !session.rx.has_reply()
-                    && session.deadline == session.rx.deadline()
-                {
-                    return;
-                }
-                self.recv_progress(now, sid, progress);
-            }
-            return;
-        }
-        let peer: PeerKey = (meta.src.lid, meta.src.grh.map(|g| g.gid));
-        let active = self.peer_active.get(&peer).copied().unwrap_or(0);
-        let total: usize = self.peer_active.values().sum();
-        if active >= self.config.max_reassemblies_per_peer || total >= self.config.max_reassemblies
-        {
-            self.stats.dropped_rmpp_limit += 1;
-            return;
-        }
-        let (rx, progress) = Receiver::new(now, &buf[..], &self.config.rmpp);
-        if let Progress::Failed {
-            notify_peer: false, ..
-        } = progress
-        {
-            self.stats.dropped_rmpp_unknown += 1;
-            return;
-        }
-        let sid = self.alloc_id();
-        self.recv_index.insert(key, sid);
-        self.recv_last = Some((key, sid));
-        self.recv_sessions.insert(
-            sid,
-            RecvSession {
-                agent,
-                key,
-                qp: meta.qp,
-                src: meta.src,
-                rx,
-                deadline: None,
-                counted: true,
-            },
-        );
-        *self.peer_active.entry(peer).or_insert(0) += 1;
-        self.recv_progress(now, sid, progress);
-    }
-
-    /// Act on a receiver's progress: send its replies, deliver, end it.
-    fn recv_progress(&mut self, now: Instant, sid: u64, progress: Progress) {
-        let Some(session) = self.recv_sessions.get_mut(&sid) else {
-            return;
-        };
-        let (agent, qp, src) = (session.agent, session.qp, session.src);
-        let dest = reply_addr(qp, &src);
-        // A receiver holds at most one reply; most segments owe none.
-        let reply = session.rx.take_reply();
-        let message = match progress {
-            Progress::Complete => session.rx.take_message(),
-            _ => None,
-        };
-        let finished = !matches!(progress, Progress::Pending);
-        let uncount = finished && core::mem::replace(&mut session.counted, false);
-        let peer = session.peer();
-        let new_deadline = session.rx.deadline();
-        let old_deadline = core::mem::replace(&mut session.deadline, new_deadline);
-        self.timers
-            .set(TimerKey::Recv(sid), old_deadline, new_deadline);
+    /// Act on what a receive session asks: send its reply, deliver its
+    /// message, report its abort.
+    pub(super) fn recv_outcome(&mut self, now: Instant, outcome: RecvOutcome) {
+        let RecvOutcome {
+            agent,
+            qp,
+            src,
+            reply,
+            end,
+        } = outcome;
         if let Some(reply) = reply {
-            self.queue_raw(Some(agent), qp, dest, reply);
+            self.queue_raw(Some(agent), qp, reply_addr(qp, &src), reply);
         }
-        if uncount {
-            if let Some(n) = self.peer_active.get_mut(&peer) {
-                *n -= 1;
-                if *n == 0 {
-                    self.peer_active.remove(&peer);
-                }
+        match end {
+            RecvEnd::Running => {}
+            RecvEnd::Delivered(message) => {
+                self.stats.rmpp_reassembled += 1;
+                self.rmpp_deliver(now, agent, src, message);
             }
-        }
-        match progress {
-            Progress::Pending => {}
-            Progress::Complete => {
-                if let Some(message) = message {
-                    self.stats.rmpp_reassembled += 1;
-                    self.rmpp_deliver(now, agent, src, message);
-                }
-            }
-            Progress::Failed { status, .. } => {
-                let tid = self.recv_sessions.get(&sid).map_or(0, |s| s.key.tid);
-                self.drop_recv_session(sid);
-                self.rmpp_aborted(agent, tid, status, false);
-            }
+            RecvEnd::Aborted { tid, status } => self.rmpp_aborted(agent, tid, status, false),
         }
     }
 
@@ -626,7 +307,7 @@ impl Engine {
         let pkt = mad::Packet::new_unchecked(&message[..]);
         let (tid, class) = (pkt.tid(), u8::from(pkt.mgmt_class()));
         if pkt.is_response() {
-            match self.match_response(agent, tid, class, &src) {
+            match self.txns.match_response(agent, tid, class, &src) {
                 Some(txn_id) => {
                     self.finish_txn(now, txn_id);
                     self.deliver_answer(agent, src, message);
@@ -637,52 +318,5 @@ impl Engine {
         }
         let filtered = pkt.method() != mad::Method::Send;
         self.deliver_request(now, agent, src, message, filtered);
-    }
-
-    pub(super) fn recv_session_timeout(&mut self, now: Instant, sid: u64) {
-        let Some(session) = self.recv_sessions.get_mut(&sid) else {
-            return;
-        };
-        session.deadline = None;
-        let lingering = session.rx.is_lingering();
-        let progress = session.rx.handle_timeout(now);
-        if lingering && progress == Progress::Complete {
-            self.drop_recv_session(sid);
-            return;
-        }
-        self.recv_progress(now, sid, progress);
-    }
-
-    fn drop_recv_session(&mut self, sid: u64) {
-        let Some(session) = self.recv_sessions.remove(&sid) else {
-            return;
-        };
-        self.recv_index.remove(&session.key);
-        if self.recv_last.is_some_and(|(_, last)| last == sid) {
-            self.recv_last = None;
-        }
-        self.timers.set(TimerKey::Recv(sid), session.deadline, None);
-        if session.counted {
-            let peer = session.peer();
-            if let Some(n) = self.peer_active.get_mut(&peer) {
-                *n -= 1;
-                if *n == 0 {
-                    self.peer_active.remove(&peer);
-                }
-            }
-        }
-    }
-
-    pub(super) fn purge_agent_sessions(&mut self, agent: AgentId) {
-        let mut doomed: Vec<u64> = self
-            .recv_sessions
-            .iter()
-            .filter(|(_, s)| s.agent == agent)
-            .map(|(&sid, _)| sid)
-            .collect();
-        doomed.sort_unstable();
-        for sid in doomed {
-            self.drop_recv_session(sid);
-        }
     }
 }

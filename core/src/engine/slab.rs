@@ -4,6 +4,7 @@
 //! was removed finds nothing, also after its slot was reused.
 
 use alloc::vec::Vec;
+use core::marker::PhantomData;
 
 /// Where a value lives: `generation << 32 | slot`. Generations start at 1, so
 /// no live id is 0; ids order by generation, then slot, which is deterministic.
@@ -17,36 +18,39 @@ struct Slot<T> {
     value: Option<T>,
 }
 
+/// A slab of `T` whose ids are `I` (a newtype of [`SlabId`]).
 #[derive(Debug)]
-pub(crate) struct Slab<T> {
+pub(crate) struct Slab<T, I = SlabId> {
     slots: Vec<Slot<T>>,
     /// Free slots, most recently freed last.
     free: Vec<u32>,
     len: usize,
+    id: PhantomData<I>,
 }
 
-impl<T> Default for Slab<T> {
+impl<T, I> Default for Slab<T, I> {
     fn default() -> Self {
         Slab {
             slots: Vec::new(),
             free: Vec::new(),
             len: 0,
+            id: PhantomData,
         }
     }
 }
 
 /// The slot `id` names.
-pub(crate) fn slot_of(id: SlabId) -> u32 {
-    id as u32
+pub(crate) fn slot_of(id: impl Into<SlabId>) -> u32 {
+    id.into() as u32
 }
 
 fn split(id: SlabId) -> (usize, u32) {
     ((id & 0xffff_ffff) as usize, (id >> 32) as u32)
 }
 
-impl<T> Slab<T> {
+impl<T, I: Copy + From<SlabId> + Into<SlabId>> Slab<T, I> {
     /// Store `value`; its id.
-    pub(crate) fn insert(&mut self, value: T) -> SlabId {
+    pub(crate) fn insert(&mut self, value: T) -> I {
         self.len += 1;
         let index = match self.free.pop() {
             Some(i) => i,
@@ -68,11 +72,11 @@ impl<T> Slab<T> {
             slot.generation + 1
         };
         slot.value = Some(value);
-        (u64::from(slot.generation) << 32) | u64::from(index)
+        I::from((u64::from(slot.generation) << 32) | u64::from(index))
     }
 
-    pub(crate) fn get(&self, id: SlabId) -> Option<&T> {
-        let (index, generation) = split(id);
+    pub(crate) fn get(&self, id: I) -> Option<&T> {
+        let (index, generation) = split(id.into());
         let slot = self.slots.get(index)?;
         if slot.generation != generation {
             return None;
@@ -80,8 +84,8 @@ impl<T> Slab<T> {
         slot.value.as_ref()
     }
 
-    pub(crate) fn get_mut(&mut self, id: SlabId) -> Option<&mut T> {
-        let (index, generation) = split(id);
+    pub(crate) fn get_mut(&mut self, id: I) -> Option<&mut T> {
+        let (index, generation) = split(id.into());
         let slot = self.slots.get_mut(index)?;
         if slot.generation != generation {
             return None;
@@ -89,8 +93,8 @@ impl<T> Slab<T> {
         slot.value.as_mut()
     }
 
-    pub(crate) fn remove(&mut self, id: SlabId) -> Option<T> {
-        let (index, generation) = split(id);
+    pub(crate) fn remove(&mut self, id: I) -> Option<T> {
+        let (index, generation) = split(id.into());
         let slot = self.slots.get_mut(index)?;
         if slot.generation != generation {
             return None;
@@ -102,10 +106,13 @@ impl<T> Slab<T> {
     }
 
     /// The value in `slot`, with its id.
-    pub(crate) fn by_slot(&self, slot: u32) -> Option<(SlabId, &T)> {
+    pub(crate) fn by_slot(&self, slot: u32) -> Option<(I, &T)> {
         let s = self.slots.get(slot as usize)?;
         let v = s.value.as_ref()?;
-        Some(((u64::from(s.generation) << 32) | u64::from(slot), v))
+        Some((
+            I::from((u64::from(s.generation) << 32) | u64::from(slot)),
+            v,
+        ))
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -124,10 +131,10 @@ impl<T> Slab<T> {
     }
 
     /// Live values with their ids, in slot order.
-    pub(crate) fn iter(&self) -> impl Iterator<Item = (SlabId, &T)> {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (I, &T)> {
         self.slots.iter().enumerate().filter_map(|(i, s)| {
             let v = s.value.as_ref()?;
-            Some(((u64::from(s.generation) << 32) | i as u64, v))
+            Some((I::from((u64::from(s.generation) << 32) | i as u64), v))
         })
     }
 }
@@ -138,7 +145,7 @@ mod tests {
 
     #[test]
     fn stale_ids_find_nothing_after_reuse() {
-        let mut s = Slab::default();
+        let mut s: Slab<&str> = Slab::default();
         let a = s.insert("a");
         let b = s.insert("b");
         assert_eq!(s.remove(a), Some("a"));

@@ -18,17 +18,18 @@
 
 use alloc::collections::{BTreeSet, VecDeque};
 
+use super::ids::{DedupId, RecvId, TxnId};
 use crate::time::Instant;
 
 /// Who a deadline belongs to. Ordered, so ties fire in a fixed order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub(crate) enum TimerKey {
     /// A request waiting for its response (or an RMPP send session).
-    Txn(u64),
+    Txn(TxnId),
     /// An RMPP receive session.
-    Recv(u64),
+    Recv(RecvId),
     /// A delivered request remembered to drop its retransmissions.
-    Dedup(u64),
+    Dedup(DedupId),
 }
 
 /// Bits of an owner id in a packed entry; the two above them name the kind.
@@ -38,9 +39,9 @@ const ID_MASK: u64 = (1 << ID_BITS) - 1;
 impl TimerKey {
     fn pack(self) -> u64 {
         let (kind, id) = match self {
-            TimerKey::Txn(id) => (0u64, id),
-            TimerKey::Recv(id) => (1, id),
-            TimerKey::Dedup(id) => (2, id),
+            TimerKey::Txn(id) => (0u64, id.0),
+            TimerKey::Recv(id) => (1, id.0),
+            TimerKey::Dedup(id) => (2, id.0),
         };
         // Ids are slab ids (30-bit generation, 32-bit slot) or a counter: never this big.
         debug_assert!(id <= ID_MASK, "timer owner id {id:#x} out of range");
@@ -50,9 +51,9 @@ impl TimerKey {
     fn unpack(bits: u64) -> TimerKey {
         let id = bits & ID_MASK;
         match bits >> ID_BITS {
-            0 => TimerKey::Txn(id),
-            1 => TimerKey::Recv(id),
-            _ => TimerKey::Dedup(id),
+            0 => TimerKey::Txn(TxnId(id)),
+            1 => TimerKey::Recv(RecvId(id)),
+            _ => TimerKey::Dedup(DedupId(id)),
         }
     }
 }
@@ -184,11 +185,11 @@ mod tests {
     #[test]
     fn packed_entries_order_as_deadline_then_owner() {
         let keys = [
-            TimerKey::Txn(0),
-            TimerKey::Txn(ID_MASK),
-            TimerKey::Recv(3),
-            TimerKey::Dedup(1),
-            TimerKey::Dedup(2),
+            TimerKey::Txn(TxnId(0)),
+            TimerKey::Txn(TxnId(ID_MASK)),
+            TimerKey::Recv(RecvId(3)),
+            TimerKey::Dedup(DedupId(1)),
+            TimerKey::Dedup(DedupId(2)),
         ];
         let times = [Instant::ZERO, Instant::from_micros(7), Instant::MAX];
         let mut pairs: Vec<(Instant, TimerKey)> = times
@@ -209,7 +210,11 @@ mod tests {
     #[test]
     fn pops_in_order_and_moves_entries() {
         let mut t = Timers::default();
-        let (a, b, c) = (TimerKey::Txn(5), TimerKey::Recv(1), TimerKey::Dedup(9));
+        let (a, b, c) = (
+            TimerKey::Txn(TxnId(5)),
+            TimerKey::Recv(RecvId(1)),
+            TimerKey::Dedup(DedupId(9)),
+        );
         t.set(a, None, Some(Instant::from_micros(30)));
         t.set(b, None, Some(Instant::from_micros(10)));
         t.set(c, None, Some(Instant::from_micros(10)));
@@ -248,7 +253,7 @@ mod tests {
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;
-            let key = TimerKey::Txn(x % 300);
+            let key = TimerKey::Txn(TxnId(x % 300));
             let old = model.get(&key).copied();
             match x >> 60 {
                 0..=7 => {

@@ -1,36 +1,30 @@
-//! Outgoing work: requests in flight (TID stamping, duplicate sends,
-//! retries, timeouts, the per-agent backlog) and the transmit queue.
+//! The transaction table: requests that expect a response (and RMPP sends)
+//! from the moment they are sent until answered, timed out or dropped, with
+//! their response index, per-agent outstanding counts and backlogs. Each
+//! method returns what the engine must do next; the table never calls back.
 
 use alloc::boxed::Box;
+use alloc::collections::VecDeque;
+use alloc::format;
+use alloc::string::String;
+use alloc::vec;
 use alloc::vec::Vec;
 use core::time::Duration;
 
+use super::agent::MAX_AGENTS;
+use super::ids::{AgentSerial, TxnId};
+use super::peer::same_peer;
 use super::rmpp::send::Sender;
-use super::timers::TimerKey;
-use super::{smi, AgentId, Engine, Event, SendRequest, Transmit};
+use super::slab::Slab;
+use super::timers::{TimerKey, Timers};
+use super::txn_index::{Keyed, TxnIndex, Vacancy};
+use super::{AgentId, EngineStats, Transmit};
 use crate::time::Instant;
 use crate::types::{MadAddr, Qp};
-use crate::wire::mad::{self, MgmtClass};
-use crate::wire::{rmpp, MAD_SIZE};
-use crate::{Error, Result};
+use crate::wire::mad::MgmtClass;
+use crate::wire::MAD_SIZE;
 
-/// What identifies an outstanding request: agent, full TID, class.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct TxnKey {
-    pub(crate) agent: u32,
-    pub(crate) tid: u64,
-    pub(crate) class: u8,
-}
-
-impl TxnKey {
-    pub(crate) fn new(agent: AgentId, tid: u64, class: u8) -> TxnKey {
-        TxnKey {
-            agent: agent.0,
-            tid,
-            class,
-        }
-    }
-}
+pub(crate) use super::txn_index::TxnKey;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum TxnState {
@@ -86,11 +80,13 @@ pub(crate) struct PendingRmpp {
     pub(crate) ack_timeout: Duration,
 }
 
-impl Txn {
-    pub(crate) fn key(&self) -> TxnKey {
+impl Keyed for Txn {
+    fn key(&self) -> TxnKey {
         TxnKey::new(self.agent, self.tid, self.class)
     }
+}
 
+impl Txn {
     /// [`Transmit::timeout_ms`] for this request's MADs.
     pub(crate) fn transmit_timeout_ms(&self) -> u32 {
         if self.wants_response {
@@ -105,297 +101,390 @@ impl Txn {
 #[derive(Debug)]
 pub(crate) enum Out {
     /// A request (first attempt or retry); skipped if it completed meanwhile.
-    Txn(u64),
+    Txn(TxnId),
     /// A MAD that expects nothing back: a response, a `timeout_ms == 0` send,
     /// or an answer of the engine itself (`agent == None`).
     Raw {
-        agent: Option<(AgentId, u64)>,
+        agent: Option<(AgentId, AgentSerial)>,
         qp: Qp,
         dest: MadAddr,
         mad: Box<[u8; MAD_SIZE]>,
     },
 }
 
-impl Engine {
-    pub(super) fn send_inner(
-        &mut self,
-        now: Instant,
-        id: AgentId,
-        req: SendRequest<'_>,
-    ) -> Result<()> {
-        let agent = self.agents.get(id).ok_or(Error::UnknownAgent(id.0))?;
-        let (qp, hi_tid, serial) = (agent.spec.qp, agent.hi_tid, agent.serial);
-        let bytes = req.mad;
-        if bytes.len() < rmpp::END {
-            return Err(Error::InvalidArgument("MAD shorter than 36 bytes"));
+/// What [`TxnTable::admit`] did with a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Admitted {
+    /// Its agent is at its limit: it waits in the backlog.
+    Backlogged,
+    /// Ready to send: the engine queues it for `poll_transmit`.
+    Queued,
+    /// An RMPP send: the engine starts its sender.
+    Rmpp,
+}
+
+/// What an expired request timer asks of the engine ([`TxnTable::expire`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Expired {
+    /// Nothing waited on that timer any more.
+    Nothing,
+    /// A retry is due: the engine queues it for `poll_transmit`.
+    Retry,
+    /// Every attempt expired: the engine times the request out.
+    TimedOut,
+    /// The RMPP sender's ACK timer: the engine lets the sender act.
+    RmppSender,
+}
+
+/// A free place for a request, from [`TxnTable::vacancy`].
+pub(crate) struct Place<'a> {
+    vacancy: Vacancy<'a>,
+    txns: &'a mut Slab<Txn, TxnId>,
+}
+
+impl Place<'_> {
+    /// Store `txn` here (it has the key the place was found for).
+    #[inline]
+    pub(crate) fn insert(self, txn: Txn, stats: &mut EngineStats) -> TxnId {
+        let id = self.txns.insert(txn);
+        self.vacancy.fill(id);
+        stats.outstanding += 1;
+        id
+    }
+}
+
+/// Outstanding requests, found by slab id (a stale id finds nothing) or by
+/// what a response carries back (agent, TID, class), with each agent's
+/// count in flight and its backlog. Deadlines live in the engine's
+/// [`Timers`] under [`TimerKey::Txn`].
+#[derive(Debug)]
+pub(crate) struct TxnTable {
+    txns: Slab<Txn, TxnId>,
+    /// (agent, TID, class) -> txn id, for response matching and duplicate sends.
+    index: TxnIndex,
+    /// Per agent slot: requests waiting for the outstanding limit, in send order.
+    backlogs: Vec<VecDeque<TxnId>>,
+    /// Per agent slot: requests admitted and not finished.
+    active: Vec<usize>,
+    /// `max_outstanding_per_agent` (0: unlimited).
+    limit: usize,
+}
+
+impl TxnTable {
+    pub(crate) fn new(limit: usize) -> TxnTable {
+        TxnTable {
+            txns: Slab::default(),
+            index: TxnIndex::default(),
+            backlogs: vec![VecDeque::new(); MAX_AGENTS],
+            active: vec![0; MAX_AGENTS],
+            limit,
         }
-        // kernel: RMPP when the agent runs it, the class has it, and the user set Active.
-        if agent.kernel_rmpp() && super::dispatch::is_rmpp_active(bytes) {
-            return self.send_rmpp(now, id, req);
-        }
-        if bytes.len() > MAD_SIZE {
-            return Err(Error::MessageTooLarge {
-                len: bytes.len(),
-                limit: MAD_SIZE,
-            });
-        }
-        let mut buf = self.mad_buf(bytes);
-        let mut pkt = mad::Packet::new_unchecked(&mut buf[..]);
-        let class = u8::from(pkt.mgmt_class());
-        let response = pkt.is_response();
-        let tid = if response {
-            pkt.tid()
-        } else {
-            (u64::from(hi_tid) << 32) | (pkt.tid() & 0xffff_ffff)
-        };
-        pkt.set_tid(tid);
-        if MgmtClass::from(class) == MgmtClass::SubnDirectedRoute && !smi::dr_send(&mut buf[..]) {
-            return Err(Error::InvalidArgument(
-                "directed-route SMP with a hop pointer an end node cannot send",
-            ));
-        }
-        if response {
-            self.forget_request(&req.addr, tid, class);
-        }
-        if req.timeout_ms == 0 {
-            self.tx_queue.push_back(Out::Raw {
-                agent: Some((id, serial)),
-                qp,
-                dest: req.addr,
-                mad: buf,
-            });
-            return Ok(());
-        }
-        let key = TxnKey::new(id, tid, class);
-        let Some(place) = self.txn_index.vacancy(&self.txns, &key) else {
-            self.recycle(buf);
-            return Err(Error::DuplicateRequest(tid));
-        };
-        let txn_id = self.txns.insert(Txn {
-            agent: id,
-            tid,
-            class,
-            qp,
-            dest: req.addr,
-            mad: buf,
-            timeout: Duration::from_millis(u64::from(req.timeout_ms)),
-            retries_left: req.retries,
-            state: TxnState::Backlog,
-            deadline: None,
-            wants_response: true,
-            rmpp: None,
-        });
-        place.fill(txn_id);
-        self.stats.outstanding += 1;
-        self.admit(now, id, txn_id);
-        Ok(())
     }
 
-    /// Queue a new request, or park it in the agent's backlog when the agent is at its limit.
-    pub(super) fn admit(&mut self, now: Instant, id: AgentId, txn_id: u64) {
-        let limit = self.config.max_outstanding_per_agent;
-        let Some(agent) = self.agents.get_mut(id) else {
-            return;
-        };
-        if limit != 0 && agent.active >= limit {
-            self.backlogs[id.0 as usize].push_back(txn_id);
-            self.stats.backlogged += 1;
-            self.stats.backlog_depth += 1;
-            return;
+    #[inline]
+    pub(crate) fn get(&self, id: TxnId) -> Option<&Txn> {
+        self.txns.get(id)
+    }
+
+    #[inline]
+    pub(crate) fn get_mut(&mut self, id: TxnId) -> Option<&mut Txn> {
+        self.txns.get_mut(id)
+    }
+
+    /// The request with `key` (admitted or not).
+    #[inline]
+    pub(crate) fn find(&self, key: &TxnKey) -> Option<TxnId> {
+        self.index.get(&self.txns, key)
+    }
+
+    /// Whether a request of `agent` admitted now would wait in its backlog.
+    #[inline]
+    pub(crate) fn at_limit(&self, agent: AgentId) -> bool {
+        self.limit != 0 && self.active[agent.0 as usize] >= self.limit
+    }
+
+    /// Where a request that expects a response, with `key`, goes; `None`
+    /// when one with that key is outstanding.
+    #[inline]
+    pub(crate) fn vacancy(&mut self, key: &TxnKey) -> Option<Place<'_>> {
+        let vacancy = self.index.vacancy(&self.txns, key)?;
+        Some(Place {
+            vacancy,
+            txns: &mut self.txns,
+        })
+    }
+
+    /// Store an RMPP send (the caller checked for duplicates); indexed only
+    /// when it expects a response.
+    #[inline]
+    pub(crate) fn insert_rmpp(&mut self, txn: Txn, stats: &mut EngineStats) -> TxnId {
+        let (key, wants_response) = (txn.key(), txn.wants_response);
+        let id = self.txns.insert(txn);
+        if wants_response {
+            self.index.insert(&key, id);
+            stats.outstanding += 1;
         }
-        agent.active += 1;
-        let Some(txn) = self.txns.get_mut(txn_id) else {
-            return;
+        id
+    }
+
+    /// Let a new request of `agent` go, or park it in the agent's backlog when the agent is at its limit.
+    #[inline]
+    pub(crate) fn admit(&mut self, agent: AgentId, id: TxnId, stats: &mut EngineStats) -> Admitted {
+        let slot = agent.0 as usize;
+        if self.limit != 0 && self.active[slot] >= self.limit {
+            self.backlogs[slot].push_back(id);
+            stats.backlogged += 1;
+            stats.backlog_depth += 1;
+            return Admitted::Backlogged;
+        }
+        self.active[slot] += 1;
+        let Some(txn) = self.txns.get_mut(id) else {
+            return Admitted::Backlogged;
         };
         if txn.rmpp.is_some() {
-            self.start_rmpp_send(now, txn_id);
-            return;
+            return Admitted::Rmpp;
         }
         txn.state = TxnState::Queued;
-        self.tx_queue.push_back(Out::Txn(txn_id));
+        Admitted::Queued
     }
 
-    /// Remove a finished request (answered, timed out) and let the backlog move.
-    pub(super) fn finish_txn(&mut self, now: Instant, txn_id: u64) -> Option<Txn> {
-        let txn = self.txns.remove(txn_id)?;
-        self.timers.set(TimerKey::Txn(txn_id), txn.deadline, None);
-        if txn.rmpp.is_some() {
-            self.send_index
-                .remove(&super::sessions::send_key(txn.agent, txn.tid, &txn.dest));
-        }
+    /// Remove a finished request (answered, timed out); then [`TxnTable::release`] it.
+    #[inline]
+    pub(crate) fn remove(
+        &mut self,
+        timers: &mut Timers,
+        stats: &mut EngineStats,
+        id: TxnId,
+    ) -> Option<Txn> {
+        let txn = self.txns.remove(id)?;
+        timers.set(TimerKey::Txn(id), txn.deadline, None);
         if !txn.wants_response {
             return Some(txn);
         }
-        self.txn_index.remove(&txn.key(), txn_id);
-        self.stats.outstanding -= 1;
+        self.index.remove(&txn.key(), id);
+        stats.outstanding -= 1;
         if txn.state == TxnState::Backlog {
-            let backlog = &mut self.backlogs[txn.agent.0 as usize];
-            backlog.retain(|&t| t != txn_id);
-            self.stats.backlog_depth -= 1;
-            return Some(txn);
-        }
-        if let Some(agent) = self.agents.get_mut(txn.agent) {
-            agent.active = agent.active.saturating_sub(1);
-        }
-        if let Some(next) = self.backlogs[txn.agent.0 as usize].pop_front() {
-            self.stats.backlog_depth -= 1;
-            self.admit(now, txn.agent, next);
+            self.backlogs[txn.agent.0 as usize].retain(|&t| t != id);
+            stats.backlog_depth -= 1;
         }
         Some(txn)
     }
 
-    pub(super) fn transmit(&mut self, now: Instant, out: &mut [u8; MAD_SIZE]) -> Option<Transmit> {
-        while let Some(item) = self.tx_queue.pop_front() {
-            match item {
-                Out::Txn(txn_id) => {
-                    let Some(txn) = self.txns.get_mut(txn_id) else {
-                        continue;
-                    };
-                    if txn.state != TxnState::Queued {
-                        continue;
-                    }
-                    out.copy_from_slice(&txn.mad[..]);
-                    txn.state = TxnState::Waiting;
-                    let deadline = now + txn.timeout;
-                    let old = txn.deadline.replace(deadline);
-                    let tx = Transmit {
-                        qp: txn.qp,
-                        dest: txn.dest,
-                        len: MAD_SIZE,
-                        timeout_ms: txn.transmit_timeout_ms(),
-                    };
-                    self.timers.set(TimerKey::Txn(txn_id), old, Some(deadline));
-                    self.stats.sent += 1;
-                    return Some(tx);
-                }
-                Out::Raw {
-                    agent,
-                    qp,
-                    dest,
-                    mad,
-                } => {
-                    if let Some((id, serial)) = agent {
-                        if self.agents.get(id).map(|a| a.serial) != Some(serial) {
-                            continue;
-                        }
-                    }
-                    out.copy_from_slice(&mad[..]);
-                    self.recycle(mad);
-                    self.stats.sent += 1;
-                    return Some(Transmit {
-                        qp,
-                        dest,
-                        len: MAD_SIZE,
-                        timeout_ms: 0,
-                    });
-                }
-            }
+    /// A removed request no longer counts against its agent's limit: the
+    /// next request of the agent's backlog, which the engine admits.
+    #[inline]
+    pub(crate) fn release(&mut self, txn: &Txn, stats: &mut EngineStats) -> Option<TxnId> {
+        if !txn.wants_response || txn.state == TxnState::Backlog {
+            return None;
         }
-        self.transmit_rmpp(now, out)
+        let slot = txn.agent.0 as usize;
+        self.active[slot] = self.active[slot].saturating_sub(1);
+        let next = self.backlogs[slot].pop_front();
+        if next.is_some() {
+            stats.backlog_depth -= 1;
+        }
+        next
     }
 
-    pub(super) fn fire(&mut self, now: Instant, key: TimerKey) {
-        match key {
-            TimerKey::Txn(txn_id) => self.txn_expired(now, txn_id),
-            TimerKey::Dedup(dedup_id) => self.dedup_expired(dedup_id),
-            TimerKey::Recv(session) => self.recv_session_timeout(now, session),
+    /// A queued request handed out: into `out`, its response timer started.
+    pub(crate) fn transmit(
+        &mut self,
+        timers: &mut Timers,
+        now: Instant,
+        id: TxnId,
+        out: &mut [u8; MAD_SIZE],
+    ) -> Option<Transmit> {
+        let txn = self.txns.get_mut(id)?;
+        if txn.state != TxnState::Queued {
+            return None;
         }
+        out.copy_from_slice(&txn.mad[..]);
+        txn.state = TxnState::Waiting;
+        let deadline = now + txn.timeout;
+        let old = txn.deadline.replace(deadline);
+        let tx = Transmit {
+            qp: txn.qp,
+            dest: txn.dest,
+            len: MAD_SIZE,
+            timeout_ms: txn.transmit_timeout_ms(),
+        };
+        timers.set(TimerKey::Txn(id), old, Some(deadline));
+        Some(tx)
     }
 
-    fn txn_expired(&mut self, now: Instant, txn_id: u64) {
-        let Some(txn) = self.txns.get_mut(txn_id) else {
-            return;
+    /// `id`'s timer fired (or its attempt was reported undelivered).
+    #[inline]
+    pub(crate) fn expire(&mut self, stats: &mut EngineStats, id: TxnId) -> Expired {
+        let Some(txn) = self.txns.get_mut(id) else {
+            return Expired::Nothing;
         };
         txn.deadline = None;
         if txn.state == TxnState::RmppSending {
-            self.rmpp_send_timeout(now, txn_id);
-            return;
+            return Expired::RmppSender;
         }
         if txn.state != TxnState::Waiting {
-            return;
+            return Expired::Nothing;
         }
         // An RMPP request whose segments were all ACKed is not resent (kernel
         // ib_retry_rmpp answers PROCESSED, so the retry fails and the send times out).
         if txn.retries_left > 0 && txn.rmpp.is_none() {
             txn.retries_left -= 1;
             txn.state = TxnState::Queued;
-            self.stats.retries += 1;
-            self.tx_queue.push_back(Out::Txn(txn_id));
-            return;
+            stats.retries += 1;
+            return Expired::Retry;
         }
-        self.time_out_txn(now, txn_id);
+        Expired::TimedOut
     }
 
-    /// See [`Engine::handle_undelivered`]; false when the report matches no waiting attempt.
-    pub(super) fn undelivered(&mut self, now: Instant, header: &[u8]) -> bool {
-        let Ok(pkt) = mad::Packet::new_checked(header) else {
-            return false;
-        };
-        if pkt.is_response() {
-            return false;
-        }
-        let tid = pkt.tid();
-        let class = u8::from(pkt.mgmt_class());
-        let Some(agent) = self.agents.by_hi_tid((tid >> 32) as u32) else {
-            return false;
-        };
-        let Some(txn_id) = self
-            .txn_index
-            .get(&self.txns, &TxnKey::new(agent, tid, class))
-        else {
-            return false;
-        };
-        let Some(txn) = self.txns.get(txn_id) else {
-            return false;
-        };
+    /// The request whose attempt in flight a MAD with `key` is, its timer
+    /// stopped: for an undelivered report.
+    #[inline]
+    pub(crate) fn end_attempt(&mut self, timers: &mut Timers, key: &TxnKey) -> Option<TxnId> {
+        let id = self.index.get(&self.txns, key)?;
+        let txn = self.txns.get(id)?;
         if txn.state != TxnState::Waiting {
-            return false;
+            return None;
         }
-        self.timers.set(TimerKey::Txn(txn_id), txn.deadline, None);
-        self.stats.undelivered += 1;
-        self.txn_expired(now, txn_id);
-        true
+        timers.set(TimerKey::Txn(id), txn.deadline, None);
+        Some(id)
     }
 
-    /// Every attempt failed: report ETIMEDOUT with the header as sent.
-    pub(super) fn time_out_txn(&mut self, now: Instant, txn_id: u64) {
-        if let Some(txn) = self.finish_txn(now, txn_id) {
-            self.stats.timeouts += 1;
-            let mut header = [0u8; mad::HEADER_LEN];
-            header.copy_from_slice(&txn.mad[..mad::HEADER_LEN]);
-            self.recycle(txn.mad);
-            self.push_event(Event::SendTimedOut {
-                agent: txn.agent,
-                addr: txn.dest,
-                header,
-            });
+    /// The outstanding request (sent or still queued: the kernel's EARLY_RESP)
+    /// a response answers: same TID and class, and the same peer unless DR.
+    #[inline]
+    pub(crate) fn match_response(
+        &self,
+        agent: AgentId,
+        tid: u64,
+        class: u8,
+        src: &MadAddr,
+    ) -> Option<TxnId> {
+        let id = self
+            .index
+            .get(&self.txns, &TxnKey::new(agent, tid, class))?;
+        let txn = self.txns.get(id)?;
+        if txn.state == TxnState::Backlog {
+            return None;
         }
+        let dr = MgmtClass::from(class) == MgmtClass::SubnDirectedRoute;
+        (dr || same_peer(&txn.dest, src)).then_some(id)
     }
 
-    /// Drop everything of an unregistered agent, silently (the kernel flushes).
-    pub(super) fn purge_agent(&mut self, id: AgentId) {
-        let mut doomed: Vec<u64> = self
+    /// Drop every request of `agent` (it unregistered); what was dropped.
+    pub(crate) fn purge_agent(
+        &mut self,
+        timers: &mut Timers,
+        stats: &mut EngineStats,
+        agent: AgentId,
+    ) -> Vec<Txn> {
+        let mut doomed: Vec<_> = self
             .txns
             .iter()
-            .filter(|(_, t)| t.agent == id)
+            .filter(|(_, t)| t.agent == agent)
             .map(|(k, _)| k)
             .collect();
         doomed.sort_unstable();
-        for txn_id in doomed {
-            if let Some(txn) = self.txns.remove(txn_id) {
-                self.timers.set(TimerKey::Txn(txn_id), txn.deadline, None);
-                self.send_index
-                    .remove(&super::sessions::send_key(txn.agent, txn.tid, &txn.dest));
+        let mut dropped = Vec::with_capacity(doomed.len());
+        for id in doomed {
+            if let Some(txn) = self.txns.remove(id) {
+                timers.set(TimerKey::Txn(id), txn.deadline, None);
                 if txn.wants_response {
-                    self.txn_index.remove(&txn.key(), txn_id);
-                    self.stats.outstanding -= 1;
+                    self.index.remove(&txn.key(), id);
+                    stats.outstanding -= 1;
                 }
+                dropped.push(txn);
             }
         }
-        let backlog = &mut self.backlogs[id.0 as usize];
-        self.stats.backlog_depth -= backlog.len() as u64;
-        backlog.clear();
-        self.forget_agent_requests(id);
-        self.purge_agent_sessions(id);
+        let slot = agent.0 as usize;
+        stats.backlog_depth -= self.backlogs[slot].len() as u64;
+        self.backlogs[slot].clear();
+        self.active[slot] = 0;
+        dropped
+    }
+
+    /// Requests stored (in flight, RMPP sends, backlog).
+    pub(crate) fn len(&self) -> usize {
+        self.txns.len()
+    }
+
+    /// Requests with their ids, in slot order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (TxnId, &Txn)> {
+        self.txns.iter()
+    }
+
+    /// Whether nothing is stored or indexed.
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
+        self.txns.is_empty() && self.index.is_empty()
+    }
+
+    /// Slab slots allocated, live or free.
+    #[cfg(test)]
+    pub(crate) fn slots(&self) -> usize {
+        self.txns.slots()
+    }
+
+    /// Bytes the response index holds.
+    #[cfg(test)]
+    pub(crate) fn index_bytes(&self) -> usize {
+        self.index.bytes()
+    }
+
+    /// Requests indexed (those that expect a response).
+    #[cfg(test)]
+    pub(crate) fn indexed(&self) -> usize {
+        self.index.len()
+    }
+
+    /// Whether the index, the table, the counts in flight and the backlogs
+    /// agree with each other, with the timers and with `stats`' gauges.
+    pub(crate) fn check(&self, timers: &Timers, stats: &EngineStats) -> Result<(), String> {
+        let mut wanting = 0u64;
+        let mut active = vec![0usize; MAX_AGENTS];
+        for (id, txn) in self.txns.iter() {
+            if txn.wants_response {
+                wanting += 1;
+                if self.index.get(&self.txns, &txn.key()) != Some(id) {
+                    return Err(format!("txn {id} missing from txn_index"));
+                }
+                if txn.state != TxnState::Backlog {
+                    active[txn.agent.0 as usize] += 1;
+                }
+            }
+            if txn.deadline.is_some() != timers.contains(TimerKey::Txn(id)) {
+                return Err(format!("txn {id} deadline and timer disagree"));
+            }
+        }
+        if self.index.len() as u64 != wanting || stats.outstanding != wanting {
+            return Err(format!(
+                "txn_index {} / outstanding {} / txns wanting a response {wanting}",
+                self.index.len(),
+                stats.outstanding
+            ));
+        }
+        for (slot, (&have, &want)) in self.active.iter().zip(&active).enumerate() {
+            if have != want {
+                return Err(format!(
+                    "agent {slot}: active {have} but {want} txns in flight"
+                ));
+            }
+        }
+        let depth: usize = self.backlogs.iter().map(|b| b.len()).sum();
+        if depth as u64 != stats.backlog_depth {
+            return Err(format!(
+                "backlog depth {depth} != gauge {}",
+                stats.backlog_depth
+            ));
+        }
+        for id in self.backlogs.iter().flatten() {
+            if !self
+                .txns
+                .get(*id)
+                .is_some_and(|t| t.state == TxnState::Backlog)
+            {
+                return Err(format!("backlog holds txn {id} not in Backlog state"));
+            }
+        }
+        Ok(())
     }
 }

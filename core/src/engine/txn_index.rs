@@ -11,8 +11,32 @@
 
 use hashbrown::HashTable;
 
-use super::slab::{self, Slab, SlabId};
-use super::txn::{Txn, TxnKey};
+use super::ids::TxnId;
+use super::slab::{self, Slab};
+use super::AgentId;
+
+/// What identifies an outstanding request: agent, full TID, class.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct TxnKey {
+    pub(crate) agent: u32,
+    pub(crate) tid: u64,
+    pub(crate) class: u8,
+}
+
+impl TxnKey {
+    pub(crate) fn new(agent: AgentId, tid: u64, class: u8) -> TxnKey {
+        TxnKey {
+            agent: agent.0,
+            tid,
+            class,
+        }
+    }
+}
+
+/// A request the index finds: its key is compared in the request table.
+pub(crate) trait Keyed {
+    fn key(&self) -> TxnKey;
+}
 
 #[derive(Debug, Clone, Copy)]
 struct Entry {
@@ -28,7 +52,7 @@ pub(crate) struct Vacancy<'a> {
 
 impl Vacancy<'_> {
     /// Index request `id` here.
-    pub(crate) fn fill(self, id: SlabId) {
+    pub(crate) fn fill(self, id: TxnId) {
         self.place.insert(Entry {
             slot: slab::slot_of(id),
             hash: self.hash,
@@ -64,7 +88,7 @@ fn widen(hash: u32) -> u64 {
 
 impl TxnIndex {
     /// The request with `key`.
-    pub(crate) fn get(&self, txns: &Slab<Txn>, key: &TxnKey) -> Option<SlabId> {
+    pub(crate) fn get<T: Keyed>(&self, txns: &Slab<T, TxnId>, key: &TxnKey) -> Option<TxnId> {
         let hash = hash32(key);
         let e = self.table.find(widen(hash), |e| {
             e.hash == hash && txns.by_slot(e.slot).is_some_and(|(_, t)| t.key() == *key)
@@ -72,13 +96,18 @@ impl TxnIndex {
         txns.by_slot(e.slot).map(|(id, _)| id)
     }
 
-    pub(crate) fn contains(&self, txns: &Slab<Txn>, key: &TxnKey) -> bool {
+    #[cfg(test)]
+    pub(crate) fn contains<T: Keyed>(&self, txns: &Slab<T, TxnId>, key: &TxnKey) -> bool {
         self.get(txns, key).is_some()
     }
 
     /// Where a request with `key` would go; `None` when one is indexed already.
     /// One probe serves both the duplicate check and the insertion.
-    pub(crate) fn vacancy(&mut self, txns: &Slab<Txn>, key: &TxnKey) -> Option<Vacancy<'_>> {
+    pub(crate) fn vacancy<T: Keyed>(
+        &mut self,
+        txns: &Slab<T, TxnId>,
+        key: &TxnKey,
+    ) -> Option<Vacancy<'_>> {
         let hash = hash32(key);
         let eq = |e: &Entry| {
             e.hash == hash && txns.by_slot(e.slot).is_some_and(|(_, t)| t.key() == *key)
@@ -90,7 +119,7 @@ impl TxnIndex {
     }
 
     /// Index request `id` (stored in `txns`, not yet indexed) under `key`.
-    pub(crate) fn insert(&mut self, key: &TxnKey, id: SlabId) {
+    pub(crate) fn insert(&mut self, key: &TxnKey, id: TxnId) {
         let entry = Entry {
             slot: slab::slot_of(id),
             hash: hash32(key),
@@ -100,7 +129,7 @@ impl TxnIndex {
     }
 
     /// Forget request `id`, indexed under `key`.
-    pub(crate) fn remove(&mut self, key: &TxnKey, id: SlabId) -> bool {
+    pub(crate) fn remove(&mut self, key: &TxnKey, id: TxnId) -> bool {
         let slot = slab::slot_of(id);
         let hash = hash32(key);
         match self.table.find_entry(widen(hash), |e| e.slot == slot) {
@@ -130,33 +159,24 @@ impl TxnIndex {
 
 #[cfg(test)]
 mod tests {
-    use core::time::Duration;
-
     use super::*;
-    use crate::engine::txn::TxnState;
-    use crate::engine::AgentId;
-    use crate::types::{MadAddr, Qp};
+
+    /// A request as the index sees it.
+    struct Txn(TxnKey);
+
+    impl Keyed for Txn {
+        fn key(&self) -> TxnKey {
+            self.0
+        }
+    }
 
     fn txn(agent: u32, tid: u64, class: u8) -> Txn {
-        Txn {
-            agent: AgentId(agent),
-            tid,
-            class,
-            qp: Qp::Gsi,
-            dest: MadAddr::default(),
-            mad: Box::new([0; crate::wire::MAD_SIZE]),
-            timeout: Duration::ZERO,
-            retries_left: 0,
-            state: TxnState::Waiting,
-            deadline: None,
-            wants_response: true,
-            rmpp: None,
-        }
+        Txn(TxnKey::new(AgentId(agent), tid, class))
     }
 
     #[test]
     fn finds_each_key_once_and_forgets_removed_ones() {
-        let (mut txns, mut index) = (Slab::default(), TxnIndex::default());
+        let (mut txns, mut index): (Slab<Txn, TxnId>, _) = (Slab::default(), TxnIndex::default());
         // Same TIDs under other classes and agents, so only the key tells them apart.
         let keys: Vec<(u32, u64, u8)> = (0..3_000u64)
             .flat_map(|t| [(1, t, 0x04), (1, t, 0x03), (2, (2 << 32) | t, 0x04)])

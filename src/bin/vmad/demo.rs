@@ -69,7 +69,7 @@ fn serve(
 ) -> Result<AgentId, Failure> {
     Ok(port.register(AgentSpec {
         qp: Qp::Gsi,
-        mgmt_class: spec_class,
+        mgmt_class: spec_class.into(),
         class_version: version,
         rmpp_version: u8::from(rmpp),
         method_mask: mads::mask(methods),

@@ -45,7 +45,7 @@ pub(crate) fn client(
 ) -> Result<AgentId, Failure> {
     Ok(port.register(AgentSpec {
         qp: Qp::for_class(class),
-        mgmt_class: class,
+        mgmt_class: class.into(),
         class_version: version,
         rmpp_version: u8::from(rmpp),
         method_mask: [0; 2],

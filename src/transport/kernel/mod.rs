@@ -485,7 +485,7 @@ impl Transport for KernelTransport {
     fn register_agent(&mut self, spec: &AgentSpec, hi_tid: u32) -> Result<()> {
         let mut req = RegReq2 {
             qpn: spec.qp.qpn(),
-            mgmt_class: spec.mgmt_class,
+            mgmt_class: u8::from(spec.mgmt_class),
             mgmt_class_version: spec.class_version,
             flags: USER_RMPP,
             method_mask: spec.method_mask,
@@ -506,7 +506,7 @@ impl Transport for KernelTransport {
             kernel_id,
             hi_tid,
             qp: spec.qp,
-            class: spec.mgmt_class,
+            class: u8::from(spec.mgmt_class),
         });
         Ok(())
     }

@@ -339,8 +339,7 @@ impl Transport for SimTransport {
     /// (or closing the port): the built-in SM takes the role back and sweeps.
     fn register_agent(&mut self, spec: &crate::engine::AgentSpec, hi_tid: u32) -> Result<()> {
         if spec.qp == crate::types::Qp::Gsi
-            && crate::wire::mad::MgmtClass::from(spec.mgmt_class)
-                == crate::wire::mad::MgmtClass::SubnAdm
+            && spec.mgmt_class == crate::wire::mad::MgmtClass::SubnAdm
             && spec.method_mask != [0; 2]
         {
             lock(&self.fabric.sa_local).push((self.node, self.port, hi_tid, spec.method_mask));

@@ -1,9 +1,12 @@
-//! RMPP (IBA 13.6) sender and receiver state machines.
+//! RMPP (IBA 13.6): the sender and receiver state machines (`send`, `recv`),
+//! and the engine's session tables around them (`sending`, `receiving`).
 //!
 //! CONTRACT between the engine core (`engine/mod.rs` and friends, which owns
-//! session tables, addressing, agents and delivery) and this module (which
-//! owns segmentation, windows, ACK/STOP/ABORT and per-session timers).
-//! Pure state machines: no addresses, no agents, no clock reads.
+//! addressing, agents and delivery) and the state machines (which own
+//! segmentation, windows, ACK/STOP/ABORT and per-session timers). The state
+//! machines are pure: no addresses, no agents, no clock reads. The session
+//! tables find a machine for a MAD (keyed as the kernel keys sessions) and
+//! return what the engine must do; they never call into the engine.
 //!
 //! Terms: a *message* is what the user hands to `send` (or gets from `recv`):
 //! `hdr_len` bytes of headers (MAD 24 + RMPP 12 + class header; `hdr_len` =
@@ -37,8 +40,10 @@
 //!   `Receiver::reply_window` (1 unless such an ACK said otherwise), which is
 //!   the `window_last` for the response's `Sender` (kernel `init_newwin`).
 
+pub(crate) mod receiving;
 pub(crate) mod recv;
 pub(crate) mod send;
+pub(crate) mod sending;
 
 use alloc::vec::Vec;
 use core::time::Duration;
@@ -94,6 +99,15 @@ pub(crate) enum Progress {
         /// Whether this side still has an ABORT/STOP to send.
         notify_peer: bool,
     },
+}
+
+/// Whether `mad` is an RMPP MAD with RMPPFlags.Active set (the class has RMPP).
+#[inline]
+pub(crate) fn is_rmpp_active(mad: &[u8]) -> bool {
+    crate::wire::mad::Packet::new_unchecked(mad)
+        .mgmt_class()
+        .is_rmpp_class()
+        && rmpp::Packet::new_unchecked(mad).is_active()
 }
 
 /// Lowest RMPPStatus an ABORT may carry (T2L).

@@ -3,6 +3,7 @@
 use super::harness::*;
 use crate::engine::{AgentId, AgentSpec, Engine, EngineConfig};
 use crate::types::Qp;
+use crate::wire::mad::MgmtClass;
 use crate::Error;
 
 fn engine() -> Engine {
@@ -63,20 +64,20 @@ fn agents_invalid_specs_refused() {
             ..base
         },
         AgentSpec {
-            mgmt_class: 0,
+            mgmt_class: MgmtClass::from(0),
             ..base
         },
         AgentSpec {
-            mgmt_class: 0x50,
+            mgmt_class: MgmtClass::from(0x50),
             ..base
         },
         AgentSpec {
-            mgmt_class: 0x30,
+            mgmt_class: MgmtClass::from(0x30),
             oui: 0,
             ..base
         },
         AgentSpec {
-            mgmt_class: 0x04,
+            mgmt_class: MgmtClass::from(0x04),
             rmpp_version: 1,
             ..base
         },
@@ -85,7 +86,7 @@ fn agents_invalid_specs_refused() {
             ..base
         },
         AgentSpec {
-            mgmt_class: 0x81,
+            mgmt_class: MgmtClass::from(0x81),
             rmpp_version: 0,
             qp: Qp::Gsi,
             ..base
@@ -99,14 +100,14 @@ fn agents_invalid_specs_refused() {
     // The good ones of each kind pass.
     e.register(base).unwrap();
     e.register(AgentSpec {
-        mgmt_class: 0x81,
+        mgmt_class: MgmtClass::from(0x81),
         qp: Qp::Smi,
         rmpp_version: 0,
         ..base
     })
     .unwrap();
     e.register(AgentSpec {
-        mgmt_class: 0x30,
+        mgmt_class: MgmtClass::from(0x30),
         oui: 0x0002c9,
         ..base
     })

@@ -31,6 +31,7 @@ use crate::engine::{
 };
 use crate::time::Instant;
 use crate::types::{GrhAddr, MadAddr, Qp, GSI_QKEY};
+use crate::wire::mad::MgmtClass;
 use crate::wire::MAD_SIZE;
 
 /// How each link treats a MAD. Rates are in parts per million.
@@ -457,7 +458,7 @@ impl Fabric {
 pub(crate) fn gsi_agent(class: u8, rmpp_version: u8, methods: &[u8]) -> AgentSpec {
     AgentSpec {
         qp: Qp::for_class(class),
-        mgmt_class: class,
+        mgmt_class: MgmtClass::from(class),
         class_version: if class == 0x03 { 2 } else { 1 },
         rmpp_version,
         method_mask: mask(methods),

@@ -194,19 +194,12 @@ fn check_message(got: &[u8], want: &[u8], data_len: usize, seed: u64) {
 
 /// No transaction, session, queued MAD or timer is left in `e`.
 fn assert_quiet(e: &Engine, ctx: &str) {
+    assert!(e.txns.is_empty(), "transactions left: {ctx}");
+    assert!(e.rmpp_sends.is_empty(), "send sessions left: {ctx}");
     assert!(
-        e.txns.is_empty() && e.txn_index.is_empty(),
-        "transactions left: {ctx}"
+        e.recv.is_empty(),
+        "receive sessions or reassembly counts left: {ctx}"
     );
-    assert!(
-        e.send_index.is_empty() && e.rmpp_ready.is_empty(),
-        "send sessions left: {ctx}"
-    );
-    assert!(
-        e.recv_sessions.is_empty() && e.recv_index.is_empty(),
-        "receive sessions left: {ctx}"
-    );
-    assert!(e.peer_active.is_empty(), "reassembly counts left: {ctx}");
     assert!(e.tx_queue.is_empty(), "MADs left to send: {ctx}");
     assert_eq!(e.poll_timeout(), None, "a timer left: {ctx}");
 }

@@ -215,7 +215,7 @@ fn timers_work_per_mad_does_not_grow_with_100k_outstanding() {
     let shape = |e: &Engine| {
         (
             e.txns.slots(),
-            e.txn_index.bytes(),
+            e.txns.index_bytes(),
             e.timers.shape(),
             e.mad_pool.len(),
         )
@@ -234,5 +234,5 @@ fn timers_work_per_mad_does_not_grow_with_100k_outstanding() {
     );
     assert!(before.0 <= n as usize + 1 && before.2 .0 <= n as usize + 1);
     assert!(before.1 <= 2 << 20, "index {} bytes", before.1);
-    assert_eq!(e.txn_index.len() as u64, n);
+    assert_eq!(e.txns.indexed() as u64, n);
 }

@@ -321,7 +321,7 @@ impl Client {
         let agent = engine
             .register(AgentSpec {
                 qp: Qp::Gsi,
-                mgmt_class: 0x03,
+                mgmt_class: MgmtClass::from(0x03),
                 class_version: 2,
                 rmpp_version: 1,
                 method_mask: [0; 2],

@@ -191,7 +191,7 @@ impl SaService {
         let agent = engine
             .register(AgentSpec {
                 qp: Qp::Gsi,
-                mgmt_class: u8::from(MgmtClass::SubnAdm),
+                mgmt_class: MgmtClass::SubnAdm,
                 class_version: wsa::CLASS_VERSION,
                 rmpp_version: rmpp::VERSION,
                 method_mask: mask,

@@ -6,6 +6,7 @@ use super::{ask, setup};
 use crate::engine::{AgentId, AgentSpec, Event, SendRequest};
 use crate::transport::sim::subnet_db::SubnetDb;
 use crate::types::{MadAddr, Qp, GSI_QKEY};
+use crate::wire::mad::MgmtClass;
 use crate::wire::mad::{self, MadStatus, Method};
 use crate::wire::sa::{
     inform_info, inform_info_record, mcmember_record, notice, service_record, AttrId, SaStatus,
@@ -439,7 +440,7 @@ fn listen(c: &mut fixture::Client) -> AgentId {
     c.engine
         .register(AgentSpec {
             qp: Qp::Gsi,
-            mgmt_class: 0x03,
+            mgmt_class: MgmtClass::from(0x03),
             class_version: 2,
             rmpp_version: 1,
             method_mask: [1 << 6, 0], // Report
