@@ -96,7 +96,7 @@ check "ibqueryerrors: frames lost on vmadsim1's link show as PortRcvErrors" \
 mkdir -p "$work/osm"
 printf 'force_log_flush TRUE\n' >"$work/osm/opensm.conf"
 (cd "$work/osm" && OSM_CACHE_DIR=$work/osm OSM_TMP_DIR=$work/osm \
-  vmad opensm -F "$work/osm/opensm.conf" -o -s 0 -f "$work/osm/opensm.log" >/dev/null)
+  vmad opensm -F "$work/osm/opensm.conf" -o -f "$work/osm/opensm.log" >/dev/null)
 check "opensm -o on the embedded fabric: SUBNET UP, no ERR" \
   bash -c 'grep -q "SUBNET UP" "$1" && ! grep -q " ERR " "$1"' _ "$work/osm/opensm.log"
 vmad saquery -N >"$work/sa"
