@@ -48,7 +48,7 @@ macro_rules! export {
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
 compile_error!("vmad-capi exports its symbols from x86_64 or aarch64 assembly only");
 
-use crate::{devices, dump, header, ports, select, strings};
+use crate::{devices, dump, header, ports, select, strings, waiting};
 
 export! {
     umad_size => header::umad_size,
@@ -98,5 +98,8 @@ export! {
     hidden:
     vmad_capi_recv_nb => ports::recv_nonblocking,
     vmad_capi_poll_nb => ports::poll_nonblocking,
-    vmad_capi_get_fd => ports::umad_get_fd,
+    vmad_capi_wait_begin => waiting::wait_begin,
+    vmad_capi_wait_end => waiting::wait_end,
+    vmad_capi_spin_us => waiting::spin_us,
+    vmad_capi_waited => waiting::waited,
 }

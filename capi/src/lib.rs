@@ -23,3 +23,4 @@ mod header;
 mod ports;
 mod select;
 mod strings;
+mod waiting;

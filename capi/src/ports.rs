@@ -56,10 +56,17 @@ fn open(ca: *const c_char, portnum: c_int) -> c_int {
         if let Err(e) = select::ensure() {
             return fail(&e);
         }
-        let config = PortConfig {
+        let mut config = PortConfig {
             pcap: pcap_for(&name, port),
             ..PortConfig::default()
         };
+        if let Some(us) = std::env::var("VMAD_SPIN_US")
+            .ok()
+            .and_then(|v| v.parse().ok())
+        {
+            config.spin = std::time::Duration::from_micros(us);
+            config.caller_spin = std::time::Duration::from_micros(us);
+        }
         match umad::open_with(&name, port, config) {
             Ok((id, _)) => id.0,
             Err(e) => fail(&e),

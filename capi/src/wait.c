@@ -7,23 +7,32 @@
  * is no cancellation point at all, so the join would never return.
  *
  * The Rust side (hidden symbols, not exported): vmad_capi_recv_nb is umad_recv with a
- * zero timeout (every check, the ENOSPC protocol, errno), vmad_capi_poll_nb is umad_poll
- * with a zero timeout (one turn of the port, then 0, -ETIMEDOUT or -EIO), vmad_capi_get_fd
- * is umad_get_fd. vmad's port descriptor polls readable exactly while a message is queued,
- * or once the port's transport has failed (then both calls return -EIO).
+ * zero timeout (every check, the ENOSPC protocol, errno; it runs one turn of the port),
+ * vmad_capi_poll_nb is umad_poll with a zero timeout (one turn of the port, then 0,
+ * -ETIMEDOUT or -EIO). vmad_capi_wait_begin gives the descriptors to poll: the open's,
+ * which polls readable exactly while a message is queued (or once the port's transport
+ * has failed: then both calls return -EIO), and the transport's own where it has one
+ * (ibsim's socket, the kernel's umad device), so that a MAD wakes this thread and it runs
+ * the turn itself, with no other thread in between; while the wait lasts the port counts
+ * this thread as reading the transport (vmad_capi_wait_end ends it, from a cancellation
+ * cleanup handler too). vmad_capi_spin_us is the port's caller spin.
  */
 #include <errno.h>
 #include <limits.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sched.h>
 #include <time.h>
 
 int vmad_capi_recv_nb(int portid, void *umad, int *length);
 int vmad_capi_poll_nb(int portid);
-int vmad_capi_get_fd(int portid);
+void *vmad_capi_wait_begin(int portid, int fds[2]);
+void vmad_capi_wait_end(void *token);
+int vmad_capi_spin_us(int portid);
+void vmad_capi_waited(int portid, long us);
 
-/* How long umad_recv drives the port itself before it sleeps in poll(2). */
-#define SPIN_US 100
+/* A yield that kept us off the CPU this long: other threads want the core, stop spinning. */
+#define YIELD_LOADED_US 50
 
 static long long now_us(void)
 {
@@ -41,11 +50,15 @@ static long long now_ms(void)
 	return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
 }
 
-/* poll(fd) for POLLIN until deadline_ms (negative: none): poll's result, EINTR retried. */
-static int wait_readable(int fd, long long deadline_ms)
+/* poll(fds) for POLLIN until deadline_ms (negative: none): poll's result, EINTR retried.
+ * fds[1] < 0: only fds[0]. */
+static int wait_readable(const int fds[2], long long deadline_ms)
 {
 	for (;;) {
-		struct pollfd p = { .fd = fd, .events = POLLIN };
+		struct pollfd p[2] = {
+			{ .fd = fds[0], .events = POLLIN },
+			{ .fd = fds[1], .events = POLLIN },
+		};
 		int t = -1;
 
 		if (deadline_ms >= 0) {
@@ -53,12 +66,37 @@ static int wait_readable(int fd, long long deadline_ms)
 
 			t = left <= 0 ? 0 : left > INT_MAX ? INT_MAX : (int)left;
 		}
-		int r = poll(&p, 1, t);
+		int r = poll(p, fds[1] < 0 ? 1 : 2, t);
 
 		if (r < 0 && errno == EINTR)
 			continue;
 		return r;
 	}
+}
+
+static void end_wait(void *token)
+{
+	vmad_capi_wait_end(token);
+}
+
+/*
+ * Sleep until the port may have something for this open: 1, or 0 at deadline_ms, or
+ * -errno (-EINVAL: the port is not open; -EIO: poll failed).
+ */
+static int wait_port(int portid, long long deadline_ms)
+{
+	int fds[2];
+	int r;
+	void *token = vmad_capi_wait_begin(portid, fds);
+
+	if (!token)
+		return errno ? -errno : -EINVAL;
+	pthread_cleanup_push(end_wait, token);
+	r = wait_readable(fds, deadline_ms);
+	pthread_cleanup_pop(1);
+	if (r < 0)
+		return -EIO;
+	return r > 0;
 }
 
 int umad_recv(int portid, void *umad, int *length, int timeout_ms)
@@ -67,36 +105,47 @@ int umad_recv(int portid, void *umad, int *length, int timeout_ms)
 
 	/*
 	 * Each vmad_capi_recv_nb runs one turn of the port on this thread (caller-driven
-	 * progress, see vmad's port docs): keep trying for a short bounded spell before
+	 * progress, see vmad's port docs): keep trying for the port's short caller spin before
 	 * sleeping in poll(), so a reply that is on its way is picked up by the thread that
-	 * wants it, with no wake-up in between. Bounded, so cancellation is only delayed.
+	 * wants it without sleeping. Bounded, so cancellation is only delayed. The port's
+	 * policy says how long (nothing while its recent waits were longer than a spin), and
+	 * each wait is reported to it.
 	 */
-	long long spin_until = timeout_ms == 0 ? 0 : now_us() + SPIN_US;
+	long long empty_since = 0, spin_until = -1;
 
 	for (;;) {
 		int r = vmad_capi_recv_nb(portid, umad, length);
 
-		if (r != -EWOULDBLOCK || timeout_ms == 0)
+		if (r != -EWOULDBLOCK || timeout_ms == 0) {
+			if (empty_since && r >= 0)
+				vmad_capi_waited(portid, (long)(now_us() - empty_since));
 			return r;
+		}
+		if (!empty_since) {
+			int spin_us = vmad_capi_spin_us(portid);
+
+			empty_since = now_us();
+			spin_until = spin_us > 0 ? empty_since + spin_us : 0;
+		}
 		if (spin_until && now_us() < spin_until) {
+			long long before = now_us();
+
 			sched_yield();
+			if (now_us() - before >= YIELD_LOADED_US)
+				spin_until = 0;
 			continue;
 		}
 		spin_until = 0;
-		int fd = vmad_capi_get_fd(portid);
-
-		if (fd < 0)
-			return fd;
 		/* Readable: try again (another thread may have taken the message first). */
-		int w = wait_readable(fd, deadline);
+		int w = wait_port(portid, deadline);
 
 		if (w == 0) {
 			errno = ETIMEDOUT;
 			return -ETIMEDOUT;
 		}
 		if (w < 0) {
-			errno = EIO;
-			return -EIO;
+			errno = -w;
+			return w;
 		}
 	}
 }
@@ -113,19 +162,15 @@ int umad_poll(int portid, int timeout_ms)
 			return r;
 		if (timeout_ms == 0)
 			return r;
-		int fd = vmad_capi_get_fd(portid);
-
-		if (fd < 0)
-			return fd;
-		int w = wait_readable(fd, deadline);
+		int w = wait_port(portid, deadline);
 
 		if (w == 0) {
 			errno = ETIMEDOUT;
 			return -ETIMEDOUT;
 		}
 		if (w < 0) {
-			errno = EIO;
-			return -EIO;
+			errno = -w;
+			return w;
 		}
 		/* Readable: a message, or a failed port (vmad_capi_poll_nb tells which). */
 	}

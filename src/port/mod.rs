@@ -2,35 +2,42 @@
 //!
 //! # Design
 //!
-//! A [`Port`] joins one [`Transport`] to one [`Engine`]. It owns a
-//! **port thread** (named `vmad-port <ca>:<n>`) that alone touches the
-//! transport. Each turn of its loop:
+//! A [`Port`] joins one [`Transport`] to one [`Engine`], with a **port thread**
+//! (named `vmad-port <ca>:<n>`) that keeps it going when nobody calls. The
+//! transport sits behind its own lock (the *I/O lock*, always taken before the
+//! engine's); whoever holds it runs a **turn**:
 //!
 //! 1. takes a bounded burst of received MADs and feeds them to
 //!    [`Engine::handle_datagram`];
 //! 2. calls [`Engine::handle_timeout`] when the engine's deadline has passed;
 //! 3. drains [`Engine::poll_transmit`] straight into the transport's slots;
-//! 4. if events were queued, marks the port's file descriptor readable and
-//!    wakes the threads blocked in [`Port::recv_with`] / [`Port::poll`].
+//! 4. hands the engine's events to the opens' queues, marks the descriptors of
+//!    opens that someone polls readable, and wakes the threads blocked in
+//!    [`Port::recv_with`] / [`Port::poll`].
 //!
-//! When a turn found nothing to do, the thread keeps polling for
-//! [`PortConfig::spin`], yielding the CPU between polls (so a reply that
-//! arrives just after a request is picked up in microseconds), then parks in [`Transport::wait`] until the
-//! engine's next deadline (a transport without a [`Waker`] is parked in
-//! slices of [`PortConfig::park_slice`]).
+//! **Caller-driven progress.** Every handoff between threads costs a wake-up,
+//! and a subnet manager keeps only a few MADs on the wire, so latency is its
+//! speed. So a thread that calls [`Port::send`] runs a turn itself, and a
+//! thread waiting in [`Port::recv_with`] / [`Port::poll`] runs turns for a
+//! short spin (the `spin` module's policy: only while the port's recent waits
+//! were that short, and never when a yield shows the CPU is wanted) before it
+//! blocks, so a reply is usually handled by the thread that wants it. How
+//! threads block depends on the transport:
 //!
-//! **Caller-driven progress.** The transport sits behind its own lock (the
-//! *I/O lock*, always taken before the engine's). Every handoff between
-//! threads costs a wake-up, and a subnet manager keeps only a few MADs on the
-//! wire, so latency is its speed. Hence a thread that calls [`Port::send`]
-//! runs the turn above itself when the I/O lock is free (the request goes
-//! straight to the transport), and wakes the port thread only when it is
-//! not; a thread waiting in [`Port::recv_with`] / [`Port::poll`] runs turns
-//! for up to [`PortConfig::caller_spin`] before it blocks, so a reply is
-//! usually handled by the thread that wants it. The port thread still runs
-//! the timers and makes progress when nobody calls. It holds the I/O lock
-//! while parked, and reads the engine's deadline under it: a send that cannot
-//! take the lock then wakes it, so no deadline is missed.
+//! - **With a ready descriptor** ([`Transport::ready_fd`]: ibsim, the kernel's
+//!   umad device) nobody holds the transport between turns. A blocked caller
+//!   polls its open's descriptor and the transport's, and runs the turn itself
+//!   when the transport's turns readable: a MAD wakes one thread, the one that
+//!   waits for it. The port thread reads the transport only while no caller
+//!   does, and runs the timers (see the `ready` module). A sender only sends.
+//! - **Without** (the embedded fabric, verbs), the port thread keeps polling
+//!   for [`PortConfig::spin`] after its last work, yielding the CPU between
+//!   polls, then parks in [`Transport::wait`] until the engine's next deadline
+//!   (a transport without a [`Waker`] is parked in slices of
+//!   [`PortConfig::park_slice`]). It holds the I/O lock while parked and reads
+//!   the engine's deadline under it: a send that cannot take the lock wakes it,
+//!   so no deadline is missed. Blocked callers wait on a condition variable
+//!   the turns signal.
 //!
 //! The engine's time is this module's monotonic clock: microseconds since
 //! the port was opened, as a [`crate::time::Instant`].
@@ -53,19 +60,28 @@
 //! EIO (`umad_recv(3)`: "receive operation failed"), blocked callers included;
 //! the descriptors poll readable so `poll(2)` waiters see it too.
 
-use std::collections::{BTreeMap, VecDeque};
-use std::io::{self, Read, Write};
+mod driver;
+mod opens;
+mod ready;
+mod spin;
+
+use self::driver::{drive, turn};
+use self::opens::{Core, Open};
+use self::ready::Ready;
+pub use self::ready::WaitGuard;
+use self::spin::{Spin, SpinPolicy};
+
+use std::collections::BTreeMap;
 use std::os::fd::{AsRawFd, RawFd};
-use std::os::unix::net::UnixStream;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, Weak};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant as Clock, SystemTime};
+use std::time::{Duration, Instant as Clock};
 
 use crate::clock::{Clock as TimeSource, SystemClock, Tick};
 use crate::engine::{
     AgentId, AgentSpec, Engine, EngineConfig, EngineStats, Event, RmppAbort, SendRequest,
 };
-use crate::pcap::{Capture, Direction, PcapConfig};
+use crate::pcap::{Capture, PcapConfig};
 use crate::time::Instant;
 use crate::transport::{Caps, PortAttrs, Transport, Waker};
 use crate::types::Qp;
@@ -111,118 +127,6 @@ impl Default for PortConfig {
     }
 }
 
-/// One open of the port: what one `open()` of the kernel's umad device holds.
-#[derive(Debug)]
-struct Open {
-    /// Messages for this open's agents, oldest first.
-    queue: VecDeque<Event>,
-    /// The readable end handed out by [`Port::fd`] holds one byte iff a message is
-    /// queued (or the port has failed).
-    fd_read: UnixStream,
-    fd_write: UnixStream,
-    fd_ready: bool,
-}
-
-impl Open {
-    fn new() -> io::Result<Open> {
-        let (fd_read, fd_write) = UnixStream::pair()?;
-        fd_read.set_nonblocking(true)?;
-        fd_write.set_nonblocking(true)?;
-        Ok(Open {
-            queue: VecDeque::new(),
-            fd_read,
-            fd_write,
-            fd_ready: false,
-        })
-    }
-
-    /// Make the descriptor's readability say `want`.
-    fn signal(&mut self, want: bool) {
-        if want && !self.fd_ready {
-            // A non-blocking one-byte write to an empty socket buffer cannot fail short.
-            self.fd_ready = self.fd_write.write(&[1]).is_ok();
-        } else if !want && self.fd_ready {
-            let mut b = [0u8; 1];
-            self.fd_ready = self.fd_read.read(&mut b).is_err();
-        }
-    }
-}
-
-/// What application threads and the port thread share, under one lock.
-struct Core {
-    engine: Engine,
-    /// Every open is closed: the port is gone.
-    closed: bool,
-    /// Why the transport stopped for good; then receives (once queues are empty),
-    /// polls and sends fail with EIO.
-    failed: Option<String>,
-    /// The opens, by key (0: the first).
-    opens: BTreeMap<u32, Open>,
-    next_open: u32,
-    /// The open that registered each agent, by agent id.
-    owners: Vec<Option<u32>>,
-    /// Most messages one open's queue holds (the engine's `max_events`).
-    max_queued: usize,
-}
-
-impl Core {
-    /// Hand the engine's events to the opens whose agents they are for, then make each
-    /// descriptor's readability match its queue.
-    fn settle(&mut self) {
-        while let Some(event) = self.engine.poll_event() {
-            let (Event::Recv { agent, .. } | Event::SendTimedOut { agent, .. }) = &event;
-            let agent = *agent;
-            let owner = self.owners.get(agent.0 as usize).copied().flatten();
-            let Some(open) = owner.and_then(|k| self.opens.get_mut(&k)) else {
-                // Its open closed after the engine queued it: nobody can receive it.
-                continue;
-            };
-            // As the engine's own limit: never a timeout report, nor an answer to one of
-            // the open's requests (a response); a dropped request is forgotten by the
-            // duplicate filter, so its retry gets through.
-            let keep = match &event {
-                Event::SendTimedOut { .. } => true,
-                Event::Recv { mad, .. } => {
-                    crate::wire::mad::Packet::new_checked(&mad[..]).is_ok_and(|m| m.is_response())
-                }
-            };
-            if !keep && open.queue.len() >= self.max_queued {
-                self.engine.undeliver(&event);
-                continue;
-            }
-            open.queue.push_back(event);
-        }
-        let failed = self.failed.is_some();
-        for open in self.opens.values_mut() {
-            let want = failed || !open.queue.is_empty();
-            open.signal(want);
-        }
-    }
-
-    /// The error for a caller once the transport has failed.
-    fn failure(&self) -> Option<Error> {
-        self.failed.as_ref().map(|why| {
-            Error::Io(io::Error::new(
-                io::ErrorKind::BrokenPipe,
-                format!("the port's transport failed: {why}"),
-            ))
-        })
-    }
-
-    /// Record that the transport stopped for good (the first reason is kept).
-    fn fail(&mut self, why: String) {
-        if self.failed.is_none() {
-            vmad_debug!(target: "vmad::port", reason = %why, "transport failed");
-            self.failed = Some(why);
-        }
-        self.settle();
-    }
-
-    fn owns(&self, key: u32, agent: AgentId) -> bool {
-        self.owners.get(agent.0 as usize).copied().flatten() == Some(key)
-    }
-}
-
 /// The transport side, under the I/O lock (taken before the core's lock).
 struct Io {
     transport: Box<dyn Transport>,
@@ -234,10 +138,18 @@ struct Shared {
     io: Mutex<Option<Io>>,
     core: Mutex<Core>,
     burst: usize,
-    caller_spin: Duration,
+    /// How waiting callers spin.
+    spin: SpinPolicy,
+    /// Callers in a spin spell (counted only without a ready descriptor; see [`Spin`]).
+    spinners: std::sync::atomic::AtomicUsize,
+    /// The port thread is parked in [`Transport::wait`], holding the transport.
+    parked: std::sync::atomic::AtomicBool,
     /// Signalled when events are queued or the port closes.
     ready: Condvar,
     waker: Option<Waker>,
+    /// Where the transport has a ready descriptor: how the port's threads wait on it
+    /// (see the `ready` module); `None`: the port thread parks in [`Transport::wait`].
+    fdwait: Option<Ready>,
     clock: Arc<dyn TimeSource>,
     /// The transport's view of the port, refreshed when it says it changed.
     attrs: std::sync::RwLock<PortAttrs>,
@@ -256,8 +168,22 @@ impl Shared {
         self.clock.now()
     }
 
+    /// Wake the port thread from standing by (see [`Spin`]).
+    fn call_port_thread(&self) {
+        if let Some(t) = self
+            .thread
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+        {
+            t.thread().unpark();
+        }
+    }
+
     fn wake(&self) {
-        if let Some(w) = &self.waker {
+        if let Some(r) = &self.fdwait {
+            r.wake();
+        } else if let Some(w) = &self.waker {
             w.wake();
         }
     }
@@ -265,6 +191,14 @@ impl Shared {
     /// Run `f` under the I/O lock (the core's lock must not be held); `None` once the
     /// port thread has ended (the transport is gone).
     fn with_io<R>(&self, f: impl FnOnce(&mut Io) -> R) -> Option<R> {
+        if self.fdwait.is_some() {
+            // Nobody holds the transport but for a turn.
+            let mut io = self.io.lock().unwrap_or_else(PoisonError::into_inner);
+            let out = io.as_mut().map(f);
+            drop(io);
+            self.turn_if_asked();
+            return out;
+        }
         // The port thread holds the I/O lock while it is parked: wake it and take the
         // lock in one of the gaps it leaves between turns. Never block on the lock: the
         // thread may park again before a blocked waiter is scheduled, and only another
@@ -288,16 +222,48 @@ impl Shared {
         }
     }
 
+    /// After holding the I/O lock outside `try_turn`: run the turns others left to us.
+    fn turn_if_asked(&self) {
+        if self.fdwait.as_ref().is_some_and(Ready::asked) {
+            self.try_turn(false);
+        }
+    }
+
     /// Run one turn on the calling thread if the I/O lock is free. `None`: it was not
     /// (or the transport is gone); else whether the turn did any work.
-    fn try_turn(&self) -> Option<bool> {
-        let mut io = match self.io.try_lock() {
-            Ok(io) => io,
-            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
-            Err(std::sync::TryLockError::WouldBlock) => return None,
+    ///
+    /// With a ready descriptor nobody holds the lock but for a turn, and nobody waits
+    /// for it: a thread that finds it taken leaves what it wanted (`receive`, and always
+    /// a transmit) to the holder, which looks for such requests after it lets go and
+    /// turns again for them. So a sender never sleeps on a receiver's turn, nor the
+    /// other way round.
+    fn try_turn(&self, receive: bool) -> Option<bool> {
+        let Some(r) = &self.fdwait else {
+            let mut io = match self.io.try_lock() {
+                Ok(io) => io,
+                Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+                Err(std::sync::TryLockError::WouldBlock) => return None,
+            };
+            return Some(turn(self, io.as_mut()?, receive).0);
         };
-        let io = io.as_mut()?;
-        Some(turn(self, io).0)
+        r.ask(receive);
+        let mut worked = None;
+        loop {
+            let mut io = match self.io.try_lock() {
+                Ok(io) => io,
+                Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+                // The holder turns again for what we asked.
+                Err(std::sync::TryLockError::WouldBlock) => return worked,
+            };
+            let receive = r.take_asked();
+            let (w, deadline) = turn(self, io.as_mut()?, receive);
+            drop(io);
+            r.deadline_moved(deadline);
+            worked = Some(worked.unwrap_or(false) | w);
+            if !r.asked() {
+                return worked;
+            }
+        }
     }
 }
 
@@ -305,7 +271,10 @@ impl Tick for Shared {
     /// The port's clock jumped: run a turn now, so that what fell due (a resend, a
     /// timeout report) is done when the jump returns.
     fn tick(&self) {
-        self.with_io(|io| turn(self, io));
+        self.with_io(|io| turn(self, io, true));
+        // Callers blocked on the condition variable with a deadline on this clock look
+        // at it again. (Virtual clocks drive transports without a ready descriptor.)
+        self.ready.notify_all();
     }
 }
 
@@ -344,6 +313,10 @@ impl Port {
             Some(c) => Some(Capture::open(c, transport.attrs())?),
             None => None,
         };
+        let ready = match transport.ready_fd() {
+            Some(fd) => Some(Ready::new(fd.try_clone_to_owned()?)?),
+            None => None,
+        };
         let waker = transport.waker();
         let clock = config
             .clock
@@ -355,7 +328,9 @@ impl Port {
         let shared = Arc::new(Shared {
             io: Mutex::new(Some(Io { transport, capture })),
             burst: config.burst,
-            caller_spin: config.caller_spin,
+            spin: SpinPolicy::new(config.caller_spin),
+            spinners: std::sync::atomic::AtomicUsize::new(0),
+            parked: std::sync::atomic::AtomicBool::new(false),
             core: Mutex::new(Core {
                 engine: Engine::new(crate::entropy::seeded(&config.engine)),
                 closed: false,
@@ -367,6 +342,7 @@ impl Port {
             }),
             ready: Condvar::new(),
             waker,
+            fdwait: ready,
             clock,
             attrs: std::sync::RwLock::new(attrs),
             caps,
@@ -506,7 +482,10 @@ impl Port {
             let now = self.shared.now();
             core.engine.send(now, agent, req)?;
         }
-        if self.shared.try_turn().is_none() {
+        // With a ready descriptor, whoever waits for the answer reads the transport: a
+        // sender only sends (one system call fewer per MAD).
+        let receive = self.shared.fdwait.is_none();
+        if self.shared.try_turn(receive).is_none() {
             self.shared.wake();
         }
         Ok(())
@@ -529,7 +508,8 @@ impl Port {
         timeout: Option<Duration>,
         mut take: impl FnMut(&Event) -> Result<R>,
     ) -> Result<R> {
-        let deadline = timeout.map(|t| Clock::now() + t);
+        // On the port's clock, so that a virtual one moves callers' timeouts too.
+        let deadline = timeout.map(|t| self.shared.now() + t);
         let mut spin = Spin::new(&self.shared, timeout);
         let mut core = self.open_core()?;
         loop {
@@ -539,10 +519,14 @@ impl Port {
                 let taken = take(event)?;
                 open.queue.pop_front();
                 core.settle();
+                spin.done(&self.shared);
                 return Ok(taken);
             }
             if let Some(e) = core.failure() {
                 return Err(e);
+            }
+            if timeout != Some(Duration::ZERO) {
+                spin.found_nothing();
             }
             if spin.active() {
                 drop(core);
@@ -550,7 +534,7 @@ impl Port {
                 core = self.open_core()?;
                 continue;
             }
-            core = self.wait_ready(core, timeout, deadline)?;
+            core = self.block(core, timeout, deadline)?;
         }
     }
 
@@ -570,17 +554,22 @@ impl Port {
     /// ETIMEDOUT if none is queued within `timeout` (at once when zero); EINVAL if the
     /// open is (or gets) closed; EIO when nothing is queued and the transport has failed.
     pub fn poll(&self, timeout: Option<Duration>) -> Result<()> {
-        let deadline = timeout.map(|t| Clock::now() + t);
+        // On the port's clock, so that a virtual one moves callers' timeouts too.
+        let deadline = timeout.map(|t| self.shared.now() + t);
         let mut spin = Spin::new(&self.shared, timeout);
         let mut core = self.open_core()?;
         loop {
             core.settle();
             let open = core.opens.get(&self.key).ok_or(Error::InvalidPort)?;
             if !open.queue.is_empty() {
+                spin.done(&self.shared);
                 return Ok(());
             }
             if let Some(e) = core.failure() {
                 return Err(e);
+            }
+            if timeout != Some(Duration::ZERO) {
+                spin.found_nothing();
             }
             if spin.active() {
                 drop(core);
@@ -588,7 +577,7 @@ impl Port {
                 core = self.open_core()?;
                 continue;
             }
-            core = match self.wait_ready(core, timeout, deadline) {
+            core = match self.block(core, timeout, deadline) {
                 Err(Error::WouldBlock) => return Err(Error::TimedOut),
                 other => other?,
             };
@@ -599,11 +588,53 @@ impl Port {
     /// open (or the transport has failed). It stays owned by the port: valid until
     /// this open is closed; -1 after.
     pub fn fd(&self) -> RawFd {
-        self.shared
-            .lock()
-            .opens
-            .get(&self.key)
-            .map_or(-1, |o| o.fd_read.as_raw_fd())
+        if let Some(r) = &self.shared.fdwait {
+            // Polled from outside: the port thread must keep reading the transport.
+            r.watch();
+        }
+        let mut core = self.shared.lock();
+        let failed = core.failed.is_some();
+        core.opens.get_mut(&self.key).map_or(-1, |o| {
+            o.handed_out = true;
+            o.show(failed);
+            o.fd_read.as_raw_fd()
+        })
+    }
+
+    /// Start a wait in poll(2) by the caller itself (the C library's `umad_recv` and
+    /// `umad_poll`, which must block in a cancellation point): the guard says which
+    /// descriptors to poll ([`WaitGuard::fds`]) and, while it lives, counts the caller
+    /// as reading the transport. Readable: run a receive or poll with a zero timeout
+    /// (which runs a turn) and look again.
+    ///
+    /// # Errors
+    /// EINVAL if this open is closed.
+    #[doc(hidden)]
+    pub fn begin_wait(&self) -> Result<WaitGuard> {
+        let mut core = self.open_core()?;
+        WaitGuard::new(self.shared.clone(), self.key, &mut core)
+    }
+
+    /// How many callers are blocked on this port's descriptors now (where the transport
+    /// has a ready descriptor; else 0).
+    #[doc(hidden)]
+    pub fn callers_waiting(&self) -> usize {
+        self.shared.fdwait.as_ref().map_or(0, Ready::waiters)
+    }
+
+    /// How long a waiting caller that found nothing should drive the port itself now,
+    /// before it blocks: [`PortConfig::caller_spin`] while the port's recent waits were
+    /// that short, else zero (see the `spin` module; always zero where the transport
+    /// gains nothing by it).
+    pub fn caller_spin(&self) -> Duration {
+        self.shared.spin.budget()
+    }
+
+    /// A caller outside this module (the C library's `umad_recv`) waited `waited` for
+    /// a message it then got: counts in [`Port::caller_spin`]'s policy.
+    #[doc(hidden)]
+    pub fn note_wait(&self, waited: Duration) {
+        self.shared.spin.note_wait(waited);
     }
 
     /// The engine's counters (the receive-queue limit is applied per open: messages it
@@ -747,28 +778,64 @@ impl Port {
         Ok(core)
     }
 
-    /// Block on the condition variable until woken, the deadline, or close.
+    /// Block until a message may be queued, the deadline, or close: on the transport's
+    /// and the open's descriptors where the transport has a ready descriptor (running
+    /// the turn when the transport's turns readable), else on the condition variable.
+    fn block<'a>(
+        &'a self,
+        core: MutexGuard<'a, Core>,
+        timeout: Option<Duration>,
+        deadline: Option<Instant>,
+    ) -> Result<MutexGuard<'a, Core>> {
+        let left = self.time_left(timeout, deadline)?;
+        if self.shared.fdwait.is_none() {
+            return self.wait_ready(core, left);
+        }
+        let mut core = core;
+        let guard = WaitGuard::new(self.shared.clone(), self.key, &mut core)?;
+        drop(core);
+        let readable = guard.wait(left)?;
+        drop(guard);
+        if readable {
+            self.shared.try_turn(true);
+        }
+        self.open_core()
+    }
+
+    /// How long, in real time, a caller with `deadline` (on the port's clock) may block
+    /// now: `None` for no limit (no deadline, or a virtual clock, whose jumps wake it).
+    ///
+    /// # Errors
+    /// EWOULDBLOCK (a zero `timeout`) or ETIMEDOUT once the deadline has passed.
+    fn time_left(
+        &self,
+        timeout: Option<Duration>,
+        deadline: Option<Instant>,
+    ) -> Result<Option<Duration>> {
+        let Some(d) = deadline else { return Ok(None) };
+        if self.shared.now() >= d {
+            return Err(if timeout == Some(Duration::ZERO) {
+                Error::WouldBlock
+            } else {
+                Error::TimedOut
+            });
+        }
+        Ok(self.shared.clock.park_limit(d))
+    }
+
+    /// Block on the condition variable until woken, `left` passes, or close.
     fn wait_ready<'a>(
         &self,
         core: MutexGuard<'a, Core>,
-        timeout: Option<Duration>,
-        deadline: Option<Clock>,
+        left: Option<Duration>,
     ) -> Result<MutexGuard<'a, Core>> {
-        let core = match deadline {
+        let core = match left {
             None => self
                 .shared
                 .ready
                 .wait(core)
                 .unwrap_or_else(PoisonError::into_inner),
-            Some(d) => {
-                let left = d.saturating_duration_since(Clock::now());
-                if left.is_zero() {
-                    return Err(if timeout == Some(Duration::ZERO) {
-                        Error::WouldBlock
-                    } else {
-                        Error::TimedOut
-                    });
-                }
+            Some(left) => {
                 self.shared
                     .ready
                     .wait_timeout(core, left)
@@ -787,205 +854,4 @@ impl Drop for Port {
     fn drop(&mut self) {
         self.close();
     }
-}
-
-/// Fails the port when the port thread ends while opens remain (a dead transport, or
-/// a panic), so that no receiver waits forever on a port nobody drives.
-struct ClosedOnExit<'a>(&'a Shared);
-
-impl Drop for ClosedOnExit<'_> {
-    fn drop(&mut self) {
-        {
-            let mut core = self.0.lock();
-            if !core.closed {
-                core.fail("the port thread ended".into());
-            }
-        }
-        self.0.ready.notify_all();
-        // Close the port for the fabric (a caller mid-turn finishes first).
-        let io = self
-            .0
-            .io
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
-        drop(io);
-    }
-}
-
-/// A waiting caller's bounded spell of driving the port itself.
-struct Spin {
-    /// When the spell ends (`None`: no spell beyond the first turn).
-    until: Option<Clock>,
-    /// The first turn is always taken, even with a zero timeout (a non-blocking
-    /// receive still makes progress).
-    once: bool,
-}
-
-impl Spin {
-    fn new(shared: &Shared, timeout: Option<Duration>) -> Spin {
-        let spin = match timeout {
-            Some(t) => t.min(shared.caller_spin),
-            None => shared.caller_spin,
-        };
-        Spin {
-            until: (!spin.is_zero()).then(|| Clock::now() + spin),
-            once: true,
-        }
-    }
-
-    fn active(&self) -> bool {
-        self.once || self.until.is_some_and(|u| Clock::now() < u)
-    }
-
-    fn turn(&mut self, shared: &Shared) {
-        self.once = false;
-        if shared.try_turn() != Some(true) {
-            // Nothing came in: let the thread that will send it run.
-            std::thread::yield_now();
-        }
-    }
-}
-
-/// One turn (see the module docs) with the I/O lock held: returns whether it did any
-/// work, and the engine's next deadline.
-fn turn(shared: &Shared, io: &mut Io) -> (bool, Option<Instant>) {
-    let mut core = shared.lock();
-    if core.closed || core.failed.is_some() {
-        return (false, None);
-    }
-    let now = shared.now();
-    let before = core.engine.pending_events();
-    let engine = &mut core.engine;
-    let cap = &mut io.capture;
-    let transport = &mut io.transport;
-    let received = transport.recv_burst(shared.burst, &mut |meta, mad| {
-        if let Some(c) = cap {
-            c.record(
-                SystemTime::now(),
-                Direction::Received,
-                meta.qp,
-                &meta.src,
-                mad,
-            );
-        }
-        engine.handle_datagram(now, meta, mad)
-    });
-    let received = match received {
-        Ok(n) => n,
-        Err(e) if is_transient(&e) => 0,
-        Err(e) => {
-            core.fail(format!("receive failed: {e}"));
-            shared.ready.notify_all();
-            return (false, None);
-        }
-    };
-    let engine = &mut core.engine;
-    transport.take_undelivered(&mut |header| engine.handle_undelivered(now, header));
-    if transport.attrs_changed() {
-        *shared.attrs.write().unwrap_or_else(PoisonError::into_inner) = transport.attrs().clone();
-    }
-    if engine.poll_timeout().is_some_and(|t| t <= now) {
-        engine.handle_timeout(now);
-    }
-    let mut sent = 0usize;
-    let mut failed = None;
-    loop {
-        let more = transport.transmit(&mut |slot| {
-            let tx = engine.poll_transmit(now, slot);
-            if let (Some(t), Some(c)) = (&tx, cap.as_mut()) {
-                c.record(
-                    SystemTime::now(),
-                    Direction::Sent,
-                    t.qp,
-                    &t.dest,
-                    &slot[..t.len],
-                );
-            }
-            tx
-        });
-        match more {
-            Ok(true) => sent += 1,
-            Ok(false) => break,
-            Err(e) if is_transient(&e) => {
-                vmad_debug!(target: "vmad::transport", error = %e, "transmit failed");
-                break;
-            }
-            Err(e) => {
-                failed = Some(format!("send failed: {e}"));
-                break;
-            }
-        }
-    }
-    let deadline = engine.poll_timeout();
-    if let Some(why) = failed {
-        core.fail(why);
-        shared.ready.notify_all();
-        return (false, None);
-    }
-    if core.engine.pending_events() != before {
-        core.settle();
-        shared.ready.notify_all();
-    }
-    (received + sent > 0, deadline)
-}
-
-/// The port thread.
-fn drive(shared: &Shared, config: &PortConfig) {
-    let _closed_on_exit = ClosedOnExit(shared);
-    let has_waker = shared.waker.is_some();
-    let mut idle_since: Option<Clock> = None;
-    loop {
-        let mut guard = shared.io.lock().unwrap_or_else(PoisonError::into_inner);
-        let Some(io) = guard.as_mut() else { break };
-        {
-            let core = shared.lock();
-            if core.closed || core.failed.is_some() {
-                break;
-            }
-        }
-        let (worked, deadline) = turn(shared, io);
-        if worked {
-            idle_since = None;
-            continue;
-        }
-        let now = Clock::now();
-        let since = *idle_since.get_or_insert(now);
-        if now.duration_since(since) < config.spin {
-            // Yield rather than burn (and without the I/O lock, so callers can drive):
-            // on a busy machine the thread that will send us the next frame may need this core.
-            drop(guard);
-            std::thread::yield_now();
-            continue;
-        }
-        // Park until the engine's next deadline (or a wake / arrival). The deadline was read
-        // under the I/O lock, still held: a later send cannot take it, so it wakes us.
-        let until = deadline.and_then(|d| shared.clock.park_limit(d));
-        let limit = if has_waker {
-            until
-        } else {
-            Some(until.map_or(config.park_slice, |u| u.min(config.park_slice)))
-        };
-        if limit.is_some_and(|l| l.is_zero()) {
-            continue;
-        }
-        match io.transport.wait(limit) {
-            Ok(()) => {}
-            Err(e) if is_transient(&e) => std::thread::sleep(config.park_slice),
-            Err(e) => {
-                shared.lock().fail(format!("wait failed: {e}"));
-                shared.ready.notify_all();
-            }
-        }
-        idle_since = None;
-    }
-}
-
-/// Whether a transport error may pass (a retry can succeed); any other means the
-/// transport is gone (see [`Transport`]'s contract).
-fn is_transient(e: &io::Error) -> bool {
-    matches!(
-        e.kind(),
-        io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted | io::ErrorKind::TimedOut
-    )
 }

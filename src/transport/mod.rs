@@ -28,6 +28,7 @@ pub mod sim;
 pub mod verbs;
 
 use std::io;
+use std::os::fd::BorrowedFd;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -120,6 +121,32 @@ pub trait Transport: Send {
     /// `None` (the default): the port then parks in short slices instead.
     fn waker(&self) -> Option<Waker> {
         None
+    }
+
+    /// A descriptor that polls readable whenever [`Transport::recv_burst`] may find a MAD,
+    /// which any thread may poll without holding the transport. A transport that has
+    /// one is never waited on with [`Transport::wait`]: the port's threads poll this
+    /// descriptor instead, so that a thread waiting to receive reads the transport
+    /// itself (a MAD wakes only the thread that wants it) and a sender never waits for
+    /// a parked thread to let go of the transport. Default: `None`.
+    fn ready_fd(&self) -> Option<BorrowedFd<'_>> {
+        None
+    }
+
+    /// With a [`Transport::ready_fd`]: the longest the port may go without calling
+    /// [`Transport::recv_burst`] while the descriptor stays quiet (for a transport that
+    /// checks its peer, or retries what it held back, from there); asked after every
+    /// turn. Default: no limit.
+    fn idle_limit(&self) -> Option<Duration> {
+        None
+    }
+
+    /// With a [`Transport::ready_fd`]: whether MADs already taken off the descriptor
+    /// wait for [`Transport::recv_burst`] (the descriptor no longer shows them), as when
+    /// a send had to read to make room. The port then receives again in the same turn.
+    /// Default: never.
+    fn rx_held(&self) -> bool {
+        false
     }
 
     /// The clock a port driving this transport reads, when the fabric behind it keeps

@@ -162,3 +162,38 @@ fn the_port_configs_clock_runs_the_ports_timers() {
         Ok(Event::SendTimedOut { .. })
     ));
 }
+
+#[test]
+fn a_callers_receive_timeout_runs_on_the_ports_clock() {
+    let f = Fabric::builder().ca("cntd0").build_private().unwrap();
+    let clock = VirtualClock::new();
+    let config = PortConfig {
+        clock: Some(std::sync::Arc::new(clock.clone())),
+        ..PortConfig::default()
+    };
+    let port =
+        std::sync::Arc::new(Port::open(Box::new(f.open("cntd0", 1).unwrap()), config).unwrap());
+    // An hour's receive timeout: it ends when the port's clock says so, not the wall's.
+    let waiter = {
+        let port = port.clone();
+        std::thread::spawn(move || port.recv(Some(Duration::from_secs(3600))))
+    };
+    // The waiter may start late and count its hour from there: keep the clock moving
+    // a second at a time until it is done (never, if its timeout ran on real time).
+    let mut moved = 0;
+    while !waiter.is_finished() {
+        assert!(
+            moved < 100_000,
+            "the receive did not time out on the port's clock"
+        );
+        clock.advance(Duration::from_secs(1));
+        moved += 1;
+        std::thread::yield_now();
+    }
+    assert!(
+        moved >= 3600,
+        "timed out after {moved} s of the port's clock"
+    );
+    let got = waiter.join().unwrap();
+    assert!(matches!(got, Err(vmad::Error::TimedOut)), "{got:?}");
+}

@@ -400,8 +400,9 @@ fn ibsim_attach_by_guid_on_an_ibnetdiscover_topology() {
     assert!(err.to_string().contains("ibsim refused to attach"), "{err}");
 }
 
-/// ibsim busy-waits on a client whose receive queue is full; the transport's
-/// receiver thread keeps reading, so a burst sent without receiving completes.
+/// ibsim busy-waits on a client whose receive queue is full; a send that finds
+/// ibsim's queue full reads what ibsim holds for us, so a burst sent without
+/// receiving completes.
 #[test]
 #[ignore = "needs ibsim/opensm: run by ./scripts/test"]
 fn ibsim_burst_without_receiving_does_not_stall() {

@@ -17,6 +17,7 @@ mod kernel;
 #[cfg(any(feature = "roce", feature = "verbs"))]
 mod kernel_peer;
 mod pcap;
+mod ready_fd;
 mod rmpp_gettable;
 #[cfg(feature = "roce")]
 mod roce;

@@ -1,11 +1,14 @@
 //! The two sockets of an ibsim client, local (abstract AF_UNIX) or remote (UDP).
 
 use std::io;
-use std::net::{Ipv4Addr, Shutdown, SocketAddr as InetAddr, ToSocketAddrs, UdpSocket};
+use std::net::{Ipv4Addr, SocketAddr as InetAddr, ToSocketAddrs, UdpSocket};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr as UnixAddr, UnixDatagram};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
+
+use nix::sys::socket::MsgFlags;
 
 /// Where ibsim listens.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,33 +49,41 @@ impl Sock {
         }
     }
 
+    /// Receive one datagram if one is queued, without blocking (`WouldBlock` if none),
+    /// whatever the socket's own blocking mode: its sends keep their write timeout.
+    pub(crate) fn recv_now(&self, buf: &mut [u8]) -> io::Result<usize> {
+        let got = nix::sys::socket::recv(self.as_raw_fd(), buf, MsgFlags::MSG_DONTWAIT);
+        got.map_err(io::Error::from)
+    }
+
+    /// Send one datagram without blocking (`WouldBlock` while the peer's queue is full).
+    pub(crate) fn send_now(&self, buf: &[u8]) -> io::Result<usize> {
+        let sent = nix::sys::socket::send(self.as_raw_fd(), buf, MsgFlags::MSG_DONTWAIT);
+        sent.map_err(io::Error::from)
+    }
+
     pub(crate) fn set_read_timeout(&self, t: Option<Duration>) -> io::Result<()> {
         match self {
             Sock::Unix(s) => s.set_read_timeout(t),
             Sock::Udp(s) => s.set_read_timeout(t),
         }
     }
+}
 
-    pub(crate) fn set_write_timeout(&self, t: Option<Duration>) -> io::Result<()> {
+impl AsRawFd for Sock {
+    fn as_raw_fd(&self) -> RawFd {
         match self {
-            Sock::Unix(s) => s.set_write_timeout(t),
-            Sock::Udp(s) => s.set_write_timeout(t),
+            Sock::Unix(s) => s.as_raw_fd(),
+            Sock::Udp(s) => s.as_raw_fd(),
         }
     }
+}
 
-    pub(crate) fn try_clone(&self) -> io::Result<Sock> {
-        Ok(match self {
-            Sock::Unix(s) => Sock::Unix(s.try_clone()?),
-            Sock::Udp(s) => Sock::Udp(s.try_clone()?),
-        })
-    }
-
-    /// Wake a thread blocked in `recv` on a clone of this socket. UDP has no
-    /// shutdown in std: its receiver wakes at its read timeout instead.
-    pub(crate) fn shutdown_read(&self) {
-        if let Sock::Unix(s) = self {
-            // A failure only means the receiver wakes at its read timeout instead.
-            let _ = s.shutdown(Shutdown::Read);
+impl AsFd for Sock {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        match self {
+            Sock::Unix(s) => s.as_fd(),
+            Sock::Udp(s) => s.as_fd(),
         }
     }
 }

@@ -73,7 +73,7 @@ mod dev;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::fs::File;
 use std::io::{self, Read, Write};
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -465,6 +465,16 @@ impl Transport for KernelTransport {
         let mut drain = [0u8; 64];
         while matches!((&self.wake_rx).read(&mut drain), Ok(n) if n > 0) {}
         Ok(())
+    }
+
+    fn ready_fd(&self) -> Option<BorrowedFd<'_>> {
+        Some(self.umad.as_fd())
+    }
+
+    fn idle_limit(&self) -> Option<Duration> {
+        // Sends held back until the kernel stops tracking their TID are retried at
+        // the next turn: no later than this.
+        (!self.held.is_empty()).then(|| Duration::from_millis(1))
     }
 
     fn busy_poll(&self) -> bool {

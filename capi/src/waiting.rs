@@ -1,0 +1,68 @@
+//! What `src/wait.c` asks of the port around its poll(2): the descriptors, the spin,
+//! and the count of callers waiting on the transport (see `vmad::port`'s docs).
+
+use core::ffi::{c_int, c_long, c_void};
+use std::time::Duration;
+
+use vmad::port::WaitGuard;
+use vmad::umad::{self as umad, PortId};
+
+use crate::boundary::{fail, guard};
+
+/// Start a wait: writes the descriptors to poll into `fds[0]` (the open's) and `fds[1]`
+/// (the transport's, or -1) and returns a token for [`wait_end`], which must be called
+/// once (from a cancellation cleanup handler too); NULL with errno set if the port is
+/// not open.
+pub extern "C" fn wait_begin(portid: c_int, fds: *mut c_int) -> *mut c_void {
+    if fds.is_null() {
+        return core::ptr::null_mut();
+    }
+    guard(core::ptr::null_mut(), || {
+        match umad::port(PortId(portid)).and_then(|p| p.begin_wait()) {
+            Ok(wait) => {
+                let [open, transport] = wait.fds();
+                // SAFETY: src/wait.c passes an array of two ints.
+                unsafe {
+                    fds.write(open);
+                    fds.add(1).write(transport);
+                }
+                Box::into_raw(Box::new(wait)).cast()
+            }
+            Err(e) => {
+                fail(&e);
+                core::ptr::null_mut()
+            }
+        }
+    })
+}
+
+/// End the wait [`wait_begin`] started.
+pub extern "C" fn wait_end(token: *mut c_void) {
+    if token.is_null() {
+        return;
+    }
+    guard((), || {
+        // SAFETY: a token from wait_begin, ended once (wait.c's contract).
+        drop(unsafe { Box::from_raw(token.cast::<WaitGuard>()) });
+    });
+}
+
+/// How many microseconds `umad_recv` drives the port itself before it polls (the port's
+/// `caller_spin`; 0 where the transport gains nothing by it); 0 for a port not open.
+pub extern "C" fn spin_us(portid: c_int) -> c_int {
+    guard(0, || {
+        umad::port(PortId(portid)).map_or(0, |p| {
+            c_int::try_from(p.caller_spin().as_micros()).unwrap_or(c_int::MAX)
+        })
+    })
+}
+
+/// `umad_recv` waited `us` microseconds for a message it then got (counts in the port's
+/// spin policy).
+pub extern "C" fn waited(portid: c_int, us: c_long) {
+    guard((), || {
+        if let Ok(p) = umad::port(PortId(portid)) {
+            p.note_wait(Duration::from_micros(u64::try_from(us).unwrap_or(0)));
+        }
+    });
+}

@@ -1,0 +1,253 @@
+//! The turn, and the port thread's loops (see the module docs of `port`).
+
+use std::io;
+use std::sync::PoisonError;
+use std::time::{Instant as Clock, SystemTime};
+
+use super::ready::{self, Ready};
+use super::{spin, Io, PortConfig, Shared};
+use crate::pcap::Direction;
+use crate::time::Instant;
+
+/// Fails the port when the port thread ends while opens remain (a dead transport, or
+/// a panic), so that no receiver waits forever on a port nobody drives.
+struct ClosedOnExit<'a>(&'a Shared);
+
+impl Drop for ClosedOnExit<'_> {
+    fn drop(&mut self) {
+        {
+            let mut core = self.0.lock();
+            if !core.closed {
+                core.fail("the port thread ended".into());
+            }
+        }
+        self.0.ready.notify_all();
+        // Close the port for the fabric (a caller mid-turn finishes first).
+        let io = self
+            .0
+            .io
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        drop(io);
+    }
+}
+
+/// One turn (see the module docs) with the I/O lock held: returns whether it did any
+/// work, and the engine's next deadline.
+pub(super) fn turn(shared: &Shared, io: &mut Io, receive: bool) -> (bool, Option<Instant>) {
+    let (mut worked, mut deadline) = turn_pass(shared, io, receive);
+    // A send that had to read to make room left MADs that the transport's descriptor no
+    // longer shows: take them now, as nobody would be woken for them.
+    for _ in 0..8 {
+        if !io.transport.rx_held() {
+            break;
+        }
+        let (w, d) = turn_pass(shared, io, true);
+        worked |= w;
+        deadline = d;
+    }
+    (worked, deadline)
+}
+
+fn turn_pass(shared: &Shared, io: &mut Io, receive: bool) -> (bool, Option<Instant>) {
+    let mut core = shared.lock();
+    if core.closed || core.failed.is_some() {
+        return (false, None);
+    }
+    let now = shared.now();
+    let before = core.engine.pending_events();
+    let engine = &mut core.engine;
+    let cap = &mut io.capture;
+    let transport = &mut io.transport;
+    let received = if !receive {
+        Ok(0)
+    } else {
+        transport.recv_burst(shared.burst, &mut |meta, mad| {
+            if let Some(c) = cap {
+                c.record(
+                    SystemTime::now(),
+                    Direction::Received,
+                    meta.qp,
+                    &meta.src,
+                    mad,
+                );
+            }
+            engine.handle_datagram(now, meta, mad)
+        })
+    };
+    let received = match received {
+        Ok(n) => n,
+        Err(e) if is_transient(&e) => 0,
+        Err(e) => {
+            core.fail(format!("receive failed: {e}"));
+            shared.ready.notify_all();
+            return (false, None);
+        }
+    };
+    let engine = &mut core.engine;
+    transport.take_undelivered(&mut |header| engine.handle_undelivered(now, header));
+    if transport.attrs_changed() {
+        *shared.attrs.write().unwrap_or_else(PoisonError::into_inner) = transport.attrs().clone();
+    }
+    if engine.poll_timeout().is_some_and(|t| t <= now) {
+        engine.handle_timeout(now);
+    }
+    let mut sent = 0usize;
+    let mut failed = None;
+    loop {
+        let more = transport.transmit(&mut |slot| {
+            let tx = engine.poll_transmit(now, slot);
+            if let (Some(t), Some(c)) = (&tx, cap.as_mut()) {
+                c.record(
+                    SystemTime::now(),
+                    Direction::Sent,
+                    t.qp,
+                    &t.dest,
+                    &slot[..t.len],
+                );
+            }
+            tx
+        });
+        match more {
+            Ok(true) => sent += 1,
+            Ok(false) => break,
+            Err(e) if is_transient(&e) => {
+                vmad_debug!(target: "vmad::transport", error = %e, "transmit failed");
+                break;
+            }
+            Err(e) => {
+                failed = Some(format!("send failed: {e}"));
+                break;
+            }
+        }
+    }
+    let deadline = engine.poll_timeout();
+    if let Some(why) = failed {
+        core.fail(why);
+        shared.ready.notify_all();
+        return (false, None);
+    }
+    if core.engine.pending_events() != before {
+        core.settle();
+        // With a ready descriptor callers block on descriptors, which settle marks;
+        // nobody waits on the condition variable (and a notify is a system call).
+        if shared.fdwait.is_none() {
+            shared.ready.notify_all();
+        }
+    }
+    (received + sent > 0, deadline)
+}
+
+/// The port thread.
+pub(super) fn drive(shared: &Shared, config: &PortConfig) {
+    if let Some(ready) = &shared.fdwait {
+        return drive_ready(shared, ready);
+    }
+    let _closed_on_exit = ClosedOnExit(shared);
+    let has_waker = shared.waker.is_some();
+    let mut idle_since: Option<Clock> = None;
+    loop {
+        if shared.spinners.load(std::sync::atomic::Ordering::SeqCst) > 0 {
+            // Callers spin and run the turns themselves: stand by rather than take
+            // the same locks (a caller whose spell ends without a message calls us).
+            std::thread::park_timeout(spin::STAND_BY);
+            if shared.lock().closed {
+                break;
+            }
+            idle_since = None;
+            continue;
+        }
+        let mut guard = shared.io.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(io) = guard.as_mut() else { break };
+        {
+            let core = shared.lock();
+            if core.closed || core.failed.is_some() {
+                break;
+            }
+        }
+        let (worked, deadline) = turn(shared, io, true);
+        if worked {
+            idle_since = None;
+            continue;
+        }
+        let now = Clock::now();
+        let since = *idle_since.get_or_insert(now);
+        if now.duration_since(since) < config.spin {
+            // Yield rather than burn (and without the I/O lock, so callers can drive):
+            // on a busy machine the thread that will send us the next frame may need this core.
+            drop(guard);
+            std::thread::yield_now();
+            continue;
+        }
+        // Park until the engine's next deadline (or a wake / arrival). The deadline was read
+        // under the I/O lock, still held: a later send cannot take it, so it wakes us.
+        let until = deadline.and_then(|d| shared.clock.park_limit(d));
+        let limit = if has_waker {
+            until
+        } else {
+            Some(until.map_or(config.park_slice, |u| u.min(config.park_slice)))
+        };
+        if limit.is_some_and(|l| l.is_zero()) {
+            continue;
+        }
+        shared
+            .parked
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        // A spell announced before `parked` was set did not wake us: look again.
+        if shared.spinners.load(std::sync::atomic::Ordering::SeqCst) > 0 {
+            shared
+                .parked
+                .store(false, std::sync::atomic::Ordering::SeqCst);
+            continue;
+        }
+        let waited = io.transport.wait(limit);
+        shared
+            .parked
+            .store(false, std::sync::atomic::Ordering::SeqCst);
+        match waited {
+            Ok(()) => {}
+            Err(e) if is_transient(&e) => std::thread::sleep(config.park_slice),
+            Err(e) => {
+                shared.lock().fail(format!("wait failed: {e}"));
+                shared.ready.notify_all();
+            }
+        }
+        idle_since = None;
+    }
+}
+
+/// The port thread of a transport with a ready descriptor (see the `ready` module):
+/// it never holds the transport between turns.
+fn drive_ready(shared: &Shared, ready: &Ready) {
+    let _closed_on_exit = ClosedOnExit(shared);
+    loop {
+        {
+            let core = shared.lock();
+            if core.closed || core.failed.is_some() {
+                break;
+            }
+        }
+        let (worked, idle_limit) = {
+            let mut guard = shared.io.lock().unwrap_or_else(PoisonError::into_inner);
+            let Some(io) = guard.as_mut() else { break };
+            (turn(shared, io, true).0, io.transport.idle_limit())
+        };
+        shared.turn_if_asked();
+        // No spin here ([`PortConfig::spin`] does not apply): callers that wait spin
+        // themselves (see the `spin` module); one more spinning thread only takes
+        // their CPU.
+        if !worked {
+            ready::park(shared, ready, idle_limit);
+        }
+    }
+}
+
+/// Whether a transport error may pass (a retry can succeed); any other means the
+/// transport is gone (see [`Transport`]'s contract).
+fn is_transient(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted | io::ErrorKind::TimedOut
+    )
+}

@@ -1,0 +1,156 @@
+//! The port's one spin-then-park policy, for every waiting caller (the Rust API's
+//! receive and poll, and the C library's `umad_recv`).
+//!
+//! Spinning (running turns, yielding the CPU between them) picks up a reply that is on
+//! its way without the sleep and wake-up, which on an idle machine is most of a round
+//! trip. When the CPU is scarce it is the opposite: the spinner takes time slices from
+//! the threads it waits for (the peer, the application's own workers), and a fixed
+//! spin made OpenSM's sweep several times slower on a loaded machine. So the spin is
+//! earned: a caller spins only while the port's recent waits were short enough that a
+//! spin would have caught them (an average of how long waiting callers waited for
+//! their message, however they waited), and stops at once when a yield shows another
+//! thread wanted its core.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant as Clock};
+
+use super::Shared;
+
+/// How long the port thread stands by while callers spin, before it looks again.
+pub(super) const STAND_BY: Duration = Duration::from_millis(1);
+
+/// A yield that kept the caller off the CPU this long means other threads wanted the
+/// core: spinning now would only delay them.
+const YIELD_LOADED: Duration = Duration::from_micros(50);
+
+/// How waiting callers of one port spin.
+#[derive(Debug)]
+pub(super) struct SpinPolicy {
+    /// The longest spin ([`super::PortConfig::caller_spin`]); zero: never spin.
+    max: Duration,
+    /// A moving average of recent waits, in microseconds.
+    recent_us: AtomicU64,
+}
+
+impl SpinPolicy {
+    pub(super) fn new(max: Duration) -> SpinPolicy {
+        SpinPolicy {
+            max,
+            recent_us: AtomicU64::new(0),
+        }
+    }
+
+    /// How long a caller that found nothing should spin now.
+    pub(super) fn budget(&self) -> Duration {
+        let recent = Duration::from_micros(self.recent_us.load(Ordering::Relaxed));
+        if recent <= self.max {
+            self.max
+        } else {
+            Duration::ZERO
+        }
+    }
+
+    /// A caller waited `waited` for its message (from finding nothing to getting it).
+    pub(super) fn note_wait(&self, waited: Duration) {
+        if self.max.is_zero() {
+            return;
+        }
+        let w = u64::try_from(waited.as_micros()).unwrap_or(u64::MAX);
+        // Racing updates may lose one sample: an average does not mind.
+        let old = self.recent_us.load(Ordering::Relaxed);
+        let new = old - old / 8 + w / 8;
+        self.recent_us.store(new, Ordering::Relaxed);
+    }
+}
+
+/// A waiting caller's bounded spell of driving the port itself.
+///
+/// Where the port thread parks holding the transport (no ready descriptor), a spell
+/// is announced to it ([`Shared::spinners`]): it stands by for the spell's length
+/// instead of spinning on the same locks, and is called back when the spell ends
+/// without a message (the caller then blocks and the port thread must drive again).
+pub(super) struct Spin<'a> {
+    shared: &'a Shared,
+    /// When the spell ends (`None`: no spell beyond the first turn).
+    until: Option<Clock>,
+    /// The first turn is always taken, even with a zero timeout (a non-blocking
+    /// receive still makes progress).
+    once: bool,
+    /// When the caller first found nothing (its wait is then noted on success).
+    empty_since: Option<Clock>,
+    /// Counted in `shared.spinners`.
+    announced: bool,
+}
+
+impl<'a> Spin<'a> {
+    pub(super) fn new(shared: &'a Shared, timeout: Option<Duration>) -> Spin<'a> {
+        let budget = shared.spin.budget();
+        let spin = timeout.map_or(budget, |t| t.min(budget));
+        let announced = !spin.is_zero() && shared.fdwait.is_none();
+        if announced && shared.spinners.fetch_add(1, Ordering::SeqCst) == 0 {
+            // A port thread parked in the transport holds it: make it let go.
+            if shared.parked.load(Ordering::SeqCst) {
+                shared.wake();
+            }
+        }
+        Spin {
+            shared,
+            until: (!spin.is_zero()).then(|| Clock::now() + spin),
+            once: true,
+            empty_since: None,
+            announced,
+        }
+    }
+
+    pub(super) fn active(&mut self) -> bool {
+        if self.once {
+            return true;
+        }
+        if self.until.is_some_and(|u| Clock::now() < u) {
+            return true;
+        }
+        // The spell is over and the caller will block: the port thread drives again.
+        if self.announced {
+            self.announced = false;
+            self.shared.spinners.fetch_sub(1, Ordering::SeqCst);
+            self.shared.call_port_thread();
+        }
+        false
+    }
+
+    /// The caller found nothing queued.
+    pub(super) fn found_nothing(&mut self) {
+        self.empty_since.get_or_insert_with(Clock::now);
+    }
+
+    /// The caller got its message: a wait, if it had to, counts in the policy.
+    pub(super) fn done(&self, shared: &Shared) {
+        if let Some(since) = self.empty_since {
+            shared.spin.note_wait(since.elapsed());
+        }
+    }
+
+    pub(super) fn turn(&mut self, shared: &Shared) {
+        self.once = false;
+        if let Some(r) = &shared.fdwait {
+            r.caller_active();
+        }
+        if shared.try_turn(true) != Some(true) {
+            // Nothing came in: let the thread that will send it run.
+            let before = Clock::now();
+            std::thread::yield_now();
+            if before.elapsed() >= YIELD_LOADED {
+                self.until = None;
+            }
+        }
+    }
+}
+
+impl Drop for Spin<'_> {
+    fn drop(&mut self) {
+        if self.announced {
+            // Done (a message, or an error): the port thread takes over at its next look.
+            self.shared.spinners.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+}
