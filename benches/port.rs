@@ -1,5 +1,8 @@
 //! Ports on the embedded fabric: request/response round trip, one-way
-//! throughput, and a 1 MiB RMPP transfer.
+//! throughput, and a 1 MiB RMPP transfer; beside them the floors on the same
+//! machine: the same MADs through the embedded fabric's own channels (crossbeam)
+//! with no engine and no port, one way on one thread and back and forth between
+//! two threads that spin as a waiting caller does.
 //!
 //! Run briefly: `cargo bench --bench port -- --warm-up-time 1 --measurement-time 2`
 
@@ -189,9 +192,62 @@ fn rmpp_1mib(c: &mut Criterion) {
     serve.join().unwrap();
 }
 
+/// The handoffs the ports' rows cannot beat: a 256-byte MAD through a crossbeam
+/// channel and back between two spinning threads; 1,000 of them into a channel and
+/// out on one thread.
+fn floor(c: &mut Criterion) {
+    let (to_b, at_b) = crossbeam_channel::unbounded::<[u8; 256]>();
+    let (to_a, at_a) = crossbeam_channel::unbounded::<[u8; 256]>();
+    let echo = thread::spawn(move || loop {
+        match at_b.try_recv() {
+            Ok(mut m) => {
+                m[3] = 0x81;
+                if to_a.send(m).is_err() {
+                    return;
+                }
+            }
+            Err(crossbeam_channel::TryRecvError::Empty) => thread::yield_now(),
+            Err(crossbeam_channel::TryRecvError::Disconnected) => return,
+        }
+    });
+    let mut tid = 0u64;
+    c.bench_function("port/floor_round_trip_channels", |bench| {
+        bench.iter(|| {
+            tid += 1;
+            to_b.send(mad(PERF, 1, 0x01, tid)).unwrap();
+            loop {
+                match at_a.try_recv() {
+                    Ok(m) => break m,
+                    Err(_) => thread::yield_now(),
+                }
+            }
+        })
+    });
+    drop(to_b);
+    echo.join().unwrap();
+    const BATCH: u64 = 1000;
+    let (tx, rx) = crossbeam_channel::unbounded::<[u8; 256]>();
+    let mut g = c.benchmark_group("port");
+    g.throughput(Throughput::Elements(BATCH));
+    g.bench_function("floor_one_way_channel_1000", |bench| {
+        bench.iter(|| {
+            for _ in 0..BATCH {
+                tid += 1;
+                tx.send(mad(PERF, 1, 0x03, tid)).unwrap();
+            }
+            let mut sum = 0u64;
+            for _ in 0..BATCH {
+                sum += u64::from(rx.recv().unwrap()[15]);
+            }
+            sum
+        })
+    });
+    g.finish();
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default().warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(2));
-    targets = round_trip, one_way, rmpp_1mib
+    targets = round_trip, one_way, rmpp_1mib, floor
 }
 criterion_main!(benches);
