@@ -241,8 +241,11 @@ pub(super) fn park(shared: &Shared, ready: &Ready, idle_limit: Option<Duration>)
         );
         // A turn elsewhere that moved the deadline before `planned` was published did
         // not wake us: look once more now that it is.
-        let deadline = earliest(deadline, next_deadline(shared));
-        if shared.lock().closed {
+        let (closed, deadline) = {
+            let core = shared.lock();
+            (core.closed, core.engine.poll_timeout())
+        };
+        if closed {
             ready.planned.store(0, Ordering::SeqCst);
             return;
         }
@@ -288,13 +291,6 @@ pub(super) fn park(shared: &Shared, ready: &Ready, idle_limit: Option<Duration>)
 
 fn next_deadline(shared: &Shared) -> Option<Instant> {
     shared.lock().engine.poll_timeout()
-}
-
-fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
-    match (a, b) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    }
 }
 
 /// poll(2)'s timeout for `t`, rounded up to whole milliseconds (`None`: no limit).

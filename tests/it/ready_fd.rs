@@ -15,11 +15,12 @@ use std::time::{Duration, Instant};
 
 use vmad::engine::{Event, RecvMeta, SendRequest, Transmit};
 use vmad::port::{Port, PortConfig};
-use vmad::transport::{Caps, LinkLayer, PortAttrs, Transport};
+use vmad::transport::{Caps, PortAttrs, Transport};
 use vmad::types::{MadAddr, Qp};
 use vmad::wire::MAD_SIZE;
 
 use crate::hostile::agent;
+use crate::test_transport::active_port;
 use crate::util::{be64, gmp_mad, gsi, PATIENCE};
 
 const PERF: u8 = 0x04;
@@ -39,24 +40,7 @@ fn link() -> (LinkEnd, LinkEnd) {
     a.set_nonblocking(true).unwrap();
     b.set_nonblocking(true).unwrap();
     let end = |sock, lid: u16| LinkEnd {
-        attrs: PortAttrs {
-            ca_name: format!("link{lid}"),
-            port_num: 1,
-            node_type: 1,
-            node_guid: u64::from(lid),
-            port_guid: u64::from(lid),
-            gid_prefix: 0,
-            lid,
-            lmc: 0,
-            sm_lid: 1,
-            sm_sl: 0,
-            state: 4,
-            phys_state: 5,
-            rate: 10,
-            capmask: 0,
-            pkeys: vec![0xffff],
-            link_layer: LinkLayer::InfiniBand,
-        },
+        attrs: active_port(&format!("link{lid}"), lid),
         sock,
     };
     (end(a, 1), end(b, 2))

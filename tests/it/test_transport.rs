@@ -9,6 +9,29 @@ use vmad::engine::{RecvMeta, Transmit};
 use vmad::transport::{Caps, LinkLayer, PortAttrs, Transport, Waker};
 use vmad::wire::MAD_SIZE;
 
+/// An active InfiniBand CA port 1 at `lid` (node and port GUID = `lid`, SM at LID 1),
+/// for the test transports.
+pub(crate) fn active_port(ca: &str, lid: u16) -> PortAttrs {
+    PortAttrs {
+        ca_name: ca.into(),
+        port_num: 1,
+        node_type: 1,
+        node_guid: u64::from(lid),
+        port_guid: u64::from(lid),
+        gid_prefix: 0,
+        lid,
+        lmc: 0,
+        sm_lid: 1,
+        sm_sl: 0,
+        state: 4,
+        phys_state: 5,
+        rate: 10,
+        capmask: 0,
+        pkeys: vec![0xffff],
+        link_layer: LinkLayer::InfiniBand,
+    }
+}
+
 /// A transport that carries nothing and fails for good once `kill` is sent.
 pub(crate) struct Mortal {
     attrs: PortAttrs,
@@ -22,24 +45,7 @@ pub(crate) struct Mortal {
 impl Mortal {
     pub(crate) fn new(ca: &str) -> (Mortal, Sender<()>) {
         let (tx, rx) = crossbeam_channel::unbounded();
-        let attrs = PortAttrs {
-            ca_name: ca.into(),
-            port_num: 1,
-            node_type: 1,
-            node_guid: 1,
-            port_guid: 1,
-            gid_prefix: 0,
-            lid: 1,
-            lmc: 0,
-            sm_lid: 1,
-            sm_sl: 0,
-            state: 4,
-            phys_state: 5,
-            rate: 10,
-            capmask: 0,
-            pkeys: vec![0xffff],
-            link_layer: LinkLayer::InfiniBand,
-        };
+        let attrs = active_port(ca, 1);
         let t = Mortal {
             attrs,
             kill: rx,

@@ -426,21 +426,15 @@ impl Transport for IbsimTransport {
         while n < max {
             if let Some(held) = self.backlog.pop_front() {
                 pkt[..REQUEST_LEN].copy_from_slice(&held);
-                self.heard = std::time::Instant::now();
-                let pkt = &mut pkt[..REQUEST_LEN];
-                if let Some(meta) = self.classify(pkt) {
-                    sink(meta, &pkt[32..]);
-                    n += 1;
+            } else {
+                match self.data.recv_now(&mut pkt) {
+                    Ok(REQUEST_LEN) => {}
+                    // A stray or truncated datagram: not ibsim's.
+                    Ok(_) => continue,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(e) => return Err(e),
                 }
-                continue;
-            }
-            match self.data.recv_now(&mut pkt) {
-                Ok(REQUEST_LEN) => {}
-                // A stray or truncated datagram: not ibsim's.
-                Ok(_) => continue,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
             }
             self.heard = std::time::Instant::now();
             let pkt = &mut pkt[..REQUEST_LEN];
