@@ -115,8 +115,8 @@ impl Engine {
         let pkt = mad::Packet::new_unchecked(&buf[..]);
         let (tid, class) = (pkt.tid(), u8::from(pkt.mgmt_class()));
         if let Some(txn_id) = self.txns.match_response(agent, tid, class, &meta.src) {
-            if let Some(txn) = self.finish_txn(now, txn_id) {
-                self.recycle(txn.mad);
+            if let Some(mad) = self.finish_txn(now, txn_id) {
+                self.recycle(mad);
             }
             self.deliver_answer(agent, meta.src, buf.to_vec());
             return;

@@ -13,6 +13,7 @@ use crate::wire::mad;
 use crate::wire::mad::MgmtClass;
 use crate::wire::{rmpp, MAD_SIZE};
 use crate::{Error, Result};
+use alloc::boxed::Box;
 
 impl Engine {
     pub(super) fn send_inner(
@@ -101,18 +102,38 @@ impl Engine {
         }
     }
 
-    /// Remove a finished request (answered, timed out) and let the backlog move.
-    pub(super) fn finish_txn(&mut self, now: Instant, txn_id: TxnId) -> Option<Txn> {
-        let txn = self
+    /// Remove a finished request (answered, timed out) and let the backlog
+    /// move; its MAD buffer, for the caller to recycle or drop.
+    pub(super) fn finish_txn(
+        &mut self,
+        now: Instant,
+        txn_id: TxnId,
+    ) -> Option<Box<[u8; MAD_SIZE]>> {
+        self.finish_txn_with(now, txn_id, |_| ())
+            .map(|(mad, ())| mad)
+    }
+
+    /// [`Engine::finish_txn`], with what `read` took from the request first.
+    #[inline]
+    fn finish_txn_with<R>(
+        &mut self,
+        now: Instant,
+        txn_id: TxnId,
+        read: impl FnOnce(&Txn) -> R,
+    ) -> Option<(Box<[u8; MAD_SIZE]>, R)> {
+        let rmpp_sends = &mut self.rmpp_sends;
+        let (done, r) = self
             .txns
-            .remove(&mut self.timers, &mut self.stats, txn_id)?;
-        if txn.rmpp.is_some() {
-            self.rmpp_sends.remove(&txn);
+            .finish(&mut self.timers, &mut self.stats, txn_id, |txn| {
+                if txn.rmpp.is_some() {
+                    rmpp_sends.remove(txn);
+                }
+                read(txn)
+            })?;
+        if let Some(next) = done.next {
+            self.admit(now, done.agent, next);
         }
-        if let Some(next) = self.txns.release(&txn, &mut self.stats) {
-            self.admit(now, txn.agent, next);
-        }
-        Some(txn)
+        Some((done.mad, r))
     }
 
     pub(super) fn transmit(&mut self, now: Instant, out: &mut [u8; MAD_SIZE]) -> Option<Transmit> {
@@ -186,14 +207,17 @@ impl Engine {
 
     /// Every attempt failed: report ETIMEDOUT with the header as sent.
     pub(super) fn time_out_txn(&mut self, now: Instant, txn_id: TxnId) {
-        if let Some(txn) = self.finish_txn(now, txn_id) {
-            self.stats.timeouts += 1;
+        let ended = self.finish_txn_with(now, txn_id, |txn| {
             let mut header = [0u8; mad::HEADER_LEN];
             header.copy_from_slice(&txn.mad[..mad::HEADER_LEN]);
-            self.recycle(txn.mad);
+            (txn.agent, txn.dest, header)
+        });
+        if let Some((mad, (agent, addr, header))) = ended {
+            self.stats.timeouts += 1;
+            self.recycle(mad);
             self.push_event(Event::SendTimedOut {
-                agent: txn.agent,
-                addr: txn.dest,
+                agent,
+                addr,
                 header,
             });
         }
