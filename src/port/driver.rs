@@ -5,7 +5,7 @@ use std::sync::PoisonError;
 use std::time::{Instant as Clock, SystemTime};
 
 use super::ready::{self, Ready};
-use super::{spin, Io, PortConfig, Shared};
+use super::{spin, Core, Io, PortConfig, Shared};
 use crate::pcap::Direction;
 use crate::time::Instant;
 
@@ -51,15 +51,19 @@ pub(super) fn turn(shared: &Shared, io: &mut Io, receive: bool) -> (bool, Option
 }
 
 fn turn_pass(shared: &Shared, io: &mut Io, receive: bool) -> (bool, Option<Instant>) {
-    let mut core = shared.lock();
-    if core.closed || core.failed.is_some() {
-        return (false, None);
+    {
+        let core = shared.lock();
+        if core.closed || core.failed.is_some() {
+            return (false, None);
+        }
     }
+    // The port's lock is taken per MAD and never held across the transport's system
+    // calls: a thread preempted in a send (the peer it wakes takes its core) would hold
+    // up every caller looking at its queue, a convoy of futex waits on a small machine.
     let now = shared.now();
-    let before = core.engine.pending_events();
-    let engine = &mut core.engine;
     let cap = &mut io.capture;
     let transport = &mut io.transport;
+    let mut queued = false;
     let received = if !receive {
         Ok(0)
     } else {
@@ -73,9 +77,13 @@ fn turn_pass(shared: &Shared, io: &mut Io, receive: bool) -> (bool, Option<Insta
                     mad,
                 );
             }
-            engine.handle_datagram(now, meta, mad)
+            let mut core = shared.lock();
+            let before = core.engine.pending_events();
+            core.engine.handle_datagram(now, meta, mad);
+            queued |= core.engine.pending_events() != before;
         })
     };
+    let mut core = shared.lock();
     let received = match received {
         Ok(n) => n,
         Err(e) if is_transient(&e) => 0,
@@ -85,6 +93,7 @@ fn turn_pass(shared: &Shared, io: &mut Io, receive: bool) -> (bool, Option<Insta
             return (false, None);
         }
     };
+    let before = core.engine.pending_events();
     let engine = &mut core.engine;
     transport.take_undelivered(&mut |header| engine.handle_undelivered(now, header));
     if transport.attrs_changed() {
@@ -93,11 +102,13 @@ fn turn_pass(shared: &Shared, io: &mut Io, receive: bool) -> (bool, Option<Insta
     if engine.poll_timeout().is_some_and(|t| t <= now) {
         engine.handle_timeout(now);
     }
+    queued |= core.engine.pending_events() != before;
+    drop(core);
     let mut sent = 0usize;
     let mut failed = None;
     loop {
         let more = transport.transmit(&mut |slot| {
-            let tx = engine.poll_transmit(now, slot);
+            let tx = shared.lock().engine.poll_transmit(now, slot);
             if let (Some(t), Some(c)) = (&tx, cap.as_mut()) {
                 c.record(
                     SystemTime::now(),
@@ -122,21 +133,29 @@ fn turn_pass(shared: &Shared, io: &mut Io, receive: bool) -> (bool, Option<Insta
             }
         }
     }
-    let deadline = engine.poll_timeout();
+    let mut core = shared.lock();
+    let deadline = core.engine.poll_timeout();
     if let Some(why) = failed {
         core.fail(why);
         shared.ready.notify_all();
         return (false, None);
     }
-    if core.engine.pending_events() != before {
-        core.settle();
-        // With a ready descriptor callers block on descriptors, which settle marks;
-        // nobody waits on the condition variable (and a notify is a system call).
-        if shared.fdwait.is_none() {
-            shared.ready.notify_all();
-        }
+    // Delivered after the sends: what a message's arrival queued (the ACK of an RMPP
+    // transfer's last segment) is on the wire before its receiver can close the port.
+    if queued || core.engine.pending_events() != 0 {
+        settle(shared, &mut core);
     }
     (received + sent > 0, deadline)
+}
+
+/// Hand the engine's new events to the opens and tell their waiters.
+fn settle(shared: &Shared, core: &mut Core) {
+    core.settle();
+    // With a ready descriptor callers block on descriptors, which settle marks;
+    // nobody waits on the condition variable (and a notify is a system call).
+    if shared.fdwait.is_none() {
+        shared.ready.notify_all();
+    }
 }
 
 /// The port thread.

@@ -229,6 +229,25 @@ impl Shared {
         }
     }
 
+    /// A turn with a receive, for a caller that waits for a message: with a ready
+    /// descriptor it waits for the I/O lock instead of leaving its turn to the holder,
+    /// as it has nothing else to do; left to the holder, it would poll a descriptor
+    /// that stays readable until the holder reads it (one poll(2) after another: on
+    /// OpenSM's sweep, nearly two per MAD). Else as [`Shared::try_turn`].
+    fn receiver_turn(&self) -> Option<bool> {
+        let Some(r) = &self.fdwait else {
+            return self.try_turn(true);
+        };
+        let (worked, deadline) = {
+            let mut io = self.io.lock().unwrap_or_else(PoisonError::into_inner);
+            r.take_asked();
+            turn(self, io.as_mut()?, true)
+        };
+        r.deadline_moved(deadline);
+        self.turn_if_asked();
+        Some(worked)
+    }
+
     /// Run one turn on the calling thread if the I/O lock is free. `None`: it was not
     /// (or the transport is gone); else whether the turn did any work.
     ///
@@ -797,7 +816,7 @@ impl Port {
         let readable = guard.wait(left)?;
         drop(guard);
         if readable {
-            self.shared.try_turn(true);
+            self.shared.receiver_turn();
         }
         self.open_core()
     }

@@ -235,10 +235,16 @@ pub(super) fn park(shared: &Shared, ready: &Ready, idle_limit: Option<Duration>)
     let started = std::time::Instant::now();
     loop {
         let deadline = next_deadline(shared);
-        ready.planned.store(
-            deadline.map_or(u64::MAX, |t| t.as_micros().max(1)),
-            Ordering::SeqCst,
-        );
+        let watch = !ready.callers_read() || ready.watched.load(Ordering::SeqCst);
+        // While callers read the transport this thread looks again every CALLER_GRACE
+        // anyway: a later deadline needs no wake (a send arming a request's timer would
+        // otherwise wake it, for nothing, at nearly every MAD of a lightly loaded port).
+        let mut planned = deadline.map_or(u64::MAX, |t| t.as_micros().max(1));
+        if !watch {
+            let grace = shared.now() + CALLER_GRACE;
+            planned = planned.min(grace.as_micros().max(1));
+        }
+        ready.planned.store(planned, Ordering::SeqCst);
         // A turn elsewhere that moved the deadline before `planned` was published did
         // not wake us: look once more now that it is.
         let (closed, deadline) = {
@@ -249,7 +255,6 @@ pub(super) fn park(shared: &Shared, ready: &Ready, idle_limit: Option<Duration>)
             ready.planned.store(0, Ordering::SeqCst);
             return;
         }
-        let watch = !ready.callers_read() || ready.watched.load(Ordering::SeqCst);
         // Real time to wait: to the engine's deadline on the port's clock (a virtual
         // clock says none: it runs the port itself), and the transport's idle limit.
         let idle_left = idle_limit.map(|l| l.saturating_sub(started.elapsed()));

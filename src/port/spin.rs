@@ -135,8 +135,9 @@ impl<'a> Spin<'a> {
         if let Some(r) = &shared.fdwait {
             r.caller_active();
         }
-        if shared.try_turn(true) != Some(true) {
-            // Nothing came in: let the thread that will send it run.
+        // Nothing came in: while spinning, let the thread that will send it run (a
+        // caller that will block next has no use for the yield).
+        if shared.receiver_turn() != Some(true) && self.until.is_some() {
             let before = Clock::now();
             std::thread::yield_now();
             if before.elapsed() >= YIELD_LOADED {
