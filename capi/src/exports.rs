@@ -97,6 +97,7 @@ export! {
 export! {
     hidden:
     vmad_capi_recv_nb => ports::recv_nonblocking,
+    vmad_capi_recv_before_wait => ports::recv_before_wait,
     vmad_capi_poll_nb => ports::poll_nonblocking,
     vmad_capi_wait_begin => waiting::wait_begin,
     vmad_capi_wait_end => waiting::wait_end,

@@ -311,6 +311,28 @@ pub extern "C" fn recv_nonblocking(
     umad_buf: *mut c_void,
     length: *mut c_int,
 ) -> c_int {
+    recv_into(portid, umad_buf, length, |id, buf, cap| {
+        umad::recv(id, buf, cap, 0)
+    })
+}
+
+/// [`recv_nonblocking`] before the caller polls the port's descriptors: the turn it
+/// runs does not read a transport that has a descriptor of its own (the poll tells
+/// whether that is worth a system call; see `umad::recv_before_wait`).
+pub extern "C" fn recv_before_wait(
+    portid: c_int,
+    umad_buf: *mut c_void,
+    length: *mut c_int,
+) -> c_int {
+    recv_into(portid, umad_buf, length, umad::recv_before_wait)
+}
+
+fn recv_into(
+    portid: c_int,
+    umad_buf: *mut c_void,
+    length: *mut c_int,
+    receive: impl FnOnce(PortId, &mut [u8], &mut usize) -> vmad::Result<AgentId>,
+) -> c_int {
     if umad_buf.is_null() || length.is_null() {
         return fail(&Error::InvalidArgument("NULL buffer or length"));
     }
@@ -323,7 +345,7 @@ pub extern "C" fn recv_nonblocking(
         // SAFETY: the caller's buffer holds umad_size() + *length bytes (the man page's rule).
         let buf =
             unsafe { core::slice::from_raw_parts_mut(umad_buf.cast::<u8>(), HEADER_SIZE + cap) };
-        let r = umad::recv(port_id(portid), buf, &mut cap, 0);
+        let r = receive(port_id(portid), buf, &mut cap);
         let out = c_int::try_from(cap).unwrap_or(c_int::MAX);
         match r {
             Ok(AgentId(id)) => {

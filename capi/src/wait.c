@@ -8,7 +8,9 @@
  *
  * The Rust side (hidden symbols, not exported): vmad_capi_recv_nb is umad_recv with a
  * zero timeout (every check, the ENOSPC protocol, errno; it runs one turn of the port),
- * vmad_capi_poll_nb is umad_poll with a zero timeout (one turn of the port, then 0,
+ * vmad_capi_recv_before_wait is the same for a caller about to poll (its turn does not
+ * read a transport that has a descriptor of its own: the poll says whether a read would
+ * find anything), vmad_capi_poll_nb is umad_poll with a zero timeout (one turn of the port, then 0,
  * -ETIMEDOUT or -EIO). vmad_capi_wait_begin gives the descriptors to poll: the open's,
  * which polls readable exactly while a message is queued (or once the port's transport
  * has failed: then both calls return -EIO), and the transport's own where it has one
@@ -25,6 +27,7 @@
 #include <time.h>
 
 int vmad_capi_recv_nb(int portid, void *umad, int *length);
+int vmad_capi_recv_before_wait(int portid, void *umad, int *length);
 int vmad_capi_poll_nb(int portid);
 void *vmad_capi_wait_begin(int portid, int fds[2]);
 void vmad_capi_wait_end(void *token);
@@ -112,9 +115,18 @@ int umad_recv(int portid, void *umad, int *length, int timeout_ms)
 	 * each wait is reported to it.
 	 */
 	long long empty_since = 0, spin_until = -1;
+	/*
+	 * Whether this attempt reads the transport. Not before a poll(2) of the transport's
+	 * descriptor (which tells whether a read would find anything), only right after it
+	 * turned readable, and while spinning; always with a zero timeout.
+	 */
+	int read = timeout_ms == 0;
 
 	for (;;) {
-		int r = vmad_capi_recv_nb(portid, umad, length);
+		int r = read ? vmad_capi_recv_nb(portid, umad, length)
+			     : vmad_capi_recv_before_wait(portid, umad, length);
+
+		read = 0;
 
 		if (r != -EWOULDBLOCK || timeout_ms == 0) {
 			if (empty_since && r >= 0)
@@ -133,6 +145,7 @@ int umad_recv(int portid, void *umad, int *length, int timeout_ms)
 			sched_yield();
 			if (now_us() - before >= YIELD_LOADED_US)
 				spin_until = 0;
+			read = 1;
 			continue;
 		}
 		spin_until = 0;
@@ -147,6 +160,7 @@ int umad_recv(int portid, void *umad, int *length, int timeout_ms)
 			errno = -w;
 			return w;
 		}
+		read = 1;
 	}
 }
 

@@ -525,11 +525,33 @@ impl Port {
     pub fn recv_with<R>(
         &self,
         timeout: Option<Duration>,
+        take: impl FnMut(&Event) -> Result<R>,
+    ) -> Result<R> {
+        self.recv_inner(timeout, timeout != Some(Duration::ZERO), take)
+    }
+
+    /// [`Port::recv_with`] with a zero timeout, for a caller that, finding nothing,
+    /// will wait on the descriptors [`Port::begin_wait`] gives (the C library's
+    /// blocking `umad_recv`): where the transport has a descriptor of its own, its
+    /// turn sends but does not read the transport, as the poll(2) that follows tells
+    /// whether a read would find anything (a read that finds nothing is a system call
+    /// per message for nothing).
+    ///
+    /// # Errors
+    /// As [`Port::recv_with`] with a zero timeout.
+    pub fn recv_before_wait_with<R>(&self, take: impl FnMut(&Event) -> Result<R>) -> Result<R> {
+        self.recv_inner(Some(Duration::ZERO), true, take)
+    }
+
+    fn recv_inner<R>(
+        &self,
+        timeout: Option<Duration>,
+        will_wait: bool,
         mut take: impl FnMut(&Event) -> Result<R>,
     ) -> Result<R> {
         // On the port's clock, so that a virtual one moves callers' timeouts too.
         let deadline = timeout.map(|t| self.shared.now() + t);
-        let mut spin = Spin::new(&self.shared, timeout);
+        let mut spin = Spin::new(&self.shared, timeout, will_wait);
         let mut core = self.open_core()?;
         loop {
             core.settle();
@@ -575,7 +597,7 @@ impl Port {
     pub fn poll(&self, timeout: Option<Duration>) -> Result<()> {
         // On the port's clock, so that a virtual one moves callers' timeouts too.
         let deadline = timeout.map(|t| self.shared.now() + t);
-        let mut spin = Spin::new(&self.shared, timeout);
+        let mut spin = Spin::new(&self.shared, timeout, timeout != Some(Duration::ZERO));
         let mut core = self.open_core()?;
         loop {
             core.settle();

@@ -568,6 +568,31 @@ fn write_message(umad: &mut [u8], agent: AgentId, status: u32, addr: &MadAddr, d
 /// message stays queued; EWOULDBLOCK (timeout 0) when nothing is queued; ETIMEDOUT when a
 /// positive timeout passes.
 pub fn recv(id: PortId, umad: &mut [u8], length: &mut usize, timeout_ms: i32) -> Result<AgentId> {
+    recv_on(id, umad, length, |handle, take| {
+        handle.recv_with(timeout_of(timeout_ms), take)
+    })
+}
+
+/// [`recv`] with a zero timeout for a caller that, finding nothing, polls the
+/// descriptors of [`Port::begin_wait`](crate::port::Port::begin_wait) (the drop-in's
+/// blocking `umad_recv`): see [`Port::recv_before_wait_with`](crate::port::Port::recv_before_wait_with).
+///
+/// # Errors
+/// As [`recv`] with a zero timeout.
+pub fn recv_before_wait(id: PortId, umad: &mut [u8], length: &mut usize) -> Result<AgentId> {
+    recv_on(id, umad, length, |handle, take| {
+        handle.recv_before_wait_with(take)
+    })
+}
+
+type Taken = Result<(AgentId, usize)>;
+
+fn recv_on(
+    id: PortId,
+    umad: &mut [u8],
+    length: &mut usize,
+    receive: impl FnOnce(&Port, &mut dyn FnMut(&Event) -> Taken) -> Taken,
+) -> Result<AgentId> {
     let handle = port(id)?;
     if *length < MAD_SIZE {
         return Err(Error::InvalidArgument("*length must be at least 256"));
@@ -577,7 +602,7 @@ pub fn recv(id: PortId, umad: &mut [u8], length: &mut usize, timeout_ms: i32) ->
     }
     let cap = *length;
     let buf = &mut umad[..HEADER_LEN + cap];
-    let got = handle.recv_with(timeout_of(timeout_ms), |event| match event {
+    let got = receive(&handle, &mut |event| match event {
         Event::Recv { agent, addr, mad } => {
             write_message(buf, *agent, 0, addr, mad);
             if mad.len() > cap {
