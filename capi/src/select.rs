@@ -3,7 +3,7 @@
 //!
 //! | `VMAD_TRANSPORT` | CAs |
 //! |---|---|
-//! | unset | the host's CAs when `/sys/class/infiniband` lists any: as `hybrid` where built in and the process has CAP_NET_RAW, else as `kernel`; otherwise the embedded fabric (as `sim`) |
+//! | unset | the host's CAs when `/sys/class/infiniband` lists any: as `hybrid` where built in and the GSI Q_Key is permitted (CAP_NET_RAW, or the kernel allows it on a probe QP: `privileged-qkey on`), else as `kernel`; otherwise the embedded fabric (as `sim`) |
 //! | `kernel` | the host's CAs (`rxe0`, `mlx5_0`, …) through `/dev/infiniband/umadN`, QP0 where the port has one; vmad's engine does RMPP, timeouts and retries (`vmad::transport::kernel`). Not in a library built with `--no-default-features` |
 //! | `hybrid` | the host's CAs, each port over two paths (`vmad::transport::hybrid`): GMPs this process sends as a client over vmad's own UD QP (verbs), SMPs and what must arrive at QP1 through the kernel. Only in a library built with the `hybrid` feature; needs CAP_NET_RAW (or `privileged-qkey on`) |
 //! | `sim` | the embedded fabric, a managed subnet: `vmadsim0` (LID 1, the SM) and `vmadsim1` (LID 2) on switch `vmadsw0` (LID 3); `VMAD_SIM_FAULTS="loss=0.1,dup=0.05,reorder=0.1,corrupt=0,delay_us=0,seed=7"` injects faults on both directions |
@@ -140,14 +140,14 @@ fn select_kernel(why: &str) -> Result<(Selected, String)> {
 /// GSI Q_Key is permitted, else kernel; the reason says which and why.
 #[cfg(feature = "hybrid")]
 fn select_host(cas: &[String]) -> Result<(Selected, String)> {
-    if vmad::transport::hybrid::gsi_qkey_permitted() {
-        return select_hybrid(&format!(
-            "VMAD_TRANSPORT unset, the host has CAs {cas:?} and this process has CAP_NET_RAW (the GSI Q_Key on its own UD QP)"
-        ));
+    match vmad::transport::hybrid::gsi_qkey_permission(&cas[0]) {
+        Ok(how) => select_hybrid(&format!(
+            "VMAD_TRANSPORT unset, the host has CAs {cas:?} and the GSI Q_Key on vmad's own UD QP is permitted: {how}"
+        )),
+        Err(e) => select_kernel(&format!(
+            "VMAD_TRANSPORT unset and the host has CAs {cas:?}; not hybrid: {e}"
+        )),
     }
-    select_kernel(&format!(
-        "VMAD_TRANSPORT unset and the host has CAs {cas:?}; not hybrid: no CAP_NET_RAW for the GSI Q_Key (privileged-qkey is not read; set VMAD_TRANSPORT=hybrid to try it)"
-    ))
 }
 
 #[cfg(all(feature = "kernel", not(feature = "hybrid")))]

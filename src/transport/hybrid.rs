@@ -369,11 +369,39 @@ pub fn register_host_cas() -> Result<Vec<String>> {
     Ok(names)
 }
 
-/// Whether this process may set the GSI Q_Key on its own UD QP: it holds
-/// CAP_NET_RAW (effective). `rdma system set privileged-qkey on` also permits
-/// it, but is read only through RDMA netlink, which vmad does not speak: without
-/// the capability this says `false`, and an explicit `hybrid` still tries.
-pub fn gsi_qkey_permitted() -> bool {
+/// Whether this process may set the GSI Q_Key (0x80010000) on its own UD QP on
+/// `ca`, and why: `Ok` with the reason, or the kernel's refusal.
+///
+/// With CAP_NET_RAW (effective) it may. Without it the kernel may still allow it
+/// (`rdma system set privileged-qkey on`, Linux 6.7 and later): that setting lives
+/// in RDMA netlink, which vmad does not speak, so vmad asks the kernel itself. It
+/// opens a throw-away UD QP on `ca` and sets the Q_Key, the same `ibv_modify_qp`
+/// the hybrid transport makes; the kernel's answer covers whatever policy it
+/// applies.
+///
+/// # Errors
+/// [`Error::NotPermitted`] (EPERM) when the kernel refuses the Q_Key; any other
+/// error of [`VerbsTransport::open`] when the probe could not ask (no such device,
+/// no usable GID, RLIMIT_MEMLOCK).
+pub fn gsi_qkey_permission(ca: &str) -> Result<&'static str> {
+    if has_cap_net_raw() {
+        return Ok("this process has CAP_NET_RAW");
+    }
+    let probe = VerbsConfig {
+        device: Some(ca.to_owned()),
+        recv_slots: 1,
+        send_slots: 1,
+        poll_batch: 1,
+        repost_batch: 1,
+        send_batch: 1,
+        ..VerbsConfig::default()
+    };
+    VerbsTransport::open(probe)
+        .map(|_| "the kernel allowed it on a probe QP without CAP_NET_RAW (privileged-qkey on)")
+}
+
+/// Whether CAP_NET_RAW is in this process's effective set.
+fn has_cap_net_raw() -> bool {
     const CAP_NET_RAW: u32 = 13;
     let Ok(status) = std::fs::read_to_string("/proc/self/status") else {
         return false;
@@ -437,6 +465,6 @@ mod tests {
         let status = std::fs::read_to_string("/proc/self/status").unwrap();
         let eff = status.lines().find(|l| l.starts_with("CapEff:")).unwrap();
         let bits = u64::from_str_radix(eff[7..].trim(), 16).unwrap();
-        assert_eq!(gsi_qkey_permitted(), bits & (1 << 13) != 0);
+        assert_eq!(has_cap_net_raw(), bits & (1 << 13) != 0);
     }
 }

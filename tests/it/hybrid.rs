@@ -43,6 +43,32 @@ fn hybrid_pingpong_dropin_client_default_to_classic_agent() {
     );
 }
 
+/// Without CAP_NET_RAW the default asks the kernel (a probe QP with the GSI
+/// Q_Key): the VM's 6.1 kernel has no `privileged-qkey` and refuses, so the
+/// drop-in takes the kernel transport and says why. (Where `privileged-qkey on`
+/// lets the probe through, the same path selects hybrid: not testable on 6.1.)
+#[test]
+#[ignore = "needs the rxe VM: run by scripts/rxe-test"]
+fn hybrid_default_without_cap_net_raw_probes_the_qkey_and_takes_kernel() {
+    let _g = serial();
+    let classic = super::kernel::run(Lib::Classic, "ca_dump", &[]);
+    let out = super::kernel::run(Lib::HybridDefaultWithoutNetRaw, "ca_dump", &[]);
+    assert!(out.status.success());
+    announced(
+        &out,
+        "vmad: transport kernel: VMAD_TRANSPORT unset and the host has CAs",
+    );
+    announced(
+        &out,
+        "not hybrid: not permitted: the kernel refused the controlled Q_Key",
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&classic.stdout),
+        "the kernel transport lists the CAs as libibumad does"
+    );
+}
+
 #[test]
 #[ignore = "needs the rxe VM: run by scripts/rxe-test"]
 fn hybrid_pingpong_classic_client_to_dropin_agent() {

@@ -36,18 +36,31 @@ pub(crate) enum Lib {
     /// vmad's drop-in built with the `hybrid` feature, `VMAD_TRANSPORT=hybrid`.
     #[cfg_attr(not(feature = "verbs"), allow(dead_code))]
     Hybrid,
+    /// As `HybridDefault`, the program run without CAP_NET_RAW (setpriv), on a
+    /// kernel without `privileged-qkey` (the VM's 6.1).
+    #[cfg_attr(not(feature = "verbs"), allow(dead_code))]
+    HybridDefaultWithoutNetRaw,
 }
 
 fn dropin_dir(lib: Lib) -> PathBuf {
     match lib {
-        Lib::HybridDefault | Lib::Hybrid => PathBuf::from(fixture("vmad-hybrid-lib")),
+        Lib::HybridDefault | Lib::Hybrid | Lib::HybridDefaultWithoutNetRaw => {
+            PathBuf::from(fixture("vmad-hybrid-lib"))
+        }
         _ => PathBuf::from(fixture("vmad-lib")),
     }
 }
 
 /// A fixture command on `lib`.
 pub(crate) fn on(lib: Lib, program: &str) -> Command {
-    let mut cmd = Command::new(fixture(program));
+    let mut cmd = if lib == Lib::HybridDefaultWithoutNetRaw {
+        let mut c = Command::new("setpriv");
+        c.args(["--bounding-set=-net_raw", "--inh-caps=-net_raw", "--"])
+            .arg(fixture(program));
+        c
+    } else {
+        Command::new(fixture(program))
+    };
     cmd.env_remove("VMAD_TRANSPORT")
         .env_remove("LD_LIBRARY_PATH");
     if lib != Lib::Classic {
