@@ -49,7 +49,7 @@ mod sm_role;
 
 use std::collections::BTreeMap;
 use std::os::fd::RawFd;
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Duration;
 
 pub use buf::{
@@ -102,7 +102,9 @@ struct Table {
 /// What a [`Umad`] handle shares: its registry, its open ports and its SM roles.
 struct Inner {
     registry: Arc<Registry>,
-    ports: Mutex<Table>,
+    /// Read on every call (a sender's and a receiver's at once, on OpenSM), written
+    /// only by open and close.
+    ports: RwLock<Table>,
     /// Serializes opens, so that two threads opening one port share it.
     opening: Mutex<()>,
     roles: sm_role::Roles,
@@ -121,7 +123,7 @@ impl core::fmt::Debug for Umad {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("Umad")
             .field("registry", &self.0.registry)
-            .field("open", &self.ports().open.len())
+            .field("open", &self.ports_read().open.len())
             .finish()
     }
 }
@@ -131,7 +133,7 @@ impl Umad {
     pub fn new(registry: Arc<Registry>) -> Umad {
         Umad(Arc::new(Inner {
             registry,
-            ports: Mutex::new(Table {
+            ports: RwLock::new(Table {
                 next: 1,
                 open: BTreeMap::new(),
             }),
@@ -152,8 +154,12 @@ impl Umad {
         &self.0.registry
     }
 
-    fn ports(&self) -> MutexGuard<'_, Table> {
-        self.0.ports.lock().unwrap_or_else(PoisonError::into_inner)
+    fn ports(&self) -> RwLockWriteGuard<'_, Table> {
+        self.0.ports.write().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn ports_read(&self) -> RwLockReadGuard<'_, Table> {
+        self.0.ports.read().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The CA `ca` names, or for `""` the first registered CA.
@@ -274,7 +280,7 @@ impl Umad {
     /// # Errors
     /// EINVAL if `id` is not open.
     pub fn port(&self, id: PortId) -> Result<Arc<Port>> {
-        self.ports()
+        self.ports_read()
             .open
             .get(&id.0)
             .cloned()
@@ -294,7 +300,7 @@ impl Umad {
 
     /// The open port of CA port `key` ((CA name, port number)), if any.
     fn open_on(&self, ca: &str, port_num: u8) -> Option<Arc<Port>> {
-        self.ports()
+        self.ports_read()
             .open
             .values()
             .find(|p| {
