@@ -84,6 +84,12 @@ pub(super) struct Spin<'a> {
     /// transport's descriptor next (and does not spin): the poll tells whether a read
     /// would find anything, one system call fewer per message.
     read_first: bool,
+    /// The caller will not wait (a zero timeout): a turn that found the transport
+    /// held yields once, so that the holder (the port thread, mid-turn) can hand
+    /// over what it is receiving before the caller looks again. A caller that will
+    /// wait has no use for the yield (it blocks next), and on a busy machine it costs
+    /// a context switch per MAD.
+    will_wait: bool,
 }
 
 impl<'a> Spin<'a> {
@@ -105,6 +111,7 @@ impl<'a> Spin<'a> {
             empty_since: None,
             announced,
             read_first: !(will_wait && spin.is_zero() && shared.fdwait.is_some()),
+            will_wait,
         }
     }
 
@@ -145,9 +152,9 @@ impl<'a> Spin<'a> {
         if let Some(r) = &shared.fdwait {
             r.caller_active();
         }
-        // Nothing came in: while spinning, let the thread that will send it run (a
-        // caller that will block next has no use for the yield).
-        if shared.receiver_turn() != Some(true) && self.until.is_some() {
+        // Nothing came in: while spinning, let the thread that will send it run, and
+        // once for a caller that will not wait (see `will_wait`).
+        if shared.receiver_turn() != Some(true) && (self.until.is_some() || !self.will_wait) {
             let before = Clock::now();
             std::thread::yield_now();
             if before.elapsed() >= YIELD_LOADED {
