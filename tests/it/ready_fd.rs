@@ -2,10 +2,11 @@
 //! and the kernel's are: a link of two transports over a pair of unix datagram
 //! sockets, so each side's descriptor polls readable exactly when a MAD waits. The
 //! tests check what the port promises there: a caller waiting in receive reads the
-//! transport itself, the port thread reads it when nobody waits (a peer that is never
+//! transport itself (only once the descriptor says there is something to read), the port thread reads it when nobody waits (a peer that is never
 //! read stalls), closing or failing the port ends a blocked receive, timers still fire
 //! while a caller waits, and a descriptor handed out by `Port::fd` stays truthful.
 
+use std::cell::Cell;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::net::UnixDatagram;
@@ -28,6 +29,11 @@ const GET: u8 = 0x01;
 const GET_RESP: u8 = 0x81;
 /// A datagram: the sender's LID (2 bytes), then the MAD.
 const FRAME: usize = 2 + MAD_SIZE;
+
+thread_local! {
+    /// Reads of a link's socket made on this thread.
+    static READS: Cell<usize> = const { Cell::new(0) };
+}
 
 /// One end of the link: QP1 only, LID `lid`; the other end is the only peer.
 struct LinkEnd {
@@ -63,6 +69,7 @@ impl Transport for LinkEnd {
         max: usize,
         sink: &mut dyn FnMut(RecvMeta, &[u8]),
     ) -> io::Result<usize> {
+        READS.with(|r| r.set(r.get() + 1));
         let mut n = 0;
         let mut frame = [0u8; FRAME];
         while n < max {
@@ -193,6 +200,29 @@ fn requests_and_answers_cross_ports_that_wait_on_the_descriptor() {
     }
     server.join().unwrap();
     assert_eq!(a.stats().received, 200);
+}
+
+/// The drop-in's blocking `umad_recv` looks for a message before it polls the
+/// descriptors: that turn does not read the transport (the poll says whether a read
+/// would find anything), while a zero-timeout receive reads it itself.
+#[test]
+fn a_receive_before_a_wait_leaves_the_transport_to_the_poll() {
+    let (a, _b) = ports();
+    let reads = || READS.with(Cell::get);
+    let before = reads();
+    let r = a.recv_before_wait_with(|e| Ok(e.clone()));
+    assert!(matches!(r, Err(vmad::Error::WouldBlock)), "{r:?}");
+    assert_eq!(
+        reads(),
+        before,
+        "no read of the transport on the caller's thread"
+    );
+    let r = a.recv_with(Some(Duration::ZERO), |e| Ok(e.clone()));
+    assert!(matches!(r, Err(vmad::Error::WouldBlock)), "{r:?}");
+    assert!(
+        reads() > before,
+        "a zero-timeout receive reads the transport itself"
+    );
 }
 
 #[test]
