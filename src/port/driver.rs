@@ -63,7 +63,6 @@ fn turn_pass(shared: &Shared, io: &mut Io, receive: bool) -> (bool, Option<Insta
     let now = shared.now();
     let cap = &mut io.capture;
     let transport = &mut io.transport;
-    let mut queued = false;
     let received = if !receive {
         Ok(0)
     } else {
@@ -77,10 +76,7 @@ fn turn_pass(shared: &Shared, io: &mut Io, receive: bool) -> (bool, Option<Insta
                     mad,
                 );
             }
-            let mut core = shared.lock();
-            let before = core.engine.pending_events();
-            core.engine.handle_datagram(now, meta, mad);
-            queued |= core.engine.pending_events() != before;
+            shared.lock().engine.handle_datagram(now, meta, mad);
         })
     };
     let mut core = shared.lock();
@@ -93,7 +89,6 @@ fn turn_pass(shared: &Shared, io: &mut Io, receive: bool) -> (bool, Option<Insta
             return (false, None);
         }
     };
-    let before = core.engine.pending_events();
     let engine = &mut core.engine;
     transport.take_undelivered(&mut |header| engine.handle_undelivered(now, header));
     if transport.attrs_changed() {
@@ -102,7 +97,6 @@ fn turn_pass(shared: &Shared, io: &mut Io, receive: bool) -> (bool, Option<Insta
     if engine.poll_timeout().is_some_and(|t| t <= now) {
         engine.handle_timeout(now);
     }
-    queued |= core.engine.pending_events() != before;
     drop(core);
     let mut sent = 0usize;
     let mut failed = None;
@@ -142,7 +136,8 @@ fn turn_pass(shared: &Shared, io: &mut Io, receive: bool) -> (bool, Option<Insta
     }
     // Delivered after the sends: what a message's arrival queued (the ACK of an RMPP
     // transfer's last segment) is on the wire before its receiver can close the port.
-    if queued || core.engine.pending_events() != 0 {
+    // (What another thread's turn settled meanwhile it has told its waiters about.)
+    if core.engine.pending_events() != 0 {
         settle(shared, &mut core);
     }
     (received + sent > 0, deadline)

@@ -549,6 +549,23 @@ impl Port {
         will_wait: bool,
         mut take: impl FnMut(&Event) -> Result<R>,
     ) -> Result<R> {
+        self.wait_queued(timeout, will_wait, |open| {
+            let taken = take(open.queue.front()?);
+            if taken.is_ok() {
+                open.queue.pop_front();
+            }
+            Some(taken)
+        })
+    }
+
+    /// Run turns, spin and block until `found` says what this open's queue gives (the
+    /// one loop of receive and poll); `timeout` and the errors as [`Port::recv_with`].
+    fn wait_queued<R>(
+        &self,
+        timeout: Option<Duration>,
+        will_wait: bool,
+        mut found: impl FnMut(&mut Open) -> Option<Result<R>>,
+    ) -> Result<R> {
         // On the port's clock, so that a virtual one moves callers' timeouts too.
         let deadline = timeout.map(|t| self.shared.now() + t);
         let mut spin = Spin::new(&self.shared, timeout, will_wait);
@@ -556,12 +573,11 @@ impl Port {
         loop {
             core.settle();
             let open = core.opens.get_mut(&self.key).ok_or(Error::InvalidPort)?;
-            if let Some(event) = open.queue.front() {
-                let taken = take(event)?;
-                open.queue.pop_front();
+            if let Some(got) = found(open) {
+                let got = got?;
                 core.settle();
                 spin.done(&self.shared);
-                return Ok(taken);
+                return Ok(got);
             }
             if let Some(e) = core.failure() {
                 return Err(e);
@@ -595,33 +611,11 @@ impl Port {
     /// ETIMEDOUT if none is queued within `timeout` (at once when zero); EINVAL if the
     /// open is (or gets) closed; EIO when nothing is queued and the transport has failed.
     pub fn poll(&self, timeout: Option<Duration>) -> Result<()> {
-        // On the port's clock, so that a virtual one moves callers' timeouts too.
-        let deadline = timeout.map(|t| self.shared.now() + t);
-        let mut spin = Spin::new(&self.shared, timeout, timeout != Some(Duration::ZERO));
-        let mut core = self.open_core()?;
-        loop {
-            core.settle();
-            let open = core.opens.get(&self.key).ok_or(Error::InvalidPort)?;
-            if !open.queue.is_empty() {
-                spin.done(&self.shared);
-                return Ok(());
-            }
-            if let Some(e) = core.failure() {
-                return Err(e);
-            }
-            if timeout != Some(Duration::ZERO) {
-                spin.found_nothing();
-            }
-            if spin.active() {
-                drop(core);
-                spin.turn(&self.shared);
-                core = self.open_core()?;
-                continue;
-            }
-            core = match self.block(core, timeout, deadline) {
-                Err(Error::WouldBlock) => return Err(Error::TimedOut),
-                other => other?,
-            };
+        let will_wait = timeout != Some(Duration::ZERO);
+        let queued = |open: &mut Open| (!open.queue.is_empty()).then_some(Ok(()));
+        match self.wait_queued(timeout, will_wait, queued) {
+            Err(Error::WouldBlock) => Err(Error::TimedOut),
+            other => other,
         }
     }
 

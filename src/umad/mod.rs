@@ -154,7 +154,7 @@ impl Umad {
         &self.0.registry
     }
 
-    fn ports(&self) -> RwLockWriteGuard<'_, Table> {
+    fn ports_mut(&self) -> RwLockWriteGuard<'_, Table> {
         self.0.ports.write().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -240,7 +240,7 @@ impl Umad {
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         let existing = self
-            .ports()
+            .ports_read()
             .open
             .values()
             .find(|p| {
@@ -256,7 +256,7 @@ impl Umad {
             }
         };
         self.0.roles.opened(&handle);
-        let mut table = self.ports();
+        let mut table = self.ports_mut();
         if table.next == i32::MAX {
             return Err(Error::LimitReached("port ids exhausted"));
         }
@@ -293,7 +293,11 @@ impl Umad {
     /// # Errors
     /// EINVAL if `id` is not open.
     pub fn close_port(&self, id: PortId) -> Result<()> {
-        let handle = self.ports().open.remove(&id.0).ok_or(Error::InvalidPort)?;
+        let handle = self
+            .ports_mut()
+            .open
+            .remove(&id.0)
+            .ok_or(Error::InvalidPort)?;
         handle.close();
         Ok(())
     }
