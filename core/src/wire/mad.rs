@@ -58,21 +58,25 @@ enum_with_unknown! {
 
 impl MgmtClass {
     /// Subnet management classes go to QP0; everything else to QP1.
+    #[inline]
     pub fn is_smp(self) -> bool {
         matches!(self, MgmtClass::SubnLid | MgmtClass::SubnDirectedRoute)
     }
 
     /// Vendor range 1 (0x09–0x0F): vendor classes with no OUI and no RMPP.
+    #[inline]
     pub fn is_vendor_range1(self) -> bool {
         (0x09..=0x0f).contains(&u8::from(self))
     }
 
     /// Vendor range 2 (0x30–0x4F): classes that carry an OUI and may use RMPP.
+    #[inline]
     pub fn is_vendor_range2(self) -> bool {
         (0x30..=0x4f).contains(&u8::from(self))
     }
 
     /// Whether the class may use RMPP (kernel `ib_is_mad_class_rmpp`).
+    #[inline]
     pub fn is_rmpp_class(self) -> bool {
         matches!(
             self,
@@ -82,6 +86,7 @@ impl MgmtClass {
 
     /// Where the class data starts in each MAD (and in each RMPP segment):
     /// the class header is repeated in every segment (kernel `ib_get_mad_data_offset`).
+    #[inline]
     pub fn data_offset(self) -> usize {
         match self {
             MgmtClass::SubnAdm => 56,
@@ -130,11 +135,13 @@ enum_with_unknown! {
 
 impl Method {
     /// The R bit is set (a response).
+    #[inline]
     pub fn is_response_bit(self) -> bool {
         u8::from(self) & METHOD_RESP != 0
     }
 
     /// The response method for this request method (sets the R bit).
+    #[inline]
     pub fn response(self) -> Method {
         Method::from(u8::from(self) | METHOD_RESP)
     }
@@ -182,18 +189,22 @@ impl MadStatus {
     pub const INVALID_ATTR_VALUE: MadStatus = MadStatus(7 << 2);
 
     /// Busy bit.
+    #[inline]
     pub fn busy(self) -> bool {
         self.0 & Self::BUSY != 0
     }
     /// Redirect-required bit.
+    #[inline]
     pub fn redirect(self) -> bool {
         self.0 & Self::REDIRECT != 0
     }
     /// The class-independent invalid-field code.
+    #[inline]
     pub fn invalid_field(self) -> InvalidField {
         InvalidField::from(((self.0 >> 2) & 0x7) as u8)
     }
     /// The class-specific bits 8–14 (SA status codes live here).
+    #[inline]
     pub fn class_specific(self) -> u8 {
         ((self.0 >> 8) & 0x7f) as u8
     }

@@ -175,32 +175,40 @@ macro_rules! enum_with_unknown {
 pub use enum_with_unknown;
 
 /// Big-endian readers and writers over checked ranges (helpers of the views,
-/// and of `vmad`'s own wire formats).
+/// and of `vmad`'s own wire formats). Inline: the views are generic and so built in
+/// the crate that reads a MAD, which without the hint would call across crates for
+/// every field (`set_u16` took 0.8 % of the SA GetTable bench as a call).
 #[doc(hidden)]
 pub mod be {
     use super::Field;
 
+    #[inline]
     pub fn u16(b: &[u8], f: Field) -> u16 {
         let mut a = [0u8; 2];
         a.copy_from_slice(&b[f]);
         u16::from_be_bytes(a)
     }
+    #[inline]
     pub fn u32(b: &[u8], f: Field) -> u32 {
         let mut a = [0u8; 4];
         a.copy_from_slice(&b[f]);
         u32::from_be_bytes(a)
     }
+    #[inline]
     pub fn u64(b: &[u8], f: Field) -> u64 {
         let mut a = [0u8; 8];
         a.copy_from_slice(&b[f]);
         u64::from_be_bytes(a)
     }
+    #[inline]
     pub fn set_u16(b: &mut [u8], f: Field, v: u16) {
         b[f].copy_from_slice(&v.to_be_bytes());
     }
+    #[inline]
     pub fn set_u32(b: &mut [u8], f: Field, v: u32) {
         b[f].copy_from_slice(&v.to_be_bytes());
     }
+    #[inline]
     pub fn set_u64(b: &mut [u8], f: Field, v: u64) {
         b[f].copy_from_slice(&v.to_be_bytes());
     }

@@ -76,19 +76,23 @@ impl HeaderKind {
 mod ne {
     use super::Field;
 
+    #[inline]
     pub(super) fn u16(b: &[u8], f: Field) -> u16 {
         let mut a = [0u8; 2];
         a.copy_from_slice(&b[f]);
         u16::from_ne_bytes(a)
     }
+    #[inline]
     pub(super) fn u32(b: &[u8], f: Field) -> u32 {
         let mut a = [0u8; 4];
         a.copy_from_slice(&b[f]);
         u32::from_ne_bytes(a)
     }
+    #[inline]
     pub(super) fn set_u16(b: &mut [u8], f: Field, v: u16) {
         b[f].copy_from_slice(&v.to_ne_bytes());
     }
+    #[inline]
     pub(super) fn set_u32(b: &mut [u8], f: Field, v: u32) {
         b[f].copy_from_slice(&v.to_ne_bytes());
     }
