@@ -45,7 +45,7 @@ pub use sock::Endpoint;
 
 use self::control::{node_candidates, query_attrs, Control};
 use self::proto::{CtlType, Request, PERMISSIVE_LID, REQUEST_LEN};
-use self::sock::Sock;
+use self::sock::{Sock, RECV_BATCH};
 use self::tid::TidRestore;
 use super::{Caps, PortAttrs, Transport};
 use crate::engine::{RecvMeta, Transmit};
@@ -166,6 +166,8 @@ pub struct IbsimTransport {
     /// Datagrams read while a send waited for room in ibsim's queue (see
     /// `send_packet`), handed up before the socket's.
     backlog: std::collections::VecDeque<[u8; REQUEST_LEN]>,
+    /// Where [`Sock::recv_batch`] receives (kept: 4.6 KiB not zeroed per turn).
+    rx_bufs: Vec<[u8; REQUEST_LEN + 1]>,
     tids: TidRestore,
     monitor: DropMonitor,
     ctl: Control,
@@ -233,6 +235,7 @@ impl IbsimTransport {
             config: config.clone(),
             data,
             backlog: std::collections::VecDeque::new(),
+            rx_bufs: Vec::new(),
             tids,
             monitor,
             ctl,
@@ -420,28 +423,52 @@ impl Transport for IbsimTransport {
         max: usize,
         sink: &mut dyn FnMut(RecvMeta, &[u8]),
     ) -> io::Result<usize> {
-        // One byte more than a request: a longer datagram is not ibsim's.
-        let mut pkt = [0u8; REQUEST_LEN + 1];
         let mut n = 0;
         while n < max {
-            if let Some(held) = self.backlog.pop_front() {
-                pkt[..REQUEST_LEN].copy_from_slice(&held);
-            } else {
-                match self.data.recv_now(&mut pkt) {
-                    Ok(REQUEST_LEN) => {}
-                    // A stray or truncated datagram: not ibsim's.
-                    Ok(_) => continue,
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                    Err(e) => return Err(e),
-                }
-            }
+            let Some(mut held) = self.backlog.pop_front() else {
+                break;
+            };
             self.heard = std::time::Instant::now();
-            let pkt = &mut pkt[..REQUEST_LEN];
-            if let Some(meta) = self.classify(pkt) {
-                sink(meta, &pkt[32..]);
+            if let Some(meta) = self.classify(&mut held) {
+                sink(meta, &held[32..]);
                 n += 1;
             }
+        }
+        // One byte more than a request: a longer datagram is not ibsim's.
+        let mut bufs = core::mem::take(&mut self.rx_bufs);
+        bufs.resize(RECV_BATCH, [0; REQUEST_LEN + 1]);
+        let mut lens = [0usize; RECV_BATCH];
+        let mut failed = None;
+        while n < max {
+            let want = (max - n).min(RECV_BATCH);
+            let got = match self.data.recv_batch(&mut bufs[..want], &mut lens) {
+                Ok(got) => got,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    failed = Some(e);
+                    break;
+                }
+            };
+            self.heard = std::time::Instant::now();
+            for (pkt, &len) in bufs.iter_mut().zip(&lens[..got]) {
+                // A stray or truncated datagram: not ibsim's.
+                if len != REQUEST_LEN {
+                    continue;
+                }
+                let pkt = &mut pkt[..REQUEST_LEN];
+                if let Some(meta) = self.classify(pkt) {
+                    sink(meta, &pkt[32..]);
+                    n += 1;
+                }
+            }
+            if got < want {
+                break;
+            }
+        }
+        self.rx_bufs = bufs;
+        if let Some(e) = failed {
+            return Err(e);
         }
         if n == 0 {
             self.check_alive()?;
