@@ -252,17 +252,33 @@ impl Transport for SimTransport {
         max: usize,
         sink: &mut dyn FnMut(RecvMeta, &[u8]),
     ) -> io::Result<usize> {
-        self.pump();
+        let mut n = 0;
+        // What waits already (held back, or taken from the channel by `wait`) goes
+        // first, in its order.
+        if !self.ready.is_empty() || !self.held.is_empty() {
+            self.pump();
+            while n < max {
+                let Some(frame) = self.ready.pop_front() else {
+                    break;
+                };
+                sink(frame.meta, &frame.mad[..frame.len]);
+                n += 1;
+            }
+        }
+        // Then straight from the channel: a frame due now makes no stop in `ready`
+        // (two copies of it fewer: 11 % of `port/one_way_send_1000` was copying).
+        while n < max {
+            match self.rx.try_recv() {
+                Ok(Msg::Frame(frame)) if frame.due.is_none() => {
+                    sink(frame.meta, &frame.mad[..frame.len]);
+                    n += 1;
+                }
+                Ok(msg) => self.stash(msg),
+                Err(_) => break,
+            }
+        }
         // The caller is taking its turn now: a wake that came before it is served.
         self.woken = false;
-        let mut n = 0;
-        while n < max {
-            let Some(frame) = self.ready.pop_front() else {
-                break;
-            };
-            sink(frame.meta, &frame.mad[..frame.len]);
-            n += 1;
-        }
         Ok(n)
     }
 
