@@ -139,8 +139,12 @@ fn read_mask(mask: *const c_long) -> Option<[u64; 2]> {
     Some([lo, hi])
 }
 
-/// libibumad's `umad_register` reports any failure as -EPERM, errno keeping the cause.
+/// libibumad's `umad_register` reports any failure as -EPERM, errno keeping the cause
+/// (said on stderr under `VMAD_LOG` or `umad_debug(1)`: -EPERM alone hides it).
 fn eperm(e: &Error) -> c_int {
+    if crate::select::logging() {
+        crate::dump::ibwarn("umad_register", format_args!("vmad: {e}"));
+    }
     set_errno(e.errno());
     -EPERM
 }

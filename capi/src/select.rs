@@ -9,7 +9,7 @@
 //! | `sim` | the embedded fabric, a managed subnet: `vmadsim0` (LID 1, the SM) and `vmadsim1` (LID 2) on switch `vmadsw0` (LID 3); `VMAD_SIM_FAULTS="loss=0.1,dup=0.05,reorder=0.1,corrupt=0,delay_us=0,seed=7"` injects faults on both directions |
 //! | `sim` + `VMAD_SIM_TOPO=file.net` | the subnet of an ibsim topology file, managed by the embedded SM; the process is the CA `VMAD_SIM_HOST` (default: the file's first CA) |
 //! | `ibsim` | `ibsim0`: the node ibsim attaches this process to (`IBSIM_SOCKNAME`, `IBSIM_SERVER_NAME`/`_PORT`, `SIM_HOST`); `SIM_SET_ISSM=1` attaches as the node's SM |
-//! | `verbs` | not built into this library: every call fails with EOPNOTSUPP and says so on stderr |
+//! | `verbs` | the host's CAs, each port over vmad's own UD QP only (`vmad::transport::verbs`): a GMP client of any remote QP1 (the replies come back to its QPN) and a peer of whoever addresses its QPN; no QP0, no unsolicited QP1 traffic, no SM role. `umad_debug(1)`/`VMAD_LOG` prints each open port's QPN. Only in a library built with the `hybrid` feature; needs CAP_NET_RAW (or `privileged-qkey on`) |
 //! | `roce` | `vmadroce0`, port 1: this process **is** QP1 of the RoCE v2 address `VMAD_ROCE_ADDR` (IPv6 or IPv4; one no kernel RoCE device owns), over UDP 4791 |
 //!
 //! The choice is made at `umad_init` or the first call that needs a CA, and
@@ -49,13 +49,17 @@ enum Selected {
     /// The host's CAs, kernel and verbs paths (registered with the CA registry).
     #[cfg(feature = "hybrid")]
     Hybrid,
+    /// The host's CAs over vmad's own UD QPs (registered with the CA registry).
+    #[cfg(feature = "hybrid")]
+    Verbs,
 }
 
 /// Select the transport if not done yet.
 ///
 /// # Errors
 /// The selection's error, every time: EINVAL for an unknown `VMAD_TRANSPORT` or a bad
-/// `VMAD_SIM_FAULTS`, EOPNOTSUPP for `verbs`, ENODEV/EIO when ibsim cannot be reached.
+/// `VMAD_SIM_FAULTS`, EOPNOTSUPP for `kernel`, `hybrid` or `verbs` where not built in,
+/// ENODEV/EIO when ibsim cannot be reached or the host has no CA.
 pub(crate) fn ensure() -> Result<()> {
     let chosen = CHOSEN.get_or_init(|| {
         select().map_err(|e| {
@@ -94,22 +98,22 @@ fn select() -> Result<Selected> {
         Some("roce") => (select_roce()?, "VMAD_TRANSPORT=roce".into()),
         Some("kernel") => select_kernel("VMAD_TRANSPORT=kernel")?,
         Some("hybrid") => select_hybrid("VMAD_TRANSPORT=hybrid")?,
-        Some("verbs") => {
-            return Err(Error::Unsupported(
-                "VMAD_TRANSPORT=verbs: this libibumad was built without the verbs transport",
-            ))
-        }
+        Some("verbs") => select_verbs()?,
         Some(_) => {
             return Err(Error::InvalidArgument(
                 "VMAD_TRANSPORT must be kernel, hybrid, sim, ibsim, verbs or roce",
             ))
         }
     };
-    let log = var("VMAD_LOG").is_some_and(|v| v != "0");
-    if log || crate::dump::debug_level() >= 1 {
+    if logging() {
         ibwarn("umad_init", format_args!("vmad: transport {why}"));
     }
     Ok(selected)
+}
+
+/// Whether the choices made are said on stderr (`VMAD_LOG`, or `umad_debug(1)` before).
+pub(crate) fn logging() -> bool {
+    var("VMAD_LOG").is_some_and(|v| v != "0") || crate::dump::debug_level() >= 1
 }
 
 /// `VMAD_TRANSPORT` unset: the host's CAs when it has any, else the embedded fabric.
@@ -164,6 +168,59 @@ fn select_hybrid(why: &str) -> Result<(Selected, String)> {
     Ok((
         Selected::Hybrid,
         format!("hybrid (client GMPs over vmad's UD QP, the rest through the kernel): {why}; CAs {cas:?}"),
+    ))
+}
+
+#[cfg(feature = "hybrid")]
+fn select_verbs() -> Result<(Selected, String)> {
+    umad::disable_default_fabric();
+    let cas = vmad::transport::verbs::cas::register_host_cas(std::sync::Arc::new(
+        AnnouncedVerbsCas(vmad::transport::verbs::cas::VerbsCas::new(
+            vmad::transport::kernel::sysfs::Sysfs::host(),
+        )),
+    ))?;
+    Ok((
+        Selected::Verbs,
+        format!("verbs (vmad's own UD QP per port: a GMP client of remote QP1s and a peer at its QPN; no QP0, no unsolicited QP1 traffic, no SM role): VMAD_TRANSPORT=verbs; CAs {cas:?}"),
+    ))
+}
+
+/// The verbs CAs, saying where each port opened listens (peers address its QPN:
+/// nothing sent to QP1 reaches it).
+#[cfg(feature = "hybrid")]
+struct AnnouncedVerbsCas(vmad::transport::verbs::cas::VerbsCas);
+
+#[cfg(feature = "hybrid")]
+impl CaProvider for AnnouncedVerbsCas {
+    fn ca_info(&self, name: &str) -> Option<CaInfo> {
+        self.0.ca_info(name)
+    }
+
+    fn open(&self, name: &str, port: u8) -> Result<Box<dyn Transport>> {
+        let t = self.0.open_verbs(name, port)?;
+        if logging() {
+            ibwarn(
+                "umad_open_port",
+                format_args!(
+                    "vmad: {name} port {} open over vmad's UD QP, QPN {} (0x{:x})",
+                    t.attrs().port_num,
+                    t.qpn(),
+                    t.qpn()
+                ),
+            );
+        }
+        Ok(Box::new(t))
+    }
+
+    fn issm_path(&self, name: &str, port: u8) -> Result<Option<std::path::PathBuf>> {
+        self.0.issm_path(name, port)
+    }
+}
+
+#[cfg(not(feature = "hybrid"))]
+fn select_verbs() -> Result<(Selected, String)> {
+    Err(Error::Unsupported(
+        "VMAD_TRANSPORT=verbs: this libibumad was built without the verbs transport (cargo build -p vmad-capi --features hybrid)",
     ))
 }
 

@@ -435,7 +435,10 @@ impl Port {
             Qp::Gsi => self.shared.caps.gsi,
         };
         if !has_qp {
-            return Err(Error::Unsupported("this transport lacks that QP"));
+            return Err(Error::Unsupported(match spec.qp {
+                Qp::Smi => "this port has no QP0 for SMPs (a RoCE port has none, and vmad's own UD QP cannot be QP0)",
+                Qp::Gsi => "this port has no QP1 for GMPs",
+            }));
         }
         let (id, hi_tid) = {
             let mut core = self.live()?;

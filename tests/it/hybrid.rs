@@ -15,7 +15,7 @@ use vmad::transport::kernel::sysfs::Sysfs;
 use vmad::transport::kernel::KernelTransport;
 use vmad::types::MadAddr;
 
-use super::kernel::{pingpong, Agent, Lib};
+use super::kernel::{on, pingpong, pingpong_with, run, Agent, Lib};
 use super::kernel_peer::*;
 
 fn announced(out: &std::process::Output, what: &str) {
@@ -73,6 +73,50 @@ fn hybrid_default_without_cap_net_raw_probes_the_qkey_and_takes_kernel() {
 #[ignore = "needs the rxe VM: run by scripts/rxe-test"]
 fn hybrid_pingpong_classic_client_to_dropin_agent() {
     pingpong(Lib::Hybrid, Lib::Classic);
+}
+
+/// `VMAD_TRANSPORT=verbs`: the drop-in client over vmad's own UD QP only, against
+/// a classic agent at rxe1's QP1 (the kernel's RMPP on that side), byte-exact.
+#[test]
+#[ignore = "needs the rxe VM: run by scripts/rxe-test"]
+fn verbs_pingpong_dropin_client_to_classic_agent() {
+    let out = pingpong(Lib::Classic, Lib::Verbs);
+    announced(&out, "vmad: transport verbs (vmad's own UD QP per port");
+    announced(&out, "open over vmad's UD QP, QPN ");
+}
+
+/// A drop-in agent on `VMAD_TRANSPORT=verbs` listens on its own UD QP, not QP1: a
+/// classic client that addresses that QPN gets its answers (RMPP both ways through
+/// the client's kernel), byte-exact.
+#[test]
+#[ignore = "needs the rxe VM: run by scripts/rxe-test"]
+fn verbs_dropin_agent_answers_a_classic_client_at_its_qpn() {
+    let _g = serial();
+    let (_agent, qpn) = Agent::start_verbs();
+    assert!(qpn > 1, "a UD QP of its own, not QP0/QP1: {qpn}");
+    let mut cmd = on(Lib::Classic, "umad_agent");
+    cmd.env("UMAD_AGENT_DQPN", qpn.to_string());
+    pingpong_with(cmd, Lib::Classic, &format!("the verbs agent at QPN {qpn}"));
+}
+
+/// vmad's own UD QP cannot be QP0: a QP0 agent on `VMAD_TRANSPORT=verbs` is refused
+/// (libibumad's -EPERM, errno EOPNOTSUPP) and the log says why.
+#[test]
+#[ignore = "needs the rxe VM: run by scripts/rxe-test"]
+fn verbs_dropin_refuses_a_qp0_agent() {
+    let _g = serial();
+    let out = run(
+        Lib::Verbs,
+        "umad_agent",
+        &["smi", &env("RXE0_DEV"), &env("RXE0_PORT")],
+    );
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        format!("smi_register=-1 errno={}", vmad::error::errno::EOPNOTSUPP),
+        "umad_register of class 0x81 on verbs"
+    );
+    announced(&out, "no QP0");
 }
 
 fn hybrid_port(dev: &str) -> (Port, std::sync::Arc<PathCounters>) {

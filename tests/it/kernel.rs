@@ -40,11 +40,14 @@ pub(crate) enum Lib {
     /// kernel without `privileged-qkey` (the VM's 6.1).
     #[cfg_attr(not(feature = "verbs"), allow(dead_code))]
     HybridDefaultWithoutNetRaw,
+    /// vmad's drop-in built with the `hybrid` feature, `VMAD_TRANSPORT=verbs`.
+    #[cfg_attr(not(feature = "verbs"), allow(dead_code))]
+    Verbs,
 }
 
 fn dropin_dir(lib: Lib) -> PathBuf {
     match lib {
-        Lib::HybridDefault | Lib::Hybrid | Lib::HybridDefaultWithoutNetRaw => {
+        Lib::HybridDefault | Lib::Hybrid | Lib::HybridDefaultWithoutNetRaw | Lib::Verbs => {
             PathBuf::from(fixture("vmad-hybrid-lib"))
         }
         _ => PathBuf::from(fixture("vmad-lib")),
@@ -76,6 +79,7 @@ pub(crate) fn on(lib: Lib, program: &str) -> Command {
     match lib {
         Lib::VmadKernel => drop(cmd.env("VMAD_TRANSPORT", "kernel")),
         Lib::Hybrid => drop(cmd.env("VMAD_TRANSPORT", "hybrid")),
+        Lib::Verbs => drop(cmd.env("VMAD_TRANSPORT", "verbs")),
         _ => {}
     }
     cmd
@@ -128,10 +132,41 @@ pub(crate) struct Agent(Child);
 
 impl Agent {
     pub(crate) fn start(lib: Lib) -> Agent {
+        Agent::start_with(lib, Stdio::inherit())
+    }
+
+    /// As [`Agent::start`], on vmad's own UD QP (`VMAD_TRANSPORT=verbs`): also the
+    /// QPN it listens on, from the drop-in's announcement.
+    #[cfg_attr(not(feature = "verbs"), allow(dead_code))]
+    pub(crate) fn start_verbs() -> (Agent, u32) {
+        use std::io::{BufRead, BufReader};
+        let mut agent = Agent::start_with(Lib::Verbs, Stdio::piped());
+        let mut err = BufReader::new(agent.0.stderr.take().expect("piped"));
+        let mut qpn = None;
+        let mut line = String::new();
+        while qpn.is_none() && err.read_line(&mut line).expect("agent stderr") > 0 {
+            eprint!("[verbs agent] {line}");
+            qpn = line
+                .split_once("open over vmad's UD QP, QPN ")
+                .and_then(|(_, rest)| rest.split_whitespace().next()?.parse().ok());
+            line.clear();
+        }
+        let qpn = qpn.expect("the verbs agent announces its QPN");
+        // Keep draining, so that the agent never blocks on a full pipe.
+        std::thread::spawn(move || {
+            for l in err.lines().map_while(std::result::Result::ok) {
+                eprintln!("[verbs agent] {l}");
+            }
+        });
+        (agent, qpn)
+    }
+
+    fn start_with(lib: Lib, stderr: Stdio) -> Agent {
         use std::io::{BufRead, BufReader};
         let mut child = on(lib, "umad_agent")
             .args(["serve", &env("RXE1_DEV"), &env("RXE1_PORT"), "600"])
             .stdout(Stdio::piped())
+            .stderr(stderr)
             .spawn()
             .expect("start umad_agent");
         let mut line = String::new();
@@ -159,24 +194,40 @@ impl Drop for Agent {
 pub(crate) fn pingpong(server: Lib, client: Lib) -> Output {
     let _g = serial();
     let _agent = Agent::start(server);
-    let out = run(
+    pingpong_with(
+        on(client, "umad_agent"),
         client,
-        "umad_agent",
-        &[
-            "pingpong",
-            &env("RXE0_DEV"),
-            &env("RXE0_PORT"),
-            &env("RXE1_GID"),
-            &env("RXE0_GID_INDEX"),
-            "65536",
-            "1048576",
-        ],
+        &format!("{server:?} agent"),
+    )
+}
+
+/// The ping-pong of `cmd` (`umad_agent` on `client`, addressed as the caller set it
+/// up) against the agent already serving on rxe1.
+pub(crate) fn pingpong_with(mut cmd: Command, client: Lib, server: &str) -> Output {
+    let args = [
+        "pingpong".to_owned(),
+        env("RXE0_DEV"),
+        env("RXE0_PORT"),
+        env("RXE1_GID"),
+        env("RXE0_GID_INDEX"),
+        "65536".to_owned(),
+        "1048576".to_owned(),
+    ];
+    let out = cmd
+        .args(&args)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run umad_agent: {e}"));
+    eprintln!(
+        "--- umad_agent {args:?} on {client:?} against {server}: {}\n{}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
     );
     let stdout = String::from_utf8_lossy(&out.stdout);
     for bytes in [65536, 1048576] {
         assert!(
             stdout.contains(&format!("pingpong {bytes} set=ok get=ok")),
-            "{bytes} bytes both ways, {client:?} client against {server:?} agent"
+            "{bytes} bytes both ways, {client:?} client against {server}"
         );
     }
     assert!(out.status.success());

@@ -24,11 +24,19 @@
  *     (or n RMPP Gets of rmpp_bytes) to QP1 at dgid; prints
  *     "p50_us=.. p99_us=.. n=..".
  *
+ *   umad_agent smi <ca> <port>
+ *     Registers a QP0 agent (class 0x81, directed-route SMPs) and prints
+ *     "smi_register=<umad_register's result> errno=<errno after it>".
+ *
  *   umad_agent pingpong <ca> <port> <dgid> <sgid_index> <bytes>...
  *     RMPP both ways, for each size: an RMPP Set of <bytes> of pattern()
  *     (the agent checks it byte for byte), then an RMPP Get of <bytes>
  *     (checked here byte for byte). Prints "pingpong <bytes> set=ok get=ok"
  *     per size; exits 1 on any mismatch or failure.
+ *
+ * client and pingpong address QP1 at dgid, or the QPN in UMAD_AGENT_DQPN:
+ * an agent on vmad's drop-in with VMAD_TRANSPORT=verbs listens on its own UD
+ * QP, whose number it prints under VMAD_LOG=1 (nothing sent to QP1 reaches it).
  *
  * The data pattern is shared with the Rust tests: byte i = pattern(i).
  */
@@ -71,6 +79,13 @@ static void put_be32(uint8_t *p, uint32_t v)
 {
 	v = htonl(v);
 	memcpy(p, &v, 4);
+}
+
+/* The destination QPN: QP1, or UMAD_AGENT_DQPN (decimal or 0x hex). */
+static int dest_qpn(void)
+{
+	const char *v = getenv("UMAD_AGENT_DQPN");
+	return v && *v ? (int)strtol(v, NULL, 0) : 1;
 }
 
 static int open_port(const char *ca, int port)
@@ -253,7 +268,7 @@ static int client(const char *ca, int port, const char *dgid, int sgid_index, in
 			m[24] = 1;
 			memcpy(m + 37, OUI, 3);
 		}
-		umad_set_addr(u, 0, 1, 0, 0x80010000);
+		umad_set_addr(u, 0, dest_qpn(), 0, 0x80010000);
 		um->addr.grh_present = 1;
 		um->addr.gid_index = (uint8_t)sgid_index;
 		um->addr.hop_limit = 64;
@@ -298,7 +313,7 @@ static void rmpp_request(void *u, uint8_t method, uint32_t tid, uint32_t bytes, 
 	m[25] = 1;                        /* DATA */
 	m[26] = method == 0x02 ? 0x01 : 0; /* Active for the Set's data */
 	memcpy(m + 37, OUI, 3);
-	umad_set_addr(u, 0, 1, 0, 0x80010000);
+	umad_set_addr(u, 0, dest_qpn(), 0, 0x80010000);
 	um->addr.grh_present = 1;
 	um->addr.gid_index = (uint8_t)sgid_index;
 	um->addr.hop_limit = 64;
@@ -353,6 +368,14 @@ static int pingpong(const char *ca, int port, const char *dgid, int sgid_index, 
 	return failed ? 1 : 0;
 }
 
+static int smi(const char *ca, int port)
+{
+	int fd = open_port(ca, port);
+	int r = umad_register(fd, 0x81, 1, 0, NULL);
+	printf("smi_register=%d errno=%d\n", r, r < 0 ? errno : 0);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -361,11 +384,14 @@ int main(int argc, char **argv)
 	if (argc >= 7 && !strcmp(argv[1], "client"))
 		return client(argv[2], atoi(argv[3]), argv[4], atoi(argv[5]), atoi(argv[6]),
 			      argc > 7 ? atoi(argv[7]) : 0);
+	if (argc >= 4 && !strcmp(argv[1], "smi"))
+		return smi(argv[2], atoi(argv[3]));
 	if (argc >= 7 && !strcmp(argv[1], "pingpong"))
 		return pingpong(argv[2], atoi(argv[3]), argv[4], atoi(argv[5]), argc - 6, argv + 6);
 	fprintf(stderr, "usage: %s serve <ca> <port> [seconds]\n"
 			"       %s client <ca> <port> <dgid> <sgid_index> <n> [rmpp_bytes]\n"
+			"       %s smi <ca> <port>\n"
 			"       %s pingpong <ca> <port> <dgid> <sgid_index> <bytes>...\n",
-		argv[0], argv[0], argv[0]);
+		argv[0], argv[0], argv[0], argv[0]);
 	return 2;
 }

@@ -294,7 +294,7 @@ mod libc_errno {
 
 /// libibumad's port choice for port 0: the first active port, else the first with
 /// its link up, else the first not disabled; an explicit port must exist.
-fn pick_port(info: &CaInfo, port: u8) -> Result<&PortAttrs> {
+pub(crate) fn pick_port(info: &CaInfo, port: u8) -> Result<&PortAttrs> {
     let found = if port != 0 {
         info.ports.iter().find(|p| p.port_num == port)
     } else {

@@ -80,6 +80,9 @@
 mod addr;
 mod ah_cache;
 mod attrs;
+#[cfg(feature = "kernel")]
+#[cfg_attr(docsrs, doc(cfg(feature = "kernel")))]
+pub mod cas;
 mod config;
 mod events;
 mod ffi;
