@@ -100,7 +100,8 @@ fn verbs_dropin_agent_answers_a_classic_client_at_its_qpn() {
 }
 
 /// vmad's own UD QP cannot be QP0: a QP0 agent on `VMAD_TRANSPORT=verbs` is refused
-/// (libibumad's -EPERM, errno EOPNOTSUPP) and the log says why.
+/// (libibumad's -EPERM, errno EOPNOTSUPP) and the log says why; nor has it the SM
+/// role: `umad_get_issm_path` fails EOPNOTSUPP.
 #[test]
 #[ignore = "needs the rxe VM: run by scripts/rxe-test"]
 fn verbs_dropin_refuses_a_qp0_agent() {
@@ -111,10 +112,11 @@ fn verbs_dropin_refuses_a_qp0_agent() {
         &["smi", &env("RXE0_DEV"), &env("RXE0_PORT")],
     );
     assert!(out.status.success());
+    let eopnotsupp = vmad::error::errno::EOPNOTSUPP;
     assert_eq!(
         String::from_utf8_lossy(&out.stdout).trim(),
-        format!("smi_register=-1 errno={}", vmad::error::errno::EOPNOTSUPP),
-        "umad_register of class 0x81 on verbs"
+        format!("smi_register=-1 errno={eopnotsupp}\nissm=-{eopnotsupp}"),
+        "umad_register of class 0x81, then umad_get_issm_path, on verbs"
     );
     announced(&out, "no QP0");
 }

@@ -26,7 +26,8 @@
  *
  *   umad_agent smi <ca> <port>
  *     Registers a QP0 agent (class 0x81, directed-route SMPs) and prints
- *     "smi_register=<umad_register's result> errno=<errno after it>".
+ *     "smi_register=<umad_register's result> errno=<errno after it>", then
+ *     "issm=<umad_get_issm_path's result>" (the SM role's device).
  *
  *   umad_agent pingpong <ca> <port> <dgid> <sgid_index> <bytes>...
  *     RMPP both ways, for each size: an RMPP Set of <bytes> of pattern()
@@ -373,6 +374,8 @@ static int smi(const char *ca, int port)
 	int fd = open_port(ca, port);
 	int r = umad_register(fd, 0x81, 1, 0, NULL);
 	printf("smi_register=%d errno=%d\n", r, r < 0 ? errno : 0);
+	char path[256];
+	printf("issm=%d\n", umad_get_issm_path(ca, port, path, sizeof(path)));
 	return 0;
 }
 
