@@ -174,7 +174,7 @@ fn select_hybrid(why: &str) -> Result<(Selected, String)> {
 #[cfg(feature = "hybrid")]
 fn select_verbs() -> Result<(Selected, String)> {
     umad::disable_default_fabric();
-    let cas = vmad::transport::verbs::cas::register_host_cas(std::sync::Arc::new(
+    let cas = vmad::transport::kernel::register_host_cas_under(std::sync::Arc::new(
         AnnouncedVerbsCas(vmad::transport::verbs::cas::VerbsCas::new(
             vmad::transport::kernel::sysfs::Sysfs::host(),
         )),

@@ -65,14 +65,14 @@ use std::time::Duration;
 
 use super::kernel::sysfs::Sysfs;
 use super::kernel::KernelTransport;
-use super::registry::{self, CaInfo, CaProvider};
+use super::registry::{CaInfo, CaProvider};
 use super::verbs::{VerbsConfig, VerbsTransport};
 use super::{Caps, PortAttrs, Transport, Waker};
 use crate::engine::{AgentSpec, RecvMeta, Transmit};
 use crate::types::Qp;
 use crate::wire::mad::Packet as Mad;
 use crate::wire::MAD_SIZE;
-use crate::{Error, Result};
+use crate::Result;
 
 /// How many requests received through verbs are remembered for their
 /// responses' path; the oldest are forgotten first (a response that late goes
@@ -138,7 +138,7 @@ impl HybridTransport {
     ///
     /// # Errors
     /// What [`KernelTransport::open`] and [`VerbsTransport::open`] return; EPERM
-    /// ([`Error::NotPermitted`]) where the GSI Q_Key is not permitted.
+    /// ([`Error::NotPermitted`](crate::Error::NotPermitted)) where the GSI Q_Key is not permitted.
     pub fn open(sysfs: &Sysfs, ca: &str, port: u8) -> Result<HybridTransport> {
         let kernel = KernelTransport::open(sysfs, ca, port)?;
         let config = VerbsConfig {
@@ -361,12 +361,7 @@ impl CaProvider for HybridCas {
 /// # Errors
 /// ENODEV if the host has no CA; EADDRINUSE if a name is already registered.
 pub fn register_host_cas() -> Result<Vec<String>> {
-    let names = super::kernel::host_cas();
-    if names.is_empty() {
-        return Err(Error::NoDevice("no CA under /sys/class/infiniband".into()));
-    }
-    registry::register_cas(&names, Arc::new(HybridCas::new(Sysfs::host())))?;
-    Ok(names)
+    super::kernel::register_host_cas_under(Arc::new(HybridCas::new(Sysfs::host())))
 }
 
 /// Whether this process may set the GSI Q_Key (0x80010000) on its own UD QP on
@@ -380,7 +375,7 @@ pub fn register_host_cas() -> Result<Vec<String>> {
 /// applies.
 ///
 /// # Errors
-/// [`Error::NotPermitted`] (EPERM) when the kernel refuses the Q_Key; any other
+/// [`Error::NotPermitted`](crate::Error::NotPermitted) (EPERM) when the kernel refuses the Q_Key; any other
 /// error of [`VerbsTransport::open`] when the probe could not ask (no such device,
 /// no usable GID, RLIMIT_MEMLOCK).
 pub fn gsi_qkey_permission(ca: &str) -> Result<&'static str> {

@@ -86,12 +86,18 @@ pub(crate) fn on(lib: Lib, program: &str) -> Command {
 }
 
 pub(crate) fn run(lib: Lib, program: &str, args: &[&str]) -> Output {
-    let out = on(lib, program)
-        .args(args)
+    let mut cmd = on(lib, program);
+    cmd.args(args);
+    output_of(cmd, &format!("{program} {args:?} on {lib:?}"))
+}
+
+/// Run `cmd` to its end; its status and output go to the test log under `what`.
+fn output_of(mut cmd: Command, what: &str) -> Output {
+    let out = cmd
         .output()
-        .unwrap_or_else(|e| panic!("cannot run {program}: {e}"));
+        .unwrap_or_else(|e| panic!("cannot run {what}: {e}"));
     eprintln!(
-        "--- {program} {args:?} on {lib:?}: {}\n{}{}",
+        "--- {what}: {}\n{}{}",
         out.status,
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
@@ -213,15 +219,10 @@ pub(crate) fn pingpong_with(mut cmd: Command, client: Lib, server: &str) -> Outp
         "65536".to_owned(),
         "1048576".to_owned(),
     ];
-    let out = cmd
-        .args(&args)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run umad_agent: {e}"));
-    eprintln!(
-        "--- umad_agent {args:?} on {client:?} against {server}: {}\n{}{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
+    cmd.args(&args);
+    let out = output_of(
+        cmd,
+        &format!("umad_agent {args:?} on {client:?} against {server}"),
     );
     let stdout = String::from_utf8_lossy(&out.stdout);
     for bytes in [65536, 1048576] {

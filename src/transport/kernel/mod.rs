@@ -594,11 +594,20 @@ pub fn host_cas() -> Vec<String> {
 /// # Errors
 /// ENODEV if the host has no CA; EADDRINUSE if a name is already registered.
 pub fn register_host_cas() -> Result<Vec<String>> {
+    register_host_cas_under(Arc::new(KernelCas::new(Sysfs::host())))
+}
+
+/// Register every host CA with the CA registry under `provider` (the hybrid and verbs
+/// transports' providers, or a caller's wrapper of one).
+///
+/// # Errors
+/// ENODEV if the host has no CA; EADDRINUSE if a name is already registered.
+pub fn register_host_cas_under(provider: Arc<dyn CaProvider>) -> Result<Vec<String>> {
     let names = host_cas();
     if names.is_empty() {
         return Err(Error::NoDevice("no CA under /sys/class/infiniband".into()));
     }
-    registry::register_cas(&names, Arc::new(KernelCas::new(Sysfs::host())))?;
+    registry::register_cas(&names, provider)?;
     Ok(names)
 }
 

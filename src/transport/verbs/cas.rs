@@ -5,15 +5,14 @@
 //! transport) describe them; an open port is a [`VerbsTransport`], so it has the
 //! verbs transport's reach and limits: a GMP client of any remote QP1 and a peer
 //! of whoever addresses its QPN, with no QP0, no unsolicited QP1 traffic and no
-//! SM role.
+//! SM role. Register them with [`crate::transport::kernel::register_host_cas_under`].
 
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use super::{VerbsConfig, VerbsTransport};
 use crate::transport::kernel::sysfs::Sysfs;
 use crate::transport::kernel::{self, KernelCas};
-use crate::transport::registry::{self, CaInfo, CaProvider};
+use crate::transport::registry::{CaInfo, CaProvider};
 use crate::transport::Transport;
 use crate::{Error, Result};
 
@@ -64,18 +63,4 @@ impl CaProvider for VerbsCas {
             "the verbs transport has no SM role: userspace verbs cannot own QP0 or QP1 (the kernel and hybrid transports open the real issm device)",
         ))
     }
-}
-
-/// Register every host CA with the CA registry under `provider` (a [`VerbsCas`],
-/// or a caller's wrapper of one).
-///
-/// # Errors
-/// ENODEV if the host has no CA; EADDRINUSE if a name is already registered.
-pub fn register_host_cas(provider: Arc<dyn CaProvider>) -> Result<Vec<String>> {
-    let names = kernel::host_cas();
-    if names.is_empty() {
-        return Err(Error::NoDevice("no CA under /sys/class/infiniband".into()));
-    }
-    registry::register_cas(&names, provider)?;
-    Ok(names)
 }
