@@ -269,7 +269,11 @@ pub(crate) fn healthy(net: &Net) {
     net.victim.check_invariants().unwrap();
     let f = net.victim.footprint();
     let c = victim_config();
-    assert!(f.events <= c.max_events, "{f:?}");
+    // The open's queue keeps at most max_events; the engine may hold one receive
+    // burst more that a turn running beside us has not yet moved there (the port's
+    // lock is taken per MAD, the queue settled once per turn).
+    let burst = PortConfig::default().burst;
+    assert!(f.events <= c.max_events + burst, "{f:?}");
     assert!(f.dedup <= c.max_events, "{f:?}");
     assert!(f.recv_sessions <= c.max_reassemblies + 64, "{f:?}");
     assert!(
