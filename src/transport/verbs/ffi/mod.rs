@@ -225,18 +225,7 @@ impl Context {
     pub(super) fn async_fd_nonblocking(&self) -> io::Result<c_int> {
         // SAFETY: the context is open; `async_fd` is a plain field.
         let fd = unsafe { (*self.as_ptr()).async_fd };
-        // SAFETY: `fd` is the context's open async fd; F_GETFL/F_SETFL take no pointers.
-        let rc = unsafe {
-            let flags = fcntl(fd, F_GETFL);
-            if flags < 0 {
-                flags
-            } else {
-                fcntl(fd, F_SETFL, flags | O_NONBLOCK)
-            }
-        };
-        if rc < 0 {
-            return Err(io::Error::last_os_error());
-        }
+        set_nonblocking(fd)?;
         Ok(fd)
     }
 
@@ -321,6 +310,25 @@ extern "C" {
     fn fcntl(fd: c_int, cmd: c_int, ...) -> c_int;
 }
 
+/// Make one of libibverbs' descriptors non-blocking (it stays libibverbs'; its calls
+/// on it then answer EAGAIN instead of waiting).
+fn set_nonblocking(fd: c_int) -> io::Result<()> {
+    // SAFETY: `fd` is an open descriptor the caller's object owns; F_GETFL/F_SETFL
+    // take no pointers.
+    let rc = unsafe {
+        let flags = fcntl(fd, F_GETFL);
+        if flags < 0 {
+            flags
+        } else {
+            fcntl(fd, F_SETFL, flags | O_NONBLOCK)
+        }
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// A protection domain.
 pub(super) struct Pd {
     raw: NonNull<sys::ibv_pd>,
@@ -371,10 +379,14 @@ impl Channel {
         // SAFETY: the context is open.
         let raw = unsafe { sys::ibv_create_comp_channel(ctx.as_ptr()) };
         let raw = NonNull::new(raw).ok_or_else(|| last_error(12))?;
-        Ok(Arc::new(Channel {
+        let channel = Channel {
             raw,
             _ctx: ctx.clone(),
-        }))
+        };
+        // Several threads may find the channel readable and one take the event:
+        // the others must get EAGAIN from `take_event`, not wait in it.
+        set_nonblocking(channel.fd())?;
+        Ok(Arc::new(channel))
     }
 
     pub(super) fn fd(&self) -> c_int {
