@@ -194,3 +194,31 @@ impl Drop for KernelAgent {
         let _ = self.0.wait();
     }
 }
+
+/// Run a command in the guest; it must succeed.
+#[cfg_attr(not(any(feature = "verbs", feature = "kernel")), allow(dead_code))]
+pub(crate) fn sh(cmd: &str) {
+    let out = Command::new("sh").args(["-c", cmd]).output().expect("sh");
+    assert!(
+        out.status.success(),
+        "{cmd}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// After `ip link set veth0 down` and up: put back what guest-init set up.
+#[cfg_attr(not(any(feature = "verbs", feature = "kernel")), allow(dead_code))]
+pub(crate) fn restore_routes() {
+    // Taking veth0 down drops its routes and permanent neighbours (the
+    // addresses stay: keep_addr_on_down); put back what guest-init set up.
+    sh(
+        "ip route replace 192.0.2.2/32 dev veth0 src 192.0.2.1 table 100 && \
+        ip -6 route replace 2001:db8::2/128 dev veth0 src 2001:db8::1 table 100 && \
+        ip neigh replace 192.0.2.2 lladdr 02:00:c0:00:02:02 dev veth0 nud permanent && \
+        ip -6 neigh replace 2001:db8::2 lladdr 02:00:c0:00:02:02 dev veth0 nud permanent && \
+        ip route replace 192.0.2.1/32 dev veth1 src 192.0.2.2 table 101 && \
+        ip -6 route replace 2001:db8::1/128 dev veth1 src 2001:db8::2 table 101 && \
+        ip neigh replace 192.0.2.1 lladdr 02:00:c0:00:02:01 dev veth1 nud permanent && \
+        ip -6 neigh replace 2001:db8::1 lladdr 02:00:c0:00:02:01 dev veth1 nud permanent",
+    );
+}

@@ -8,6 +8,8 @@ mod cli_perf;
 mod counters;
 mod dead_transport;
 mod dr_walk;
+#[cfg(all(feature = "kernel", feature = "roce"))]
+mod dropin_faults;
 mod hostile;
 #[cfg(all(feature = "kernel", feature = "roce", feature = "verbs"))]
 mod hybrid;

@@ -35,6 +35,19 @@
  *     (checked here byte for byte). Prints "pingpong <bytes> set=ok get=ok"
  *     per size; exits 1 on any mismatch or failure.
  *
+ *   umad_agent block <ca> <port>
+ *     Registers a class 0x09 agent, prints "READY", blocks in
+ *     umad_recv(..., -1) and prints "recv=<its result> errno=<errno>" when
+ *     it returns (the device removed under it: -EIO).
+ *
+ *   umad_agent steps <ca> <port> <dgid> <sgid_index>
+ *     Reads commands from stdin, one per line, answering each with one line:
+ *       send <tid> <timeout_ms> <retries>  a class 0x09 Get (attr 0xff10) to
+ *                                          QP1 at dgid: "sent <tid> r=<r>"
+ *       recv <timeout_ms>                  "got tid=<tid> status=<status>",
+ *                                          or "recv=<r>" when it fails
+ *       state                              umad_get_port's "state=<s> phys=<p>"
+ *
  * client and pingpong address QP1 at dgid, or the QPN in UMAD_AGENT_DQPN:
  * an agent on vmad's drop-in with VMAD_TRANSPORT=verbs listens on its own UD
  * QP, whose number it prints under VMAD_LOG=1 (nothing sent to QP1 reaches it).
@@ -379,6 +392,83 @@ static int smi(const char *ca, int port)
 	return 0;
 }
 
+static int block(const char *ca, int port)
+{
+	int fd = open_port(ca, port);
+	int agent = umad_register(fd, 0x09, 1, 0, NULL);
+	if (agent < 0) {
+		fprintf(stderr, "umad_register: %s\n", strerror(-agent));
+		return 1;
+	}
+	void *u = calloc(1, umad_size() + MAD_SIZE);
+	int len = MAD_SIZE;
+	printf("READY\n");
+	int r = umad_recv(fd, u, &len, -1);
+	printf("recv=%d errno=%d\n", r, r < 0 ? errno : 0);
+	umad_close_port(fd);
+	return 0;
+}
+
+static int steps(const char *ca, int port, const char *dgid, int sgid_index)
+{
+	int fd = open_port(ca, port);
+	int agent = umad_register(fd, 0x09, 1, 0, NULL);
+	if (agent < 0) {
+		fprintf(stderr, "umad_register: %s\n", strerror(-agent));
+		return 1;
+	}
+	void *u = calloc(1, umad_size() + MAD_SIZE);
+	char line[128];
+	while (fgets(line, sizeof(line), stdin)) {
+		unsigned tid, timeout, retries;
+		int ms;
+		if (sscanf(line, "send %u %u %u", &tid, &timeout, &retries) == 3) {
+			ib_user_mad_t *um = u;
+			memset(u, 0, umad_size() + MAD_SIZE);
+			uint8_t *m = umad_get_mad(u);
+			m[0] = 1;
+			m[1] = 0x09;
+			m[2] = 1;
+			m[3] = 0x01;
+			uint64_t t = htobe64(tid);
+			memcpy(m + 8, &t, 8);
+			m[16] = 0xff;
+			m[17] = 0x10;
+			umad_set_addr(u, 0, 1, 0, 0x80010000);
+			um->addr.grh_present = 1;
+			um->addr.gid_index = (uint8_t)sgid_index;
+			um->addr.hop_limit = 64;
+			inet_pton(AF_INET6, dgid, um->addr.gid);
+			int r = umad_send(fd, agent, u, MAD_SIZE, (int)timeout, (int)retries);
+			printf("sent %u r=%d\n", tid, r);
+		} else if (sscanf(line, "recv %d", &ms) == 1) {
+			int len = MAD_SIZE;
+			int r = umad_recv(fd, u, &len, ms);
+			if (r < 0) {
+				printf("recv=%d\n", r);
+				continue;
+			}
+			uint64_t t;
+			memcpy(&t, umad_get_mad(u) + 8, 8);
+			printf("got tid=%u status=%u\n", (unsigned)(be64toh(t) & 0xffffffffu),
+			       umad_status(u));
+		} else if (!strncmp(line, "state", 5)) {
+			umad_port_t p;
+			int r = umad_get_port(ca, port, &p);
+			if (r < 0) {
+				printf("state=? r=%d\n", r);
+				continue;
+			}
+			printf("state=%u phys=%u\n", p.state, p.phys_state);
+			umad_release_port(&p);
+		} else {
+			printf("what? %s", line);
+		}
+	}
+	umad_close_port(fd);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -391,10 +481,16 @@ int main(int argc, char **argv)
 		return smi(argv[2], atoi(argv[3]));
 	if (argc >= 7 && !strcmp(argv[1], "pingpong"))
 		return pingpong(argv[2], atoi(argv[3]), argv[4], atoi(argv[5]), argc - 6, argv + 6);
+	if (argc >= 4 && !strcmp(argv[1], "block"))
+		return block(argv[2], atoi(argv[3]));
+	if (argc >= 6 && !strcmp(argv[1], "steps"))
+		return steps(argv[2], atoi(argv[3]), argv[4], atoi(argv[5]));
 	fprintf(stderr, "usage: %s serve <ca> <port> [seconds]\n"
 			"       %s client <ca> <port> <dgid> <sgid_index> <n> [rmpp_bytes]\n"
 			"       %s smi <ca> <port>\n"
-			"       %s pingpong <ca> <port> <dgid> <sgid_index> <bytes>...\n",
-		argv[0], argv[0], argv[0], argv[0]);
+			"       %s pingpong <ca> <port> <dgid> <sgid_index> <bytes>...\n"
+			"       %s block <ca> <port>\n"
+			"       %s steps <ca> <port> <dgid> <sgid_index> < commands\n",
+		argv[0], argv[0], argv[0], argv[0], argv[0], argv[0]);
 	return 2;
 }

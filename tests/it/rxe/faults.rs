@@ -19,16 +19,6 @@ use vmad::types::{MadAddr, Qp};
 use super::super::kernel_peer::*;
 use super::{kernel_qp1, vmad_port};
 
-/// Run a command in the guest; it must succeed.
-fn sh(cmd: &str) {
-    let out = Command::new("sh").args(["-c", cmd]).output().expect("sh");
-    assert!(
-        out.status.success(),
-        "{cmd}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 /// Drive `t` (receiving and dropping whatever comes) until `done` holds.
 fn drive_until(t: &mut VerbsTransport, what: &str, mut done: impl FnMut(&VerbsTransport) -> bool) {
     let limit = Instant::now() + Duration::from_secs(30);
@@ -80,21 +70,6 @@ fn receive_tids(t: &mut VerbsTransport, n: usize) -> Vec<u64> {
         }
     }
     got
-}
-
-fn restore_routes() {
-    // Taking veth0 down drops its routes and permanent neighbours (the
-    // addresses stay: keep_addr_on_down); put back what guest-init set up.
-    sh(
-        "ip route replace 192.0.2.2/32 dev veth0 src 192.0.2.1 table 100 && \
-        ip -6 route replace 2001:db8::2/128 dev veth0 src 2001:db8::1 table 100 && \
-        ip neigh replace 192.0.2.2 lladdr 02:00:c0:00:02:02 dev veth0 nud permanent && \
-        ip -6 neigh replace 2001:db8::2 lladdr 02:00:c0:00:02:02 dev veth0 nud permanent && \
-        ip route replace 192.0.2.1/32 dev veth1 src 192.0.2.2 table 101 && \
-        ip -6 route replace 2001:db8::1/128 dev veth1 src 2001:db8::2 table 101 && \
-        ip neigh replace 192.0.2.1 lladdr 02:00:c0:00:02:01 dev veth1 nud permanent && \
-        ip -6 neigh replace 2001:db8::1 lladdr 02:00:c0:00:02:01 dev veth1 nud permanent",
-    );
 }
 
 #[test]
