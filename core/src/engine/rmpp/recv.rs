@@ -286,7 +286,8 @@ impl Receiver {
         (pad <= self.per_seg && len <= self.max_message).then_some(pad)
     }
 
-    /// After the in-order tail advanced to `seg_num`: complete on Last, ACK at the window end.
+    /// After the in-order tail advanced to `seg_num`: complete on Last, ACK half-way
+    /// through the window (and at its end, where the window is 1).
     fn after_in_order(&mut self, now: Instant, mad: &[u8], last: bool, paylen: u32) -> Progress {
         if last {
             let Some(pad) = self.last_pad(self.seg_num, paylen) else {
@@ -301,8 +302,13 @@ impl Receiver {
             self.queue_ack(&first);
             return Progress::Complete;
         }
-        if self.seg_num == self.newwin {
-            self.newwin = self.newwin.saturating_add(self.window);
+        // The kernel's receiver ACKs only a window's last segment, so its sender
+        // (which sends one segment per completion, up to the window) stops for an ACK
+        // round trip each window. An ACK half-way that moves the window on keeps it
+        // sending; the first segment's ACK opens the first window.
+        let half_way = self.window >= 2 && self.seg_num + self.window / 2 == self.newwin;
+        if self.seg_num == self.newwin || half_way {
+            self.newwin = self.seg_num.saturating_add(self.window);
             self.queue_ack(mad);
         }
         Progress::Pending

@@ -56,7 +56,10 @@ fn in_order_reassembly_is_byte_exact() {
 }
 
 #[test]
-fn acks_at_window_end_and_on_last() {
+fn acks_half_way_through_each_window_and_on_last() {
+    // 130 segments, window 64: the first segment's ACK opens the window, then one ACK
+    // every half window moves it on (the kernel's receiver waits for the window's end,
+    // and its sender for that ACK), and the last segment gets the final ACK.
     let segs = segments(SA, 200 * 130);
     let (mut rx, _) = Receiver::new(at(0), &segs[0], &cfg());
     let acks = drain_receiver(&mut rx, at(0));
@@ -65,22 +68,26 @@ fn acks_at_window_end_and_on_last() {
         (RmppType::Ack, RmppStatus::Success, 1, 65)
     );
     assert_eq!(rx.window_last(), 65);
-    for s in &segs[1..64] {
-        rx.handle_data(at(1), s);
+    let mut next = 1;
+    for (ack_at, newwin) in [(33, 97), (65, 129), (97, 161), (129, 193)] {
+        for s in &segs[next..ack_at - 1] {
+            rx.handle_data(at(1), s);
+        }
+        assert!(
+            drain_receiver(&mut rx, at(1)).is_empty(),
+            "no ACK before segment {ack_at}"
+        );
+        rx.handle_data(at(1), &segs[ack_at - 1]);
+        let ack = drain_receiver(&mut rx, at(1));
+        assert_eq!(
+            rmpp_of(&ack[0]),
+            (RmppType::Ack, RmppStatus::Success, ack_at as u32, newwin),
+            "the ACK of segment {ack_at}"
+        );
+        assert_eq!(rx.window_last(), newwin);
+        next = ack_at;
     }
-    assert!(
-        drain_receiver(&mut rx, at(1)).is_empty(),
-        "no ACK inside the window"
-    );
-    rx.handle_data(at(1), &segs[64]);
-    let ack = drain_receiver(&mut rx, at(1));
-    assert_eq!(
-        rmpp_of(&ack[0]),
-        (RmppType::Ack, RmppStatus::Success, 65, 129)
-    );
-    for s in &segs[65..] {
-        rx.handle_data(at(2), s);
-    }
+    rx.handle_data(at(2), &segs[129]);
     let ack = drain_receiver(&mut rx, at(2));
     assert_eq!(
         rmpp_of(&ack[0]),
