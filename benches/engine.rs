@@ -48,10 +48,12 @@ fn round_trip(c: &mut Criterion) {
     let from_client = RecvMeta {
         qp: Qp::Gsi,
         src: addr(1),
+        local_qpn: None,
     };
     let from_server = RecvMeta {
         qp: Qp::Gsi,
         src: addr(2),
+        local_qpn: None,
     };
     let mut buf = [0u8; MAD_SIZE];
     let mut tid = 0u64;

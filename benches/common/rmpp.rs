@@ -64,6 +64,7 @@ pub(crate) fn pump(
         let meta = RecvMeta {
             qp: Qp::Gsi,
             src: addr(src_lid),
+            local_qpn: None,
         };
         to.handle_datagram(now, meta, &buf[..tx.len]);
         moved = true;

@@ -118,6 +118,7 @@ pub fn meta(qp: Qp, src: MadAddr) -> RecvMeta {
             qkey: 0,
             ..src
         },
+        local_qpn: None,
     }
 }
 

@@ -50,6 +50,8 @@ impl Local {
 pub(crate) struct Mad<'a> {
     pub(crate) dir: Direction,
     pub(crate) qp: Qp,
+    /// The local QP number (`qp`'s own, or vmad's UD QP standing in for QP1).
+    pub(crate) local_qpn: u32,
     /// Destination when sent, source when received.
     pub(crate) peer: &'a MadAddr,
     pub(crate) pkey: u16,
@@ -88,7 +90,7 @@ fn ends(local: &Local, m: &Mad<'_>) -> (End, End) {
 }
 
 fn qps(m: &Mad<'_>) -> (u32, u32, u32) {
-    let local_qpn = m.qp.qpn();
+    let local_qpn = m.local_qpn;
     let qkey = match m.qp {
         Qp::Smi => 0,
         Qp::Gsi => GSI_QKEY,

@@ -187,12 +187,29 @@ impl Capture {
     /// one, as the engine and transport give it. Write errors are counted,
     /// not returned: a full disk must not stop the port.
     pub fn record(&mut self, ts: SystemTime, dir: Direction, qp: Qp, peer: &MadAddr, mad: &[u8]) {
+        self.record_via(ts, dir, qp, None, peer, mad);
+    }
+
+    /// As [`Capture::record`], for a MAD that went through local QP number
+    /// `local_qpn` rather than `qp`'s own (vmad's UD QP standing in for QP1: the
+    /// verbs transport, the hybrid transport's client path), so that the capture
+    /// shows which QP, and so which path, it took.
+    pub fn record_via(
+        &mut self,
+        ts: SystemTime,
+        dir: Direction,
+        qp: Qp,
+        local_qpn: Option<u32>,
+        peer: &MadAddr,
+        mad: &[u8],
+    ) {
         let slot = usize::from(dir == Direction::Received);
         let psn = self.psn[slot];
         self.psn[slot] = (psn + 1) & 0x00ff_ffff;
         let m = frame::Mad {
             dir,
             qp,
+            local_qpn: local_qpn.unwrap_or_else(|| qp.qpn()),
             peer,
             pkey: self
                 .pkeys

@@ -6,8 +6,10 @@ use std::time::{Instant as Clock, SystemTime};
 
 use super::ready::{self, Ready};
 use super::{spin, Core, Io, PortConfig, Shared};
+use crate::engine::Transmit;
 use crate::pcap::Direction;
 use crate::time::Instant;
+use crate::wire::MAD_SIZE;
 
 /// Fails the port when the port thread ends while opens remain (a dead transport, or
 /// a panic), so that no receiver waits forever on a port nobody drives.
@@ -68,10 +70,11 @@ fn turn_pass(shared: &Shared, io: &mut Io, receive: bool) -> (bool, Option<Insta
     } else {
         transport.recv_burst(shared.burst, &mut |meta, mad| {
             if let Some(c) = cap {
-                c.record(
+                c.record_via(
                     SystemTime::now(),
                     Direction::Received,
                     meta.qp,
+                    meta.local_qpn,
                     &meta.src,
                     mad,
                 );
@@ -100,20 +103,28 @@ fn turn_pass(shared: &Shared, io: &mut Io, receive: bool) -> (bool, Option<Insta
     drop(core);
     let mut sent = 0usize;
     let mut failed = None;
+    // With a capture, a MAD is recorded once the transport has taken it: it then says
+    // which QP it left from (the hybrid transport picks one per MAD).
+    let capturing = cap.is_some();
+    let mut taken: Option<(Transmit, [u8; MAD_SIZE])> = None;
     loop {
         let more = transport.transmit(&mut |slot| {
             let tx = shared.lock().engine.poll_transmit(now, slot);
-            if let (Some(t), Some(c)) = (&tx, cap.as_mut()) {
-                c.record(
-                    SystemTime::now(),
-                    Direction::Sent,
-                    t.qp,
-                    &t.dest,
-                    &slot[..t.len],
-                );
+            if let (Some(t), true) = (&tx, capturing) {
+                taken = Some((*t, *slot));
             }
             tx
         });
+        if let (Some((t, mad)), Some(c)) = (taken.take(), cap.as_mut()) {
+            c.record_via(
+                SystemTime::now(),
+                Direction::Sent,
+                t.qp,
+                transport.sent_via(),
+                &t.dest,
+                &mad[..t.len.min(MAD_SIZE)],
+            );
+        }
         match more {
             Ok(true) => sent += 1,
             Ok(false) => break,

@@ -49,11 +49,10 @@
 //! # Counters and pcap
 //!
 //! [`PathCounters`] counts MADs sent and received per path. The port's pcap
-//! capture records every MAD, but it is written by the port from what the
-//! engine sends and receives, before or after the transport: its packets
-//! show the MAD's QP (1), not the path. Showing the path there (the verbs
-//! QPN in the BTH/DETH) would need the transport to tell the port, per MAD,
-//! which path it took; the [`Transport`] trait has no such channel yet.
+//! capture shows the path of each MAD as the wire would: one that went over
+//! verbs carries the verbs QP's number (a received one's [`RecvMeta::local_qpn`],
+//! a sent one's [`Transport::sent_via`]) as its destination or source QP in the
+//! BTH/DETH, one through the kernel QP 1 (or 0).
 
 use std::collections::{HashSet, VecDeque};
 use std::io;
@@ -121,6 +120,8 @@ pub struct HybridTransport {
     /// Requests seen in the current verbs burst (kept to reuse its allocation).
     burst_requests: Vec<ReqKey>,
     counters: Arc<PathCounters>,
+    /// The last MAD `transmit` took went over verbs (see `sent_via`).
+    last_via_verbs: bool,
 }
 
 impl core::fmt::Debug for HybridTransport {
@@ -158,6 +159,7 @@ impl HybridTransport {
             via_verbs: HashSet::new(),
             via_verbs_order: VecDeque::new(),
             burst_requests: Vec::new(),
+            last_via_verbs: false,
             counters: Arc::default(),
         })
     }
@@ -257,6 +259,7 @@ impl Transport for HybridTransport {
                 None
             }
         })?;
+        self.last_via_verbs = sent_verbs;
         if sent_verbs {
             self.counters.verbs_sent.fetch_add(1, Ordering::Relaxed);
             return Ok(true);
@@ -290,6 +293,10 @@ impl Transport for HybridTransport {
 
     fn waker(&self) -> Option<Waker> {
         self.verbs.waker()
+    }
+
+    fn sent_via(&self) -> Option<u32> {
+        self.last_via_verbs.then(|| self.verbs.qpn())
     }
 
     fn busy_poll(&self) -> bool {

@@ -149,6 +149,14 @@ pub trait Transport: Send {
         false
     }
 
+    /// The local QP number the MAD of the last [`Transport::transmit`] left from, where
+    /// that is not its `qp`'s own (0 or 1): vmad's UD QP standing in for QP1 (the verbs
+    /// transport; the hybrid transport when it sent that MAD over verbs). The port's
+    /// pcap capture shows it, and so the path each MAD took. Default: `None`.
+    fn sent_via(&self) -> Option<u32> {
+        None
+    }
+
     /// The clock a port driving this transport reads, when the fabric behind it keeps
     /// its own (a sim fabric built with [`crate::transport::sim::FabricBuilder::clock`]);
     /// [`crate::port::PortConfig::clock`] overrides it. `None` (the default): the OS's.

@@ -9,6 +9,7 @@
 use std::time::{Duration, Instant};
 
 use vmad::engine::{Event, SendRequest};
+use vmad::pcap::{decode, LinkType, PcapConfig, Reader};
 use vmad::port::{Port, PortConfig};
 use vmad::transport::hybrid::{HybridTransport, PathCounters};
 use vmad::transport::kernel::sysfs::Sysfs;
@@ -121,11 +122,36 @@ fn verbs_dropin_refuses_a_qp0_agent() {
     announced(&out, "no QP0");
 }
 
-fn hybrid_port(dev: &str) -> (Port, std::sync::Arc<PathCounters>) {
+/// A hybrid port on `dev`, capturing to `pcap` if given; its counters and its verbs
+/// QP's number.
+fn hybrid_port_capturing(
+    dev: &str,
+    pcap: Option<&std::path::Path>,
+) -> (Port, std::sync::Arc<PathCounters>, u32) {
     let t = HybridTransport::open(&Sysfs::host(), &env(dev), 1).expect("open hybrid");
     let counters = t.counters();
-    let port = Port::open(Box::new(t), PortConfig::default()).expect("port");
-    (port, counters)
+    let qpn = t.verbs_qpn();
+    let config = PortConfig {
+        pcap: pcap.map(|p| {
+            let mut c = PcapConfig::new(p);
+            c.link = LinkType::Ethernet;
+            c
+        }),
+        ..PortConfig::default()
+    };
+    let port = Port::open(Box::new(t), config).expect("port");
+    (port, counters, qpn)
+}
+
+/// (destination QP, source QP, TID) of each packet in a capture.
+fn captured_qps(path: &std::path::Path) -> Vec<(u32, u32, u64)> {
+    let mut r = Reader::new(std::fs::File::open(path).expect("the capture")).expect("pcap");
+    let mut out = Vec::new();
+    while let Some(rec) = r.next_record().expect("a record") {
+        let d = decode(LinkType::Ethernet, &rec.data).expect("decodes");
+        out.push((d.dest_qp, d.src_qp, tid_of(d.mad)));
+    }
+    out
 }
 
 fn to(gid_var: &str) -> MadAddr {
@@ -144,7 +170,8 @@ fn to(gid_var: &str) -> MadAddr {
 fn hybrid_client_request_goes_over_verbs() {
     let _g = serial();
     let _agent = Agent::start(Lib::Classic);
-    let (port, counters) = hybrid_port("RXE0_DEV");
+    let pcap = std::env::temp_dir().join(format!("vmad-hybrid-{}.pcap", std::process::id()));
+    let (port, counters, qpn) = hybrid_port_capturing("RXE0_DEV", Some(&pcap));
     let a = port.register(spec(0x09, false, &[])).unwrap();
     let hi = u64::from(port.hi_tid(a).unwrap());
     request(
@@ -161,6 +188,21 @@ fn hybrid_client_request_goes_over_verbs() {
     eprintln!("client paths: verbs {vs} sent {vr} received, kernel {ks} sent {kr} received");
     assert!(vs >= 1 && vr >= 1, "request and answer over verbs");
     assert_eq!((ks, kr), (0, 0), "nothing through the kernel");
+    // The capture shows the path too: the request left from the verbs QP (to QP1) and
+    // its answer came to it.
+    drop(port);
+    let tid = (hi << 32) | 0x71;
+    let packets = captured_qps(&pcap);
+    let _ = std::fs::remove_file(&pcap);
+    eprintln!("captured (dest QP, source QP, TID): {packets:x?}");
+    assert!(
+        packets.contains(&(1, qpn, tid)),
+        "the request from QP {qpn:#x}"
+    );
+    assert!(
+        packets.contains(&(qpn, 1, tid)),
+        "the answer to QP {qpn:#x}"
+    );
 }
 
 /// A request that arrives unsolicited at rxe1's QP1 reaches the hybrid port's
@@ -172,7 +214,8 @@ fn hybrid_client_request_goes_over_verbs() {
 #[ignore = "needs the rxe VM: run by scripts/rxe-test"]
 fn hybrid_unsolicited_request_arrives_through_the_kernel() {
     let _g = serial();
-    let (server, counters) = hybrid_port("RXE1_DEV");
+    let pcap = std::env::temp_dir().join(format!("vmad-hybrid-srv-{}.pcap", std::process::id()));
+    let (server, counters, qpn) = hybrid_port_capturing("RXE1_DEV", Some(&pcap));
     let agent = server.register(spec(0x09, false, &[0x01])).unwrap();
     let t = KernelTransport::open(&Sysfs::host(), &env("RXE0_DEV"), 1).expect("open rxe0");
     let client = Port::open(Box::new(t), PortConfig::default()).expect("port");
@@ -225,4 +268,21 @@ fn hybrid_unsolicited_request_arrives_through_the_kernel() {
         "requests in and responses out through the kernel"
     );
     assert_eq!((vs, vr), (0, 0), "nothing over verbs");
+    // The capture says so too: each request and response between QP1s, none through
+    // the verbs QP.
+    drop(server);
+    let packets = captured_qps(&pcap);
+    let _ = std::fs::remove_file(&pcap);
+    eprintln!("captured (dest QP, source QP, TID): {packets:x?}");
+    for tid in 0x72..0x75u64 {
+        let n = packets
+            .iter()
+            .filter(|&&(d, s, t)| (d, s) == (1, 1) && t & 0xffff_ffff == tid)
+            .count();
+        assert_eq!(n, 2, "request and response {tid:#x}, QP1 to QP1");
+    }
+    assert!(
+        packets.iter().all(|&(d, s, _)| d != qpn && s != qpn),
+        "nothing through the verbs QP {qpn:#x}"
+    );
 }

@@ -315,6 +315,40 @@ fn own_reader_decodes_both_link_types() {
     }
 }
 
+/// A MAD recorded with the QP number it went through (vmad's UD QP standing in for
+/// QP1) carries it as the local end's QP: the destination QP of one received, the
+/// source QP of one sent; without one, the QP's own number (1).
+#[test]
+fn a_mad_through_vmads_own_qp_shows_that_qp() {
+    for link in [LinkType::Ethernet, LinkType::InfiniBand] {
+        let dir = scratch(&format!("via-{}", link.number()));
+        let path = dir.join("cap.pcap");
+        let mut cfg = PcapConfig::new(&path);
+        cfg.link = link;
+        let mut cap = Capture::open(&cfg, &attrs(2, 0x0002_c900_0000_0002)).unwrap();
+        let peer = MadAddr {
+            qpn: 1,
+            lid: 5,
+            ..MadAddr::default()
+        };
+        let m = mad(0x09, 1, 0x01, 0xff10, 0x42);
+        let ts = UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        cap.record_via(ts, Direction::Sent, Qp::Gsi, Some(0x11), &peer, &m);
+        cap.record_via(ts, Direction::Received, Qp::Gsi, Some(0x11), &peer, &m);
+        cap.record_via(ts, Direction::Sent, Qp::Gsi, None, &peer, &m);
+        cap.record(ts, Direction::Received, Qp::Gsi, &peer, &m);
+        drop(cap);
+        let mut r = Reader::new(std::fs::File::open(&path).unwrap()).unwrap();
+        let mut qps = Vec::new();
+        while let Some(rec) = r.next_record().unwrap() {
+            let d = decode(link, &rec.data).expect("decodes");
+            assert!(d.icrc_ok, "{link:?}: ICRC");
+            qps.push((d.dest_qp, d.src_qp));
+        }
+        assert_eq!(qps, [(1, 0x11), (0x11, 1), (1, 1), (1, 1)], "{link:?}");
+    }
+}
+
 #[test]
 fn addresses_follow_lids_or_gids() {
     let dir = scratch("addrs");

@@ -84,6 +84,7 @@ impl Transport for LinkEnd {
             let meta = RecvMeta {
                 qp: Qp::Gsi,
                 src: MadAddr { lid, ..gsi(lid) },
+                local_qpn: None,
             };
             sink(meta, &frame[2..]);
             n += 1;

@@ -247,6 +247,10 @@ pub struct RecvMeta {
     pub qp: Qp,
     /// The source: QPN, LID, SL, path bits, P_Key index, GRH.
     pub src: MadAddr,
+    /// The local QP number it arrived at, where that is not `qp`'s own (0 or 1):
+    /// vmad's UD QP standing in for QP1 (the verbs transport, the hybrid one's
+    /// client path). For captures (`vmad::pcap`); the engine does not read it.
+    pub local_qpn: Option<u32>,
 }
 
 /// A MAD the engine wants sent: written into the caller's slot by [`Engine::poll_transmit`].

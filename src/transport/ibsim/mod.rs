@@ -380,6 +380,7 @@ impl IbsimTransport {
                 lid: slid,
                 ..MadAddr::default()
             },
+            local_qpn: None,
         })
     }
 }

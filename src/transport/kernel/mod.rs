@@ -368,6 +368,7 @@ impl Transport for KernelTransport {
             let meta = RecvMeta {
                 qp: agent.qp,
                 src: hdr.addr(),
+                local_qpn: None,
             };
             sink(meta, &mad[..]);
             n += 1;

@@ -230,7 +230,14 @@ impl RoceTransport {
             }),
             pkey_index: 0,
         };
-        Some((ud.payload, RecvMeta { qp: Qp::Gsi, src }))
+        Some((
+            ud.payload,
+            RecvMeta {
+                qp: Qp::Gsi,
+                src,
+                local_qpn: None,
+            },
+        ))
     }
 
     /// Where a MAD for `dest` goes: UDP 4791 (or the configured port) of its GID.

@@ -55,7 +55,11 @@ impl Msg {
             pkey_index: pkt.pkey_index,
         };
         Msg::Frame(Frame {
-            meta: RecvMeta { qp, src },
+            meta: RecvMeta {
+                qp,
+                src,
+                local_qpn: None,
+            },
             mad: pkt.mad,
             len: pkt.len,
             due: (!delay.is_zero()).then(|| clock.now() + delay),

@@ -453,6 +453,7 @@ impl FabricInner {
                 grh: pkt.grh,
                 pkey_index: pkt.pkey_index,
             },
+            local_qpn: None,
         };
         let db = self.subnet_db();
         let sends = sa.exchange(meta, &pkt.mad[..pkt.len], &db);

@@ -45,6 +45,7 @@ impl VerbsTransport {
                 // A UD QP's completions carry no valid P_Key index: it is the QP's.
                 pkey_index: self.config.pkey_index,
             },
+            local_qpn: Some(self.qpn()),
         }
     }
 

@@ -749,6 +749,10 @@ impl Transport for VerbsTransport {
         std::mem::take(&mut self.attrs_dirty)
     }
 
+    fn sent_via(&self) -> Option<u32> {
+        Some(self.qpn())
+    }
+
     fn waker(&self) -> Option<Waker> {
         Some(self.wake.waker())
     }

@@ -197,6 +197,7 @@ fn requests_in_retry_of_a_request_the_full_queue_dropped_is_delivered() {
             lid: 1,
             ..Default::default()
         },
+        local_qpn: None,
     };
     let now = crate::time::Instant::ZERO;
     e.handle_datagram(now, meta, &mad(0x04, 0x03, 1));

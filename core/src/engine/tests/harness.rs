@@ -363,6 +363,7 @@ impl Fabric {
                 lid: self.nodes[from].lid,
                 ..MadAddr::default()
             },
+            local_qpn: None,
         };
         let now = self.now;
         self.nodes[to].engine.handle_datagram(now, meta, mad);
@@ -415,6 +416,7 @@ impl Fabric {
                     }),
                     pkey_index: tx.dest.pkey_index,
                 },
+                local_qpn: None,
             };
             let mut delay = link.delay + self.jitter(link.jitter);
             if self.chance(link.reorder_ppm) {

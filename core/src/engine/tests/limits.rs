@@ -23,6 +23,7 @@ fn limits_event_queue_drops_received_but_keeps_timeouts() {
             lid: 9,
             ..MadAddr::default()
         },
+        local_qpn: None,
     };
     let now = Instant::ZERO;
     let dest = MadAddr {

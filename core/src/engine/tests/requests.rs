@@ -295,6 +295,7 @@ fn responses_in_early_response_matches() {
             lid: 2,
             ..MadAddr::default()
         },
+        local_qpn: None,
     };
     f.nodes[0]
         .engine

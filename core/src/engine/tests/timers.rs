@@ -144,6 +144,7 @@ fn timers_index_holds_one_entry_per_waiting_request() {
     let meta = crate::engine::RecvMeta {
         qp: Qp::Gsi,
         src: dest(),
+        local_qpn: None,
     };
     for i in 0..1000 {
         e.handle_datagram(

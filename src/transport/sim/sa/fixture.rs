@@ -414,6 +414,7 @@ impl Client {
                         lid: self.lid,
                         ..MadAddr::default()
                     },
+                    local_qpn: None,
                 };
                 sa.handle_datagram(self.now, meta, &buf[..tx.len], db);
             }
@@ -429,6 +430,7 @@ impl Client {
                         lid: db.sm_lid,
                         ..MadAddr::default()
                     },
+                    local_qpn: None,
                 };
                 self.engine.handle_datagram(self.now, meta, &mad[..tx.len]);
             }

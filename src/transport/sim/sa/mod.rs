@@ -19,7 +19,7 @@
 //!   ERR_NO_RESOURCES, as OpenSM answers when it has no buffer).
 //! - Every MAD of class 0x03 that reaches the master SM's port on QP1
 //!   (requests, and the clients' RMPP ACKs and ReportResps) goes to
-//!   [`SaService::handle_datagram`] with `RecvMeta { qp: Qp::Gsi, src }`,
+//!   [`SaService::handle_datagram`] with `RecvMeta { qp: Qp::Gsi, src, local_qpn: None }`,
 //!   `src` being the sender's LID, QPN, SL, P_Key index and GRH as received.
 //! - Then each [`Transmit`] from [`SaService::poll_transmit`] is sent from
 //!   the SM's port QP1 to `dest` (LID, QPN, Q_Key, GRH). A fabric that
