@@ -102,6 +102,17 @@ static int dest_qpn(void)
 	return v && *v ? (int)strtol(v, NULL, 0) : 1;
 }
 
+/* Address `u` to `qpn` at dgid (RoCE: a GRH from GID index sgid_index), GSI Q_Key. */
+static void address_to(void *u, int qpn, const char *dgid, int sgid_index)
+{
+	ib_user_mad_t *um = u;
+	umad_set_addr(u, 0, qpn, 0, 0x80010000);
+	um->addr.grh_present = 1;
+	um->addr.gid_index = (uint8_t)sgid_index;
+	um->addr.hop_limit = 64;
+	inet_pton(AF_INET6, dgid, um->addr.gid);
+}
+
 static int open_port(const char *ca, int port)
 {
 	if (umad_init() < 0) {
@@ -282,11 +293,7 @@ static int client(const char *ca, int port, const char *dgid, int sgid_index, in
 			m[24] = 1;
 			memcpy(m + 37, OUI, 3);
 		}
-		umad_set_addr(u, 0, dest_qpn(), 0, 0x80010000);
-		um->addr.grh_present = 1;
-		um->addr.gid_index = (uint8_t)sgid_index;
-		um->addr.hop_limit = 64;
-		inet_pton(AF_INET6, dgid, um->addr.gid);
+		address_to(u, dest_qpn(), dgid, sgid_index);
 		double t0 = now_us();
 		int r = umad_send(fd, agent, u, MAD_SIZE, 60000, 0);
 		int len = BUF_SIZE;
@@ -311,7 +318,6 @@ static int client(const char *ca, int port, const char *dgid, int sgid_index, in
 static void rmpp_request(void *u, uint8_t method, uint32_t tid, uint32_t bytes, const char *dgid,
 			 int sgid_index)
 {
-	ib_user_mad_t *um = u;
 	memset(u, 0, umad_size() + VENDOR_HDR);
 	uint8_t *m = umad_get_mad(u);
 	m[0] = 1;
@@ -327,11 +333,7 @@ static void rmpp_request(void *u, uint8_t method, uint32_t tid, uint32_t bytes, 
 	m[25] = 1;                        /* DATA */
 	m[26] = method == 0x02 ? 0x01 : 0; /* Active for the Set's data */
 	memcpy(m + 37, OUI, 3);
-	umad_set_addr(u, 0, dest_qpn(), 0, 0x80010000);
-	um->addr.grh_present = 1;
-	um->addr.gid_index = (uint8_t)sgid_index;
-	um->addr.hop_limit = 64;
-	inet_pton(AF_INET6, dgid, um->addr.gid);
+	address_to(u, dest_qpn(), dgid, sgid_index);
 }
 
 static int pingpong(const char *ca, int port, const char *dgid, int sgid_index, int nsizes,
@@ -392,14 +394,21 @@ static int smi(const char *ca, int port)
 	return 0;
 }
 
+/* A class 0x09 agent that serves no methods (a requester): its id, or -1 (said why). */
+static int client_agent(int fd)
+{
+	int agent = umad_register(fd, 0x09, 1, 0, NULL);
+	if (agent < 0)
+		fprintf(stderr, "umad_register: %s\n", strerror(-agent));
+	return agent < 0 ? -1 : agent;
+}
+
 static int block(const char *ca, int port)
 {
 	int fd = open_port(ca, port);
-	int agent = umad_register(fd, 0x09, 1, 0, NULL);
-	if (agent < 0) {
-		fprintf(stderr, "umad_register: %s\n", strerror(-agent));
+	int agent = client_agent(fd);
+	if (agent < 0)
 		return 1;
-	}
 	void *u = calloc(1, umad_size() + MAD_SIZE);
 	int len = MAD_SIZE;
 	printf("READY\n");
@@ -412,18 +421,15 @@ static int block(const char *ca, int port)
 static int steps(const char *ca, int port, const char *dgid, int sgid_index)
 {
 	int fd = open_port(ca, port);
-	int agent = umad_register(fd, 0x09, 1, 0, NULL);
-	if (agent < 0) {
-		fprintf(stderr, "umad_register: %s\n", strerror(-agent));
+	int agent = client_agent(fd);
+	if (agent < 0)
 		return 1;
-	}
 	void *u = calloc(1, umad_size() + MAD_SIZE);
 	char line[128];
 	while (fgets(line, sizeof(line), stdin)) {
 		unsigned tid, timeout, retries;
 		int ms;
 		if (sscanf(line, "send %u %u %u", &tid, &timeout, &retries) == 3) {
-			ib_user_mad_t *um = u;
 			memset(u, 0, umad_size() + MAD_SIZE);
 			uint8_t *m = umad_get_mad(u);
 			m[0] = 1;
@@ -434,11 +440,7 @@ static int steps(const char *ca, int port, const char *dgid, int sgid_index)
 			memcpy(m + 8, &t, 8);
 			m[16] = 0xff;
 			m[17] = 0x10;
-			umad_set_addr(u, 0, 1, 0, 0x80010000);
-			um->addr.grh_present = 1;
-			um->addr.gid_index = (uint8_t)sgid_index;
-			um->addr.hop_limit = 64;
-			inet_pton(AF_INET6, dgid, um->addr.gid);
+			address_to(u, 1, dgid, sgid_index);
 			int r = umad_send(fd, agent, u, MAD_SIZE, (int)timeout, (int)retries);
 			printf("sent %u r=%d\n", tid, r);
 		} else if (sscanf(line, "recv %d", &ms) == 1) {
