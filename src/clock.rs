@@ -33,6 +33,16 @@ pub trait Clock: Send + Sync + fmt::Debug {
     /// The time now.
     fn now(&self) -> Instant;
 
+    /// The time at `os_now`, an instant of the OS's monotonic clock the caller has just
+    /// read, so that a loop that needs both reads the clock once (the port's spin: where
+    /// the clock source has no vDSO, as a TCG guest's HPET, each read is a system call
+    /// and an emulated device access). A clock the OS does not drive (a virtual one)
+    /// ignores `os_now` and says [`Clock::now`].
+    fn at(&self, os_now: std::time::Instant) -> Instant {
+        let _ = os_now;
+        self.now()
+    }
+
     /// How long, in real time, a port with nothing to do before `deadline` may park.
     /// `None`: until something wakes it (a clock that moves only when told runs the
     /// ports it drives itself: see [`Clock::attach`]).
@@ -74,8 +84,12 @@ impl Default for SystemClock {
 
 impl Clock for SystemClock {
     fn now(&self) -> Instant {
-        let micros = u64::try_from(self.epoch.elapsed().as_micros()).unwrap_or(u64::MAX);
-        Instant::from_micros(micros)
+        self.at(std::time::Instant::now())
+    }
+
+    fn at(&self, os_now: std::time::Instant) -> Instant {
+        let since = os_now.saturating_duration_since(self.epoch);
+        Instant::from_micros(u64::try_from(since.as_micros()).unwrap_or(u64::MAX))
     }
 }
 
@@ -173,6 +187,23 @@ mod tests {
             self.ticks.fetch_add(1, Ordering::Relaxed);
             self.seen.lock().unwrap().push(self.clock.now());
         }
+    }
+
+    #[test]
+    fn the_time_at_an_os_instant_already_read() {
+        let system = SystemClock::new();
+        let epoch = system.epoch;
+        assert_eq!(
+            system.at(epoch + Duration::from_micros(1_500)),
+            Instant::from_micros(1_500)
+        );
+        // An instant before the clock's zero is its zero, not a panic.
+        let before = epoch.checked_sub(Duration::from_secs(1)).unwrap_or(epoch);
+        assert_eq!(system.at(before), Instant::ZERO);
+        // A virtual clock is not the OS's: the instant given changes nothing.
+        let virt = VirtualClock::new();
+        virt.advance(Duration::from_millis(2));
+        assert_eq!(virt.at(std::time::Instant::now()), Instant::from_millis(2));
     }
 
     #[test]

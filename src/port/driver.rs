@@ -38,21 +38,27 @@ impl Drop for ClosedOnExit<'_> {
 /// One turn (see the module docs) with the I/O lock held: returns whether it did any
 /// work, and the engine's next deadline.
 pub(super) fn turn(shared: &Shared, io: &mut Io, receive: bool) -> (bool, Option<Instant>) {
-    let (mut worked, mut deadline) = turn_pass(shared, io, receive);
+    turn_at(shared, io, receive, Clock::now())
+}
+
+/// [`turn`] at `os_now`, the OS's time the caller has just read (see
+/// [`crate::clock::Clock::at`]).
+fn turn_at(shared: &Shared, io: &mut Io, receive: bool, os_now: Clock) -> (bool, Option<Instant>) {
+    let (mut worked, mut deadline) = turn_pass(shared, io, receive, shared.clock.at(os_now));
     // A send that had to read to make room left MADs that the transport's descriptor no
     // longer shows: take them now, as nobody would be woken for them.
     for _ in 0..8 {
         if !io.transport.rx_held() {
             break;
         }
-        let (w, d) = turn_pass(shared, io, true);
+        let (w, d) = turn_pass(shared, io, true, shared.now());
         worked |= w;
         deadline = d;
     }
     (worked, deadline)
 }
 
-fn turn_pass(shared: &Shared, io: &mut Io, receive: bool) -> (bool, Option<Instant>) {
+fn turn_pass(shared: &Shared, io: &mut Io, receive: bool, now: Instant) -> (bool, Option<Instant>) {
     {
         let core = shared.lock();
         if core.closed || core.failed.is_some() {
@@ -62,7 +68,6 @@ fn turn_pass(shared: &Shared, io: &mut Io, receive: bool) -> (bool, Option<Insta
     // The port's lock is taken per MAD and never held across the transport's system
     // calls: a thread preempted in a send (the peer it wakes takes its core) would hold
     // up every caller looking at its queue, a convoy of futex waits on a small machine.
-    let now = shared.now();
     let cap = &mut io.capture;
     let transport = &mut io.transport;
     let received = if !receive {
@@ -191,12 +196,13 @@ pub(super) fn drive(shared: &Shared, config: &PortConfig) {
                 break;
             }
         }
-        let (worked, deadline) = turn(shared, io, true);
+        // One clock read per spin: the turn's time is the spin's.
+        let now = Clock::now();
+        let (worked, deadline) = turn_at(shared, io, true, now);
         if worked {
             idle_since = None;
             continue;
         }
-        let now = Clock::now();
         let since = *idle_since.get_or_insert(now);
         if now.duration_since(since) < config.spin {
             // Yield rather than burn (and without the I/O lock, so callers can drive):

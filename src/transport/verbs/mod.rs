@@ -153,6 +153,8 @@ pub struct VerbsTransport {
     /// Where the device's uverbs node is (see `events.rs`).
     uverbs_path: String,
     last_liveness: Clock,
+    /// Calls of `poll_events` (see `events.rs`: the clock is read on some).
+    liveness_polls: u32,
     /// Why the transport is gone, once it is.
     dead: Option<String>,
     /// Something suggests the QP is in the error state (see `recovery.rs`).
@@ -381,6 +383,7 @@ impl VerbsTransport {
                 .cloned()
                 .unwrap_or_default(),
             last_liveness: Clock::now(),
+            liveness_polls: 0,
             dead: None,
             qp_suspect: false,
             recv_posted: config.recv_slots,
