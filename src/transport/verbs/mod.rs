@@ -736,10 +736,16 @@ impl Transport for VerbsTransport {
             self.async_fd,
             self.extra_fd,
         ];
+        // From here a wake writes the socket (see `wake.rs`).
+        let Some(asleep) = self.wake.sleep() else {
+            return Ok(());
+        };
         let [event, woken, async_ready, _extra] = wake::readable(fds, Some(limit))?;
         self.async_ready |= async_ready;
         if woken {
-            self.wake.take();
+            asleep.woken();
+        } else {
+            drop(asleep);
         }
         if event && self.channel.take_event(&self.recv_cq) {
             self.armed = false;

@@ -1,5 +1,9 @@
 //! Waking a parked port thread: a flag for the busy-polling wait, and a
 //! socket pair whose read end is polled next to the completion channel.
+//!
+//! The socket is written only while the transport sleeps in `poll(2)`: a port
+//! thread that busy-polls sees the flag, so a sender that wakes it makes no
+//! system call, nor does the thread to take the wake.
 
 use std::io::{self, Read, Write};
 use std::os::fd::AsRawFd;
@@ -12,7 +16,10 @@ use std::time::Duration;
 use crate::transport::Waker;
 
 pub(super) struct Wake {
+    /// A wake came and was not taken.
     flag: Arc<AtomicBool>,
+    /// The transport is in (or about to enter) `poll(2)`: a wake must write.
+    asleep: Arc<AtomicBool>,
     rx: UnixStream,
     tx: Arc<UnixStream>,
 }
@@ -24,15 +31,18 @@ impl Wake {
         tx.set_nonblocking(true)?;
         Ok(Wake {
             flag: Arc::new(AtomicBool::new(false)),
+            asleep: Arc::new(AtomicBool::new(false)),
             rx,
             tx: Arc::new(tx),
         })
     }
 
     pub(super) fn waker(&self) -> Waker {
-        let (flag, tx) = (self.flag.clone(), self.tx.clone());
+        let (flag, asleep, tx) = (self.flag.clone(), self.asleep.clone(), self.tx.clone());
         Waker::new(move || {
-            if !flag.swap(true, Ordering::AcqRel) {
+            // SeqCst on both sides: either the sleeper sees the flag before it sleeps
+            // (`sleep`), or this sees it asleep and writes.
+            if !flag.swap(true, Ordering::SeqCst) && asleep.load(Ordering::SeqCst) {
                 // A full socket buffer already means "wake up": ignore WouldBlock.
                 let _ = (&*tx).write(&[1]);
             }
@@ -41,16 +51,40 @@ impl Wake {
 
     /// Whether a wake came since the last call (and consume it).
     pub(super) fn take(&self) -> bool {
-        if !self.flag.swap(false, Ordering::AcqRel) {
-            return false;
+        self.flag.swap(false, Ordering::SeqCst)
+    }
+
+    /// About to sleep on [`Wake::fd`]: `None` if a wake came first (taken), else a
+    /// guard for the sleep, during which wakes write the socket.
+    pub(super) fn sleep(&self) -> Option<Asleep<'_>> {
+        self.asleep.store(true, Ordering::SeqCst);
+        let guard = Asleep(self);
+        if self.take() {
+            return None;
         }
-        let mut buf = [0u8; 64];
-        while matches!((&self.rx).read(&mut buf), Ok(n) if n > 0) {}
-        true
+        Some(guard)
     }
 
     pub(super) fn fd(&self) -> c_int {
         self.rx.as_raw_fd()
+    }
+}
+
+/// A sleep on the wake socket; [`Asleep::woken`] after `poll(2)` said it is readable.
+pub(super) struct Asleep<'a>(&'a Wake);
+
+impl Asleep<'_> {
+    /// The socket was readable: drain it, and take the wake.
+    pub(super) fn woken(self) {
+        let mut buf = [0u8; 64];
+        while matches!((&self.0.rx).read(&mut buf), Ok(n) if n > 0) {}
+        self.0.take();
+    }
+}
+
+impl Drop for Asleep<'_> {
+    fn drop(&mut self) {
+        self.0.asleep.store(false, Ordering::SeqCst);
     }
 }
 
@@ -103,13 +137,30 @@ mod tests {
         let w = Wake::new().unwrap();
         assert!(!w.take());
         let waker = w.waker();
+        let asleep = w.sleep().expect("no wake came yet");
         waker.wake();
         waker.wake();
         let r = readable([w.fd(), w.fd()], Some(Duration::from_secs(5))).unwrap();
         assert_eq!(r, [true, true]);
-        assert!(w.take());
+        asleep.woken();
         assert!(!w.take());
         let r = readable([w.fd(), w.fd()], Some(Duration::ZERO)).unwrap();
         assert_eq!(r, [false, false]);
+    }
+
+    #[test]
+    fn a_wake_while_busy_polling_is_only_the_flag() {
+        let w = Wake::new().unwrap();
+        let waker = w.waker();
+        waker.wake();
+        // Nothing written: the busy-polling thread sees the flag.
+        let r = readable([w.fd()], Some(Duration::ZERO)).unwrap();
+        assert_eq!(r, [false]);
+        assert!(w.take());
+        assert!(!w.take());
+        // A wake before a sleep ends it before it starts.
+        waker.wake();
+        assert!(w.sleep().is_none());
+        assert!(w.sleep().is_some());
     }
 }
