@@ -121,6 +121,8 @@ int umad_recv(int portid, void *umad, int *length, int timeout_ms)
 	 * turned readable, and while spinning; always with a zero timeout.
 	 */
 	int read = timeout_ms == 0;
+	/* Whether this call has slept in wait_port yet. */
+	int waited = 0;
 
 	for (;;) {
 		int r = read ? vmad_capi_recv_nb(portid, umad, length)
@@ -149,7 +151,15 @@ int umad_recv(int portid, void *umad, int *length, int timeout_ms)
 			continue;
 		}
 		spin_until = 0;
-		/* Readable: try again (another thread may have taken the message first). */
+		/*
+		 * Woken readable, found nothing (another open's MADs, or another thread took
+		 * the message first): the deadline still holds, or a stream of MADs that are
+		 * not ours would keep this loop from ever timing out.
+		 */
+		if (waited && deadline >= 0 && now_ms() >= deadline) {
+			errno = ETIMEDOUT;
+			return -ETIMEDOUT;
+		}
 		int w = wait_port(portid, deadline);
 
 		if (w == 0) {
@@ -161,12 +171,14 @@ int umad_recv(int portid, void *umad, int *length, int timeout_ms)
 			return w;
 		}
 		read = 1;
+		waited = 1;
 	}
 }
 
 int umad_poll(int portid, int timeout_ms)
 {
 	long long deadline = timeout_ms >= 0 ? now_ms() + timeout_ms : -1;
+	int waited = 0;
 
 	for (;;) {
 		/* Drives the port once, so a zero timeout reports what umad_recv(0) would. */
@@ -176,6 +188,11 @@ int umad_poll(int portid, int timeout_ms)
 			return r;
 		if (timeout_ms == 0)
 			return r;
+		/* As in umad_recv: a wake that brought nothing for this open. */
+		if (waited && deadline >= 0 && now_ms() >= deadline) {
+			errno = ETIMEDOUT;
+			return -ETIMEDOUT;
+		}
 		int w = wait_port(portid, deadline);
 
 		if (w == 0) {
@@ -187,5 +204,6 @@ int umad_poll(int portid, int timeout_ms)
 			return w;
 		}
 		/* Readable: a message, or a failed port (vmad_capi_poll_nb tells which). */
+		waited = 1;
 	}
 }

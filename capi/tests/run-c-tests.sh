@@ -5,6 +5,7 @@
 #    definitions agree (layout.c, layout.expected, abi.rs's unit test);
 #  - umad_test.c, compiled against the SYSTEM <infiniband/umad.h> and linked to vmad's
 #    library, in an AddressSanitizer build and once under valgrind, plus its env modes;
+#  - src/wait.c on its own against stand-ins for the Rust side (wait_unit.c);
 #  - the same program built against vmad's own header through capi/libibumad.pc;
 #  - vmad's whole umad*.h set against the system's (headers.sh).
 # Usage: capi/tests/run-c-tests.sh [--no-valgrind]
@@ -52,6 +53,9 @@ cc "${cflags[@]}" -fsanitize=address -fno-omit-frame-pointer -o "$out/robust-asa
   capi/tests/c/robust.c "${link[@]}"
 cc "${cflags[@]}" -fsanitize=address -fno-omit-frame-pointer -o "$out/opens-asan" \
   capi/tests/c/opens.c "${link[@]}"
+# wait.c alone, against stand-ins for the Rust side (no library: it defines umad_recv/_poll).
+cc "${cflags[@]}" -fsanitize=address -fno-omit-frame-pointer -o "$out/wait_unit-asan" \
+  capi/tests/c/wait_unit.c -lpthread
 if ! ldd "$out/umad_test" | grep -q "libibumad.so.3 => $(cd "$libdir" && pwd)"; then
   echo "FAIL: umad_test does not resolve libibumad.so.3 to vmad's library:"
   ldd "$out/umad_test"
@@ -71,6 +75,7 @@ unset VMAD_TRANSPORT VMAD_SIM_FAULTS
 asan=(ASAN_OPTIONS=detect_leaks=1:abort_on_error=0)
 run "umad_test (ASan)" "${asan[@]}" "$out/umad_test-asan" main
 run "robust: NULL/misaligned/short/closed/unregistered/double close/panic (ASan)" "${asan[@]}" "$out/robust-asan"
+run "wait.c: a readable descriptor that never brings a message still times out (ASan)" "${asan[@]}" "$out/wait_unit-asan"
 run "opens: several opens of one port, umad_poll(0) (ASan)" "${asan[@]}" "$out/opens-asan" sim
 run "umad_test faults (ASan)" "${asan[@]}" VMAD_SIM_FAULTS=loss=1,seed=3 "$out/umad_test-asan" faults
 run "umad_test lossy link (ASan)" "${asan[@]}" VMAD_SIM_FAULTS=loss=0.1,dup=0.05,reorder=0.1,seed=7 "$out/umad_test-asan" lossy
