@@ -32,18 +32,46 @@ mkdir -p "$libdir"
 ln -sf ../libibumad.so "$libdir/libibumad.so.3"
 ln -sf ../libibumad.so "$libdir/libibumad.so"
 
+# The terminal, for what must reach the log from inside a $(...) capture.
+exec 9>&2
+# bounded CMD...: CMD, killed after 120 s (exit 124). A diag that hangs once in thousands
+# of runs leaves only its silence: before the kill, the stacks of all its threads (gdb,
+# where installed) go to the log, so the next one says where it waited.
+bounded() {
+  "$@" &
+  local pid=$! rc
+  # Off the capture's pipe, so that nothing of the watcher keeps $(...) waiting.
+  (
+    trap 'kill $s 2>/dev/null; exit 0' TERM
+    sleep 120 &
+    s=$!
+    wait $s
+    echo "== $* (pid $pid) still running after 120 s: its threads' stacks, then kill" >&9
+    command -v gdb >/dev/null && gdb -p "$pid" -batch -ex 'thread apply all bt' </dev/null 2>&1 |
+      grep -v '^\[New LWP' >&9
+    kill -KILL "$pid" 2>/dev/null
+  ) >/dev/null 2>&1 &
+  local watcher=$!
+  wait "$pid"
+  rc=$?
+  kill "$watcher" 2>/dev/null
+  wait "$watcher" 2>/dev/null
+  # Killed by the watcher: report it as timeout(1) would.
+  [ $rc = 137 ] && rc=124
+  return $rc
+}
 # 56 on vmad: vmad's libibumad first, then rdma-core 56's libibmad/libibnetdisc.
-new() { LD_LIBRARY_PATH=$libdir:$B/lib timeout 120 "$B/bin/$1" "${@:2}" 2>&1; }
+new() { LD_LIBRARY_PATH=$libdir:$B/lib bounded "$B/bin/$1" "${@:2}" 2>&1; }
 # Debian's 44 on vmad.
-old() { LD_LIBRARY_PATH=$libdir timeout 120 "$@" 2>&1; }
+old() { LD_LIBRARY_PATH=$libdir bounded "$@" 2>&1; }
 # Comments (timestamps) and blank lines differ run to run; the PortInfo fields rdma-core
 # added after 44 (XDR's LinkSpeedExt*2) exist only in 56's output.
 strip() { grep -v -e '^#' -e '^$' -e '^LinkSpeedExt[A-Za-z]*2:'; }
 same() { # description, command words: 56 on vmad = 44 on vmad (both succeed)
   local what=$1 a b
   shift
-  a=$(new "$@") || { echo "   56: $a" | head -5; check "$what: rdma-core 56 $* succeeds" false; return; }
-  b=$(old "$@") || { echo "   44: $b" | head -5; check "$what: Debian 44 $* succeeds" false; return; }
+  a=$(new "$@") || { echo "   56 (exit $?): $a" | head -5; check "$what: rdma-core 56 $* succeeds" false; return; }
+  b=$(old "$@") || { echo "   44 (exit $?): $b" | head -5; check "$what: Debian 44 $* succeeds" false; return; }
   check "$what: 56 = 44 ($*)" diff <(strip <<<"$a") <(strip <<<"$b")
 }
 
