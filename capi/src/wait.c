@@ -53,8 +53,10 @@ static long long now_ms(void)
 	return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
 }
 
-/* poll(fds) for POLLIN until deadline_ms (negative: none): poll's result, EINTR retried.
- * fds[1] < 0: only fds[0]. */
+/* poll(fds) for POLLIN until deadline_ms (negative: none): poll's result, EINTR retried;
+ * 0 at once once the deadline has passed (a descriptor that stays readable while nothing
+ * comes for this open, such as another open's stream of MADs, would otherwise keep the
+ * callers' loops from ever timing out). fds[1] < 0: only fds[0]. */
 static int wait_readable(const int fds[2], long long deadline_ms)
 {
 	for (;;) {
@@ -67,7 +69,9 @@ static int wait_readable(const int fds[2], long long deadline_ms)
 		if (deadline_ms >= 0) {
 			long long left = deadline_ms - now_ms();
 
-			t = left <= 0 ? 0 : left > INT_MAX ? INT_MAX : (int)left;
+			if (left <= 0)
+				return 0;
+			t = left > INT_MAX ? INT_MAX : (int)left;
 		}
 		int r = poll(p, fds[1] < 0 ? 1 : 2, t);
 
@@ -121,8 +125,6 @@ int umad_recv(int portid, void *umad, int *length, int timeout_ms)
 	 * turned readable, and while spinning; always with a zero timeout.
 	 */
 	int read = timeout_ms == 0;
-	/* Whether this call has slept in wait_port yet. */
-	int waited = 0;
 
 	for (;;) {
 		int r = read ? vmad_capi_recv_nb(portid, umad, length)
@@ -151,15 +153,7 @@ int umad_recv(int portid, void *umad, int *length, int timeout_ms)
 			continue;
 		}
 		spin_until = 0;
-		/*
-		 * Woken readable, found nothing (another open's MADs, or another thread took
-		 * the message first): the deadline still holds, or a stream of MADs that are
-		 * not ours would keep this loop from ever timing out.
-		 */
-		if (waited && deadline >= 0 && now_ms() >= deadline) {
-			errno = ETIMEDOUT;
-			return -ETIMEDOUT;
-		}
+		/* Readable: try again (another thread may have taken the message first). */
 		int w = wait_port(portid, deadline);
 
 		if (w == 0) {
@@ -171,14 +165,12 @@ int umad_recv(int portid, void *umad, int *length, int timeout_ms)
 			return w;
 		}
 		read = 1;
-		waited = 1;
 	}
 }
 
 int umad_poll(int portid, int timeout_ms)
 {
 	long long deadline = timeout_ms >= 0 ? now_ms() + timeout_ms : -1;
-	int waited = 0;
 
 	for (;;) {
 		/* Drives the port once, so a zero timeout reports what umad_recv(0) would. */
@@ -188,11 +180,6 @@ int umad_poll(int portid, int timeout_ms)
 			return r;
 		if (timeout_ms == 0)
 			return r;
-		/* As in umad_recv: a wake that brought nothing for this open. */
-		if (waited && deadline >= 0 && now_ms() >= deadline) {
-			errno = ETIMEDOUT;
-			return -ETIMEDOUT;
-		}
 		int w = wait_port(portid, deadline);
 
 		if (w == 0) {
@@ -204,6 +191,5 @@ int umad_poll(int portid, int timeout_ms)
 			return w;
 		}
 		/* Readable: a message, or a failed port (vmad_capi_poll_nb tells which). */
-		waited = 1;
 	}
 }

@@ -34,7 +34,8 @@ ln -sf ../libibumad.so "$libdir/libibumad.so"
 
 # The terminal, for what must reach the log from inside a $(...) capture.
 exec 9>&2
-# bounded CMD...: CMD, killed after 120 s (exit 124). A diag that hangs once in thousands
+limit=120
+# bounded CMD...: CMD, killed after $limit s (exit 124). A diag that hangs once in thousands
 # of runs leaves only its silence: before the kill, the stacks of all its threads (gdb,
 # where installed) go to the log, so the next one says where it waited.
 bounded() {
@@ -43,10 +44,10 @@ bounded() {
   # Off the capture's pipe, so that nothing of the watcher keeps $(...) waiting.
   (
     trap 'kill $s 2>/dev/null; exit 0' TERM
-    sleep 120 &
+    sleep $limit &
     s=$!
     wait $s
-    echo "== $* (pid $pid) still running after 120 s: its threads' stacks, then kill" >&9
+    echo "== $* (pid $pid) still running after $limit s: its threads' stacks, then kill" >&9
     command -v gdb >/dev/null && gdb -p "$pid" -batch -ex 'thread apply all bt' </dev/null 2>&1 |
       grep -v '^\[New LWP' >&9
     kill -KILL "$pid" 2>/dev/null
@@ -145,7 +146,7 @@ ibsim_tests() {
   ref() { # Debian 44 under umad2sim, retried (a umad2sim client sometimes loses its first MADs)
     local i out
     for i in 1 2 3; do
-      out=$(timeout 120 scripts/ibsim-exec "$run" "$@" 2>&1) && { printf '%s\n' "$out"; return 0; }
+      out=$(timeout "$limit" scripts/ibsim-exec "$run" "$@" 2>&1) && { printf '%s\n' "$out"; return 0; }
     done
     printf '%s\n' "$out"
     return 1
