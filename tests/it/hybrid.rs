@@ -184,13 +184,15 @@ fn hybrid_client_request_goes_over_verbs() {
     );
     let (_, resp) = recv_mad(&port, Duration::from_secs(10));
     assert_eq!(tid_of(&resp), (hi << 32) | 0x71);
+    // Counted after the write returns, so possibly after the answer came: read once the
+    // port (its thread) is closed.
+    drop(port);
     let (vs, vr, ks, kr) = counters.snapshot();
     eprintln!("client paths: verbs {vs} sent {vr} received, kernel {ks} sent {kr} received");
     assert!(vs >= 1 && vr >= 1, "request and answer over verbs");
     assert_eq!((ks, kr), (0, 0), "nothing through the kernel");
     // The capture shows the path too: the request left from the verbs QP (to QP1) and
     // its answer came to it.
-    drop(port);
     let tid = (hi << 32) | 0x71;
     let packets = captured_qps(&pcap);
     let _ = std::fs::remove_file(&pcap);
@@ -261,6 +263,10 @@ fn hybrid_unsolicited_request_arrives_through_the_kernel() {
             other => panic!("expected the response, got {other:?}"),
         }
     }
+    // The server's port thread counts a send after its write returns, which can be
+    // after the client already holds the answer: read the counters once the port is
+    // closed (its thread joined), not before.
+    drop(server);
     let (vs, vr, ks, kr) = counters.snapshot();
     eprintln!("server paths: verbs {vs} sent {vr} received, kernel {ks} sent {kr} received");
     assert!(
@@ -270,7 +276,6 @@ fn hybrid_unsolicited_request_arrives_through_the_kernel() {
     assert_eq!((vs, vr), (0, 0), "nothing over verbs");
     // The capture says so too: each request and response between QP1s, none through
     // the verbs QP.
-    drop(server);
     let packets = captured_qps(&pcap);
     let _ = std::fs::remove_file(&pcap);
     eprintln!("captured (dest QP, source QP, TID): {packets:x?}");
