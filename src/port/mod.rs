@@ -418,6 +418,22 @@ impl Port {
             .clone()
     }
 
+    /// [`Port::attrs`] as the fabric has them now: the transport asks again where it
+    /// learns them only by asking (ibsim: an SM that came up after the port was opened
+    /// has since set its LID and SM LID); elsewhere the same as [`Port::attrs`].
+    ///
+    /// # Errors
+    /// EINVAL on a closed port; what asking fails with (EIO when ibsim does not answer).
+    pub fn refresh_attrs(&self) -> Result<PortAttrs> {
+        let attrs = self.with_transport(|t| t.reread_attrs().map(|()| t.attrs().clone()))??;
+        *self
+            .shared
+            .attrs
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = attrs.clone();
+        Ok(attrs)
+    }
+
     /// What the transport can carry.
     pub fn caps(&self) -> Caps {
         self.shared.caps
@@ -552,10 +568,13 @@ impl Port {
         will_wait: bool,
         mut take: impl FnMut(&Event) -> Result<R>,
     ) -> Result<R> {
-        self.wait_queued(timeout, will_wait, |open| {
+        self.wait_queued(timeout, will_wait, |open, engine| {
             let taken = take(open.queue.front()?);
             if taken.is_ok() {
-                open.queue.pop_front();
+                if let Some(event) = open.queue.pop_front() {
+                    // Read by the application: from now on a retry of it is delivered.
+                    engine.taken(&event);
+                }
             }
             Some(taken)
         })
@@ -567,7 +586,7 @@ impl Port {
         &self,
         timeout: Option<Duration>,
         will_wait: bool,
-        mut found: impl FnMut(&mut Open) -> Option<Result<R>>,
+        mut found: impl FnMut(&mut Open, &mut Engine) -> Option<Result<R>>,
     ) -> Result<R> {
         // On the port's clock, so that a virtual one moves callers' timeouts too.
         let deadline = timeout.map(|t| self.shared.now() + t);
@@ -575,8 +594,9 @@ impl Port {
         let mut core = self.open_core()?;
         loop {
             core.settle();
-            let open = core.opens.get_mut(&self.key).ok_or(Error::InvalidPort)?;
-            if let Some(got) = found(open) {
+            let Core { opens, engine, .. } = &mut *core;
+            let open = opens.get_mut(&self.key).ok_or(Error::InvalidPort)?;
+            if let Some(got) = found(open, engine) {
                 let got = got?;
                 core.settle();
                 spin.done(&self.shared);
@@ -615,7 +635,7 @@ impl Port {
     /// open is (or gets) closed; EIO when nothing is queued and the transport has failed.
     pub fn poll(&self, timeout: Option<Duration>) -> Result<()> {
         let will_wait = timeout != Some(Duration::ZERO);
-        let queued = |open: &mut Open| (!open.queue.is_empty()).then_some(Ok(()));
+        let queued = |open: &mut Open, _: &mut Engine| (!open.queue.is_empty()).then_some(Ok(()));
         match self.wait_queued(timeout, will_wait, queued) {
             Err(Error::WouldBlock) => Err(Error::TimedOut),
             other => other,

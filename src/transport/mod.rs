@@ -186,6 +186,17 @@ pub trait Transport: Send {
         false
     }
 
+    /// Ask the fabric for the port's attributes again, where the transport learns them
+    /// only by asking (ibsim tells its clients nothing when an SM sets a port's LID or
+    /// SM LID); [`Transport::attrs`] then shows them. Transports that keep them current
+    /// (port events, the embedded fabric) have nothing to do. Default: nothing.
+    ///
+    /// # Errors
+    /// What asking fails with (EIO when the fabric does not answer).
+    fn reread_attrs(&mut self) -> crate::Result<()> {
+        Ok(())
+    }
+
     /// The port registered an engine agent whose requests carry `hi_tid` in their TID's
     /// high word. A transport that must announce agents to the fabric (the kernel's
     /// umad device routes responses and unsolicited requests only to registered agents)

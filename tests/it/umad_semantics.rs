@@ -657,3 +657,92 @@ fn a_umad_handle_opens_the_cas_of_its_own_registry() {
     own.close_port(b_id).unwrap();
     assert_eq!(own.close_port(a_id).unwrap_err().errno(), EINVAL);
 }
+
+/// Wait until `n` copies of requests have reached the server's engine, delivered or
+/// dropped as duplicates (nothing else is sent to it in these tests); its counters then.
+fn copies_reached(server: vmad::umad::PortId, n: u64) -> vmad::engine::EngineStats {
+    let handle = umad::port(server).unwrap();
+    loop {
+        let s = handle.stats();
+        if s.delivered + s.dropped_duplicates >= n {
+            return s;
+        }
+        std::thread::yield_now();
+    }
+}
+
+/// A request the responder read and left unanswered (OpenSM's SA reads and ignores
+/// the queries that come during its first sweep) is not a reason to drop the
+/// requester's retry: only a copy that comes while the first still waits unread in
+/// the queue is a duplicate. Before, every retry within 10 s was dropped, so a client
+/// that asked an SA too early never got an answer.
+#[test]
+fn a_retry_of_a_request_read_and_left_unanswered_is_delivered() {
+    let (p, clock) = pair_in_virtual_time("urtr", Default::default(), Default::default());
+    let (client, server) = client_server(&p);
+    let mad = gmp_mad(PERF, 1, GET, 0x5151, 0x10);
+    let mut req = umad_with(&mad, 2, 1);
+    // Three attempts of 10 ms.
+    umad::send(p.a, client, &mut req, 256, 10, 2).unwrap();
+    // The first copy, read; no answer.
+    let (agent, _, first) = umad_recv(p.b, 256, -1).unwrap();
+    assert_eq!(agent, server);
+    let tid = be64(umad::get_mad(&first).unwrap(), 8);
+    // The first retry: delivered, and this time answered.
+    clock.advance(Duration::from_millis(10));
+    let s = copies_reached(p.b, 2);
+    assert_eq!(
+        (s.delivered, s.dropped_duplicates),
+        (2, 0),
+        "the retry of a read request is delivered"
+    );
+    let (agent, _, retry) = umad_recv(p.b, 256, 0).unwrap();
+    assert_eq!(agent, server);
+    assert_eq!(be64(umad::get_mad(&retry).unwrap(), 8), tid);
+    let mut resp = retry.clone();
+    resp[64 + 3] = GET_RESP;
+    umad::send(p.b, server, &mut resp, 256, 0, 0).unwrap();
+    let (agent, _, answer) = umad_recv(p.a, 256, -1).unwrap();
+    assert_eq!(agent, client);
+    assert_eq!(
+        umad::status(&answer).unwrap(),
+        0,
+        "the client has its answer"
+    );
+    assert_eq!(be64(umad::get_mad(&answer).unwrap(), 8), tid);
+}
+
+/// The other side of the same rule: copies that come while the first is still queued,
+/// unread, are dropped (a busy responder would otherwise find the query twice), and
+/// once it is read the next retry is delivered.
+#[test]
+fn retries_of_a_request_still_queued_unread_are_dropped() {
+    let (p, clock) = pair_in_virtual_time("urtq", Default::default(), Default::default());
+    let (client, server) = client_server(&p);
+    let mut req = umad_with(&gmp_mad(PERF, 1, GET, 0x5252, 0x10), 2, 1);
+    // Four attempts of 10 ms; nobody reads until two retries have come.
+    umad::send(p.a, client, &mut req, 256, 10, 3).unwrap();
+    copies_reached(p.b, 1);
+    for n in 2..=3 {
+        clock.advance(Duration::from_millis(10));
+        copies_reached(p.b, n);
+    }
+    let s = copies_reached(p.b, 3);
+    assert_eq!(
+        (s.delivered, s.dropped_duplicates),
+        (1, 2),
+        "two retries while unread"
+    );
+    let (agent, _, _) = umad_recv(p.b, 256, 0).unwrap();
+    assert_eq!(agent, server);
+    assert_eq!(
+        umad::poll(p.b, 0).unwrap_err().errno(),
+        ETIMEDOUT,
+        "one copy queued, not three"
+    );
+    // Read now: the last retry is delivered.
+    clock.advance(Duration::from_millis(10));
+    let s = copies_reached(p.b, 4);
+    assert_eq!((s.delivered, s.dropped_duplicates), (2, 2));
+    let _ = client;
+}

@@ -1,7 +1,7 @@
-//! The duplicate-request filter: delivered requests remembered until they
-//! are answered or their window ends, so that a requester's retransmission
-//! of a request still being worked on is dropped (see the engine's
-//! departures from the kernel).
+//! The duplicate-request filter: delivered requests remembered until the
+//! application takes them, they are answered or their window ends, so that a
+//! requester's retransmission of a request still waiting in a queue is
+//! dropped (see the engine's departures from the kernel).
 
 use alloc::format;
 use alloc::string::String;
@@ -150,6 +150,11 @@ impl DuplicateFilter {
     /// Requests remembered.
     pub(crate) fn len(&self) -> usize {
         self.by_key.len()
+    }
+
+    /// Whether no request is remembered.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.by_key.is_empty()
     }
 
     /// Whether both maps agree (for [`super::Engine::check_invariants`]).

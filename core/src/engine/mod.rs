@@ -71,11 +71,15 @@
 //!   to the machine: two vmad ports or processes differ only with high
 //!   probability (2^-24 per pair of agents), not by construction.
 //! - **Duplicate requests**: a request repeated by the same peer (QPN, GID or
-//!   LID, TID, class) while the first copy is queued or unanswered, within
-//!   `duplicate_request_window` (10 s), is dropped; the kernel delivers every
-//!   copy. A requester's retry after the answer went out, or of a request the
-//!   full queue dropped, is delivered. Zero turns it off. Why: a slow SA or SM
-//!   would otherwise do every retried query twice.
+//!   LID, TID, class) while the first copy still waits, unread, in a queue
+//!   (the engine's, or the receiver's until it reports [`Engine::taken`]),
+//!   within `duplicate_request_window` (10 s), is dropped; the kernel delivers
+//!   every copy. A retry after the application read the first copy, after the
+//!   answer went out, or of a request the full queue dropped, is delivered.
+//!   Zero turns it off. Why: a busy SA or SM that has not yet read a query
+//!   would otherwise find it twice in its queue and do it twice. Not longer:
+//!   a responder that read a request and chose not to answer (OpenSM's SA
+//!   ignores queries during its first sweep) must see the retry.
 //! - **RMPP ACKs every half window**: a receiver ACKs the first segment, then
 //!   each time the in-order tail is half a window short of NewWindowLast,
 //!   moving it to tail + window. The kernel's receiver ACKs only at the
@@ -490,11 +494,33 @@ impl Engine {
     /// and forget a request for the duplicate filter, so that its retry is delivered.
     /// For a driver that queues events per receiver (the port does, per open).
     pub fn undeliver(&mut self, event: &Event) {
+        if let Event::Recv { .. } = event {
+            self.stats.delivered = self.stats.delivered.saturating_sub(1);
+            self.stats.queue_drops += 1;
+            self.forget_request(event);
+        }
+    }
+
+    /// The application took `event`, polled with [`Engine::poll_event`]: if it is a
+    /// request, the duplicate filter forgets it, so that the requester's retry is
+    /// delivered, as the kernel delivers every copy. The filter drops a retry only
+    /// while the first copy still waits in a queue: once the application has read a
+    /// request, nothing says it will answer (OpenSM's SA reads and ignores the queries
+    /// that come during its first sweep), and a retry that came seconds later must not
+    /// share the first copy's fate. For a driver that queues events per receiver (the
+    /// port does, per open) and hands them to the application later; a driver that
+    /// hands each polled event straight over calls it at once.
+    pub fn taken(&mut self, event: &Event) {
+        self.forget_request(event);
+    }
+
+    fn forget_request(&mut self, event: &Event) {
         let Event::Recv { addr, mad, .. } = event else {
             return;
         };
-        self.stats.delivered = self.stats.delivered.saturating_sub(1);
-        self.stats.queue_drops += 1;
+        if self.dedup.is_empty() {
+            return;
+        }
         if let Ok(m) = crate::wire::mad::Packet::new_checked(&mad[..]) {
             if !m.is_response() {
                 self.dedup

@@ -117,6 +117,27 @@ pub(crate) fn gsi(lid: u16) -> MadAddr {
     }
 }
 
+/// The LID of the port's SM, where its SA answers, asked of the fabric again until an
+/// SM has set it: a port opened while the SM is still coming up has none yet, and the
+/// fabric may not say when it gets one (ibsim does not). Waits up to `wait`.
+pub(crate) fn sm_lid(port: &Port, wait: Duration) -> Result<u16, Failure> {
+    let deadline = Instant::now() + wait;
+    loop {
+        let lid = port.refresh_attrs()?.sm_lid;
+        if lid != 0 {
+            return Ok(lid);
+        }
+        if Instant::now() >= deadline {
+            return Err(Failure::timeout(format!(
+                "no SM has set this port's SM LID within {} ms (is a subnet manager running?); \
+                 --sa-lid names the SA's LID",
+                wait.as_millis()
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// The permissive destination of a directed-route SMP.
 pub(crate) fn smi_dr() -> MadAddr {
     MadAddr {

@@ -2,6 +2,7 @@
 
 use std::fmt::Write as _;
 use std::net::Ipv6Addr;
+use std::time::Duration;
 
 use clap::Args;
 use serde_json::{json, Value};
@@ -96,7 +97,13 @@ pub(crate) fn sa_query(s: &Session, a: &SaArgs) -> CmdResult {
             )))
         }
     };
-    let sa_lid = a.sa_lid.unwrap_or(s.port.attrs().sm_lid);
+    // As long as the request's own attempts would take: an SA that is still coming up
+    // is waited for as it would be retried.
+    let attempts = Duration::from_millis(u64::from(s.timeout_ms)) * (s.retries + 1);
+    let sa_lid = match a.sa_lid {
+        Some(lid) => lid,
+        None => mads::sm_lid(&s.port, attempts)?,
+    };
     let agent = mads::client(&s.port, mads::CLASS_SA, 2, true, 0)?;
     let mut req = mads::request(mads::CLASS_SA, 2, mads::GET_TABLE, attr, 0, 0x5a00_0001);
     let mut sa_req = sa::Packet::new_unchecked(&mut req[..]);

@@ -419,6 +419,10 @@ impl Transport for IbsimTransport {
         &self.attrs
     }
 
+    fn reread_attrs(&mut self) -> crate::Result<()> {
+        self.refresh_attrs().map(|_| ())
+    }
+
     fn recv_burst(
         &mut self,
         max: usize,

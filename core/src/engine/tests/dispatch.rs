@@ -169,6 +169,38 @@ fn requests_in_duplicates_not_delivered_while_unanswered() {
 }
 
 #[test]
+fn requests_in_retry_after_the_application_took_the_request_is_delivered() {
+    // Read and not answered (OpenSM's SA ignores the queries of its first sweep):
+    // the retry is the requester's only way to an answer, so it is delivered.
+    let mut f = Fabric::new(2, LinkModel::perfect(), 39);
+    let server = f.register(1, gsi_agent(0x04, 0, &[0x01]));
+    f.inject(0, 1, Qp::Gsi, &mad(0x04, 0x01, 1));
+    let read = f.take_events(1);
+    assert_eq!(recvs(&read).len(), 1);
+    for e in &read {
+        f.nodes[1].engine.taken(e);
+    }
+    assert_eq!(
+        f.nodes[1].engine.footprint().dedup,
+        0,
+        "forgotten once taken"
+    );
+    f.inject(0, 1, Qp::Gsi, &mad(0x04, 0x01, 1));
+    let again = f.take_events(1);
+    assert_eq!(recvs(&again), vec![(server, recvs(&read)[0].1.clone())]);
+    assert_eq!(f.nodes[1].engine.stats().dropped_duplicates, 0);
+    // Taking a response or a timeout report forgets nothing and changes nothing.
+    let before = f.nodes[1].engine.footprint();
+    let addr = f.addr(0, Qp::Gsi);
+    f.nodes[1].engine.taken(&Event::SendTimedOut {
+        agent: server,
+        addr,
+        header: [0; 24],
+    });
+    assert_eq!(f.nodes[1].engine.footprint(), before);
+}
+
+#[test]
 fn requests_in_client_only_agent_gets_responses_only() {
     let mut f = Fabric::new(2, LinkModel::perfect(), 37);
     let client = f.register(1, gsi_agent(0x04, 0, &[]));
