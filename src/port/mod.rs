@@ -63,27 +63,28 @@
 mod driver;
 mod opens;
 mod ready;
+mod shared;
 mod spin;
+mod waiting;
 
-use self::driver::{drive, turn};
+use self::driver::drive;
 use self::opens::{Core, Open};
 use self::ready::Ready;
 pub use self::ready::WaitGuard;
-use self::spin::{Spin, SpinPolicy};
+use self::shared::{Io, Shared};
+use self::spin::SpinPolicy;
 
 use std::collections::BTreeMap;
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, Weak};
-use std::thread::JoinHandle;
-use std::time::{Duration, Instant as Clock};
+use std::time::Duration;
 
 use crate::clock::{Clock as TimeSource, SystemClock, Tick};
 use crate::engine::{
     AgentId, AgentSpec, Engine, EngineConfig, EngineStats, Event, RmppAbort, SendRequest,
 };
 use crate::pcap::{Capture, PcapConfig};
-use crate::time::Instant;
-use crate::transport::{Caps, PortAttrs, Transport, Waker};
+use crate::transport::{Caps, PortAttrs, Transport};
 use crate::types::Qp;
 use crate::{Error, Result};
 
@@ -124,176 +125,6 @@ impl Default for PortConfig {
             pcap: None,
             clock: None,
         }
-    }
-}
-
-/// The transport side, under the I/O lock (taken before the core's lock).
-struct Io {
-    transport: Box<dyn Transport>,
-    capture: Option<Capture>,
-}
-
-struct Shared {
-    /// `None` once the port thread has ended (the transport is dropped).
-    io: Mutex<Option<Io>>,
-    core: Mutex<Core>,
-    burst: usize,
-    /// How waiting callers spin.
-    spin: SpinPolicy,
-    /// Callers in a spin spell (counted only without a ready descriptor; see [`Spin`]).
-    spinners: std::sync::atomic::AtomicUsize,
-    /// The port thread is parked in [`Transport::wait`], holding the transport.
-    parked: std::sync::atomic::AtomicBool,
-    /// Signalled when events are queued or the port closes.
-    ready: Condvar,
-    waker: Option<Waker>,
-    /// Where the transport has a ready descriptor: how the port's threads wait on it
-    /// (see the `ready` module); `None`: the port thread parks in [`Transport::wait`].
-    fdwait: Option<Ready>,
-    clock: Arc<dyn TimeSource>,
-    /// The transport's view of the port, refreshed when it says it changed.
-    attrs: std::sync::RwLock<PortAttrs>,
-    caps: Caps,
-    /// The port thread, joined when the last open closes.
-    thread: Mutex<Option<JoinHandle<()>>>,
-}
-
-impl Shared {
-    fn lock(&self) -> MutexGuard<'_, Core> {
-        self.core.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// The engine's clock.
-    fn now(&self) -> Instant {
-        self.clock.now()
-    }
-
-    /// Wake the port thread from standing by (see [`Spin`]).
-    fn call_port_thread(&self) {
-        if let Some(t) = self
-            .thread
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .as_ref()
-        {
-            t.thread().unpark();
-        }
-    }
-
-    fn wake(&self) {
-        if let Some(r) = &self.fdwait {
-            r.wake();
-        } else if let Some(w) = &self.waker {
-            w.wake();
-        }
-    }
-
-    /// Run `f` under the I/O lock (the core's lock must not be held); `None` once the
-    /// port thread has ended (the transport is gone).
-    fn with_io<R>(&self, f: impl FnOnce(&mut Io) -> R) -> Option<R> {
-        if self.fdwait.is_some() {
-            // Nobody holds the transport but for a turn.
-            let mut io = self.io.lock().unwrap_or_else(PoisonError::into_inner);
-            let out = io.as_mut().map(f);
-            drop(io);
-            self.turn_if_asked();
-            return out;
-        }
-        // The port thread holds the I/O lock while it is parked: wake it and take the
-        // lock in one of the gaps it leaves between turns. Never block on the lock: the
-        // thread may park again before a blocked waiter is scheduled, and only another
-        // wake would free it.
-        let started = Clock::now();
-        loop {
-            let mut io = match self.io.try_lock() {
-                Ok(io) => io,
-                Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
-                Err(std::sync::TryLockError::WouldBlock) => {
-                    self.wake();
-                    if started.elapsed() <= Duration::from_millis(2) {
-                        std::thread::yield_now();
-                    } else {
-                        std::thread::sleep(Duration::from_micros(50));
-                    }
-                    continue;
-                }
-            };
-            return io.as_mut().map(f);
-        }
-    }
-
-    /// After holding the I/O lock outside `try_turn`: run the turns others left to us.
-    fn turn_if_asked(&self) {
-        if self.fdwait.as_ref().is_some_and(Ready::asked) {
-            self.try_turn(false);
-        }
-    }
-
-    /// A turn with a receive, for a caller that waits for a message: with a ready
-    /// descriptor it waits for the I/O lock instead of leaving its turn to the holder,
-    /// as it has nothing else to do; left to the holder, it would poll a descriptor
-    /// that stays readable until the holder reads it (one poll(2) after another: on
-    /// OpenSM's sweep, nearly two per MAD). Else as [`Shared::try_turn`].
-    fn receiver_turn(&self) -> Option<bool> {
-        let Some(r) = &self.fdwait else {
-            return self.try_turn(true);
-        };
-        let (worked, deadline) = {
-            let mut io = self.io.lock().unwrap_or_else(PoisonError::into_inner);
-            r.take_asked();
-            turn(self, io.as_mut()?, true)
-        };
-        r.deadline_moved(deadline);
-        self.turn_if_asked();
-        Some(worked)
-    }
-
-    /// Run one turn on the calling thread if the I/O lock is free. `None`: it was not
-    /// (or the transport is gone); else whether the turn did any work.
-    ///
-    /// With a ready descriptor nobody holds the lock but for a turn, and nobody waits
-    /// for it: a thread that finds it taken leaves what it wanted (`receive`, and always
-    /// a transmit) to the holder, which looks for such requests after it lets go and
-    /// turns again for them. So a sender never sleeps on a receiver's turn, nor the
-    /// other way round.
-    fn try_turn(&self, receive: bool) -> Option<bool> {
-        let Some(r) = &self.fdwait else {
-            let mut io = match self.io.try_lock() {
-                Ok(io) => io,
-                Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
-                Err(std::sync::TryLockError::WouldBlock) => return None,
-            };
-            return Some(turn(self, io.as_mut()?, receive).0);
-        };
-        r.ask(receive);
-        let mut worked = None;
-        loop {
-            let mut io = match self.io.try_lock() {
-                Ok(io) => io,
-                Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
-                // The holder turns again for what we asked.
-                Err(std::sync::TryLockError::WouldBlock) => return worked,
-            };
-            let receive = r.take_asked();
-            let (w, deadline) = turn(self, io.as_mut()?, receive);
-            drop(io);
-            r.deadline_moved(deadline);
-            worked = Some(worked.unwrap_or(false) | w);
-            if !r.asked() {
-                return worked;
-            }
-        }
-    }
-}
-
-impl Tick for Shared {
-    /// The port's clock jumped: run a turn now, so that what fell due (a resend, a
-    /// timeout report) is done when the jump returns.
-    fn tick(&self) {
-        self.with_io(|io| turn(self, io, true));
-        // Callers blocked on the condition variable with a deadline on this clock look
-        // at it again. (Virtual clocks drive transports without a ready descriptor.)
-        self.ready.notify_all();
     }
 }
 
@@ -546,58 +377,6 @@ impl Port {
         self.recv_inner(Some(Duration::ZERO), true, take)
     }
 
-    fn recv_inner<R>(
-        &self,
-        timeout: Option<Duration>,
-        will_wait: bool,
-        mut take: impl FnMut(&Event) -> Result<R>,
-    ) -> Result<R> {
-        self.wait_queued(timeout, will_wait, |open| {
-            let taken = take(open.queue.front()?);
-            if taken.is_ok() {
-                open.queue.pop_front();
-            }
-            Some(taken)
-        })
-    }
-
-    /// Run turns, spin and block until `found` says what this open's queue gives (the
-    /// one loop of receive and poll); `timeout` and the errors as [`Port::recv_with`].
-    fn wait_queued<R>(
-        &self,
-        timeout: Option<Duration>,
-        will_wait: bool,
-        mut found: impl FnMut(&mut Open) -> Option<Result<R>>,
-    ) -> Result<R> {
-        // On the port's clock, so that a virtual one moves callers' timeouts too.
-        let deadline = timeout.map(|t| self.shared.now() + t);
-        let mut spin = Spin::new(&self.shared, timeout, will_wait);
-        let mut core = self.open_core()?;
-        loop {
-            core.settle();
-            let open = core.opens.get_mut(&self.key).ok_or(Error::InvalidPort)?;
-            if let Some(got) = found(open) {
-                let got = got?;
-                core.settle();
-                spin.done(&self.shared);
-                return Ok(got);
-            }
-            if let Some(e) = core.failure() {
-                return Err(e);
-            }
-            if timeout != Some(Duration::ZERO) {
-                spin.found_nothing();
-            }
-            if spin.active() {
-                drop(core);
-                spin.turn(&self.shared);
-                core = self.open_core()?;
-                continue;
-            }
-            core = self.block(core, timeout, deadline)?;
-        }
-    }
-
     /// This open's next message (see [`Port::recv_with`] for `timeout`).
     ///
     /// # Errors
@@ -810,77 +589,6 @@ impl Port {
     /// The core, if this open is open (its queue may still be read after a failure).
     fn open_core(&self) -> Result<MutexGuard<'_, Core>> {
         let core = self.shared.lock();
-        if core.closed || !core.opens.contains_key(&self.key) {
-            return Err(Error::InvalidPort);
-        }
-        Ok(core)
-    }
-
-    /// Block until a message may be queued, the deadline, or close: on the transport's
-    /// and the open's descriptors where the transport has a ready descriptor (running
-    /// the turn when the transport's turns readable), else on the condition variable.
-    fn block<'a>(
-        &'a self,
-        core: MutexGuard<'a, Core>,
-        timeout: Option<Duration>,
-        deadline: Option<Instant>,
-    ) -> Result<MutexGuard<'a, Core>> {
-        let left = self.time_left(timeout, deadline)?;
-        if self.shared.fdwait.is_none() {
-            return self.wait_ready(core, left);
-        }
-        let mut core = core;
-        let guard = WaitGuard::new(self.shared.clone(), self.key, &mut core)?;
-        drop(core);
-        let readable = guard.wait(left)?;
-        drop(guard);
-        if readable {
-            self.shared.receiver_turn();
-        }
-        self.open_core()
-    }
-
-    /// How long, in real time, a caller with `deadline` (on the port's clock) may block
-    /// now: `None` for no limit (no deadline, or a virtual clock, whose jumps wake it).
-    ///
-    /// # Errors
-    /// EWOULDBLOCK (a zero `timeout`) or ETIMEDOUT once the deadline has passed.
-    fn time_left(
-        &self,
-        timeout: Option<Duration>,
-        deadline: Option<Instant>,
-    ) -> Result<Option<Duration>> {
-        let Some(d) = deadline else { return Ok(None) };
-        if self.shared.now() >= d {
-            return Err(if timeout == Some(Duration::ZERO) {
-                Error::WouldBlock
-            } else {
-                Error::TimedOut
-            });
-        }
-        Ok(self.shared.clock.park_limit(d))
-    }
-
-    /// Block on the condition variable until woken, `left` passes, or close.
-    fn wait_ready<'a>(
-        &self,
-        core: MutexGuard<'a, Core>,
-        left: Option<Duration>,
-    ) -> Result<MutexGuard<'a, Core>> {
-        let core = match left {
-            None => self
-                .shared
-                .ready
-                .wait(core)
-                .unwrap_or_else(PoisonError::into_inner),
-            Some(left) => {
-                self.shared
-                    .ready
-                    .wait_timeout(core, left)
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .0
-            }
-        };
         if core.closed || !core.opens.contains_key(&self.key) {
             return Err(Error::InvalidPort);
         }
