@@ -33,7 +33,7 @@
 //! - **Without** (the embedded fabric, verbs), the port thread keeps polling
 //!   for [`PortConfig::spin`] after its last work, yielding the CPU between
 //!   polls, then parks in [`Transport::wait`] until the engine's next deadline
-//!   (a transport without a [`Waker`] is parked in slices of
+//!   (a transport without a [`Waker`](crate::transport::Waker) is parked in slices of
 //!   [`PortConfig::park_slice`]). It holds the I/O lock while parked and reads
 //!   the engine's deadline under it: a send that cannot take the lock wakes it,
 //!   so no deadline is missed. Blocked callers wait on a condition variable
@@ -60,6 +60,12 @@
 //! EIO (`umad_recv(3)`: "receive operation failed"), blocked callers included;
 //! the descriptors poll readable so `poll(2)` waiters see it too.
 
+// Public for other crates of the workspace and for tests, but no part of the API: the
+// hooks of vmad-capi's wait.c, and the self-checks of tests and the soak.
+#[doc(hidden)]
+pub mod audit;
+#[doc(hidden)]
+pub mod cabi;
 mod driver;
 mod opens;
 mod ready;
@@ -70,7 +76,6 @@ mod waiting;
 use self::driver::drive;
 use self::opens::{Core, Open};
 use self::ready::Ready;
-pub use self::ready::WaitGuard;
 use self::shared::{Io, Shared};
 use self::spin::SpinPolicy;
 
@@ -102,7 +107,7 @@ pub struct PortConfig {
     /// How long a thread waiting in [`Port::recv_with`] / [`Port::poll`] drives the
     /// transport itself (yielding between turns) before it blocks. Zero: never.
     pub caller_spin: Duration,
-    /// Longest park when the transport has no [`Waker`].
+    /// Longest park when the transport has no [`Waker`](crate::transport::Waker).
     pub park_slice: Duration,
     /// Record every MAD sent and received (each RMPP segment and ACK) to a
     /// pcap file; see [`crate::pcap`].
@@ -364,19 +369,6 @@ impl Port {
         self.recv_inner(timeout, timeout != Some(Duration::ZERO), take)
     }
 
-    /// [`Port::recv_with`] with a zero timeout, for a caller that, finding nothing,
-    /// will wait on the descriptors [`Port::begin_wait`] gives (the C library's
-    /// blocking `umad_recv`): where the transport has a descriptor of its own, its
-    /// turn sends but does not read the transport, as the poll(2) that follows tells
-    /// whether a read would find anything (a read that finds nothing is a system call
-    /// per message for nothing).
-    ///
-    /// # Errors
-    /// As [`Port::recv_with`] with a zero timeout.
-    pub fn recv_before_wait_with<R>(&self, take: impl FnMut(&Event) -> Result<R>) -> Result<R> {
-        self.recv_inner(Some(Duration::ZERO), true, take)
-    }
-
     /// This open's next message (see [`Port::recv_with`] for `timeout`).
     ///
     /// # Errors
@@ -418,76 +410,10 @@ impl Port {
         })
     }
 
-    /// Start a wait in poll(2) by the caller itself (the C library's `umad_recv` and
-    /// `umad_poll`, which must block in a cancellation point): the guard says which
-    /// descriptors to poll ([`WaitGuard::fds`]) and, while it lives, counts the caller
-    /// as reading the transport. Readable: run a receive or poll with a zero timeout
-    /// (which runs a turn) and look again.
-    ///
-    /// # Errors
-    /// EINVAL if this open is closed.
-    #[doc(hidden)]
-    pub fn begin_wait(&self) -> Result<WaitGuard> {
-        let mut core = self.open_core()?;
-        WaitGuard::new(self.shared.clone(), self.key, &mut core)
-    }
-
-    /// How many callers are blocked on this port's descriptors now (where the transport
-    /// has a ready descriptor; else 0).
-    #[doc(hidden)]
-    pub fn callers_waiting(&self) -> usize {
-        self.shared.fdwait.as_ref().map_or(0, Ready::waiters)
-    }
-
-    /// How long a waiting caller that found nothing should drive the port itself now,
-    /// before it blocks: [`PortConfig::caller_spin`] while the port's recent waits were
-    /// that short, else zero (see the `spin` module; always zero where the transport
-    /// gains nothing by it).
-    pub fn caller_spin(&self) -> Duration {
-        self.shared.spin.budget()
-    }
-
-    /// A caller outside this module (the C library's `umad_recv`) waited `waited` for
-    /// a message it then got: counts in [`Port::caller_spin`]'s policy.
-    #[doc(hidden)]
-    pub fn note_wait(&self, waited: Duration) {
-        self.shared.spin.note_wait(waited);
-    }
-
     /// The engine's counters (the receive-queue limit is applied per open: messages it
     /// drops count in `queue_drops`, not in `delivered`).
     pub fn stats(&self) -> EngineStats {
         self.shared.lock().engine.stats()
-    }
-
-    /// What the engine and the opens' queues hold now (tests and the soak watch it
-    /// stay bounded).
-    #[doc(hidden)]
-    pub fn footprint(&self) -> crate::engine::Footprint {
-        let core = self.shared.lock();
-        let mut f = core.engine.footprint();
-        for open in core.opens.values() {
-            f.events += open.queue.len();
-            f.event_bytes += open
-                .queue
-                .iter()
-                .map(|e| match e {
-                    Event::Recv { mad, .. } => mad.capacity(),
-                    _ => 0,
-                })
-                .sum::<usize>();
-        }
-        f
-    }
-
-    /// The engine's self-check ([`Engine::check_invariants`]).
-    ///
-    /// # Errors
-    ///
-    /// A description of the first broken invariant.
-    #[doc(hidden)]
-    pub fn check_invariants(&self) -> core::result::Result<(), String> {
-        self.shared.lock().engine.check_invariants()
     }
 
     /// RMPP transfers that ended in ABORT or STOP so far (the engine's count; the
