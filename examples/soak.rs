@@ -20,6 +20,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use vmad::engine::{AgentId, AgentSpec, EngineConfig, Event, SendRequest};
+use vmad::port::audit::PortAudit;
 use vmad::port::{Port, PortConfig};
 use vmad::transport::sim::{Fabric, FaultConfig};
 use vmad::types::{MadAddr, Qp, GSI_QKEY};

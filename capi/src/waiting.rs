@@ -4,7 +4,7 @@
 use core::ffi::{c_int, c_long, c_void};
 use std::time::Duration;
 
-use vmad::port::WaitGuard;
+use vmad::port::cabi::{WaitGuard, WaitHooks};
 use vmad::umad::{self as umad, PortId};
 
 use crate::boundary::{fail, guard};

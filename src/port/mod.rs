@@ -33,7 +33,7 @@
 //! - **Without** (the embedded fabric, verbs), the port thread keeps polling
 //!   for [`PortConfig::spin`] after its last work, yielding the CPU between
 //!   polls, then parks in [`Transport::wait`] until the engine's next deadline
-//!   (a transport without a [`Waker`] is parked in slices of
+//!   (a transport without a [`Waker`](crate::transport::Waker) is parked in slices of
 //!   [`PortConfig::park_slice`]). It holds the I/O lock while parked and reads
 //!   the engine's deadline under it: a send that cannot take the lock wakes it,
 //!   so no deadline is missed. Blocked callers wait on a condition variable
@@ -60,30 +60,36 @@
 //! EIO (`umad_recv(3)`: "receive operation failed"), blocked callers included;
 //! the descriptors poll readable so `poll(2)` waiters see it too.
 
+// Public for other crates of the workspace and for tests, but no part of the API: the
+// hooks of vmad-capi's wait.c, and the self-checks of tests and the soak.
+#[doc(hidden)]
+pub mod audit;
+#[doc(hidden)]
+pub mod cabi;
 mod driver;
 mod opens;
 mod ready;
+mod shared;
 mod spin;
+mod waiting;
 
-use self::driver::{drive, turn};
+use self::driver::drive;
 use self::opens::{Core, Open};
 use self::ready::Ready;
-pub use self::ready::WaitGuard;
-use self::spin::{Spin, SpinPolicy};
+use self::shared::{Io, Shared};
+use self::spin::SpinPolicy;
 
 use std::collections::BTreeMap;
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, Weak};
-use std::thread::JoinHandle;
-use std::time::{Duration, Instant as Clock};
+use std::time::Duration;
 
 use crate::clock::{Clock as TimeSource, SystemClock, Tick};
 use crate::engine::{
     AgentId, AgentSpec, Engine, EngineConfig, EngineStats, Event, RmppAbort, SendRequest,
 };
 use crate::pcap::{Capture, PcapConfig};
-use crate::time::Instant;
-use crate::transport::{Caps, PortAttrs, Transport, Waker};
+use crate::transport::{Caps, PortAttrs, Transport};
 use crate::types::Qp;
 use crate::{Error, Result};
 
@@ -101,7 +107,7 @@ pub struct PortConfig {
     /// How long a thread waiting in [`Port::recv_with`] / [`Port::poll`] drives the
     /// transport itself (yielding between turns) before it blocks. Zero: never.
     pub caller_spin: Duration,
-    /// Longest park when the transport has no [`Waker`].
+    /// Longest park when the transport has no [`Waker`](crate::transport::Waker).
     pub park_slice: Duration,
     /// Record every MAD sent and received (each RMPP segment and ACK) to a
     /// pcap file; see [`crate::pcap`].
@@ -124,176 +130,6 @@ impl Default for PortConfig {
             pcap: None,
             clock: None,
         }
-    }
-}
-
-/// The transport side, under the I/O lock (taken before the core's lock).
-struct Io {
-    transport: Box<dyn Transport>,
-    capture: Option<Capture>,
-}
-
-struct Shared {
-    /// `None` once the port thread has ended (the transport is dropped).
-    io: Mutex<Option<Io>>,
-    core: Mutex<Core>,
-    burst: usize,
-    /// How waiting callers spin.
-    spin: SpinPolicy,
-    /// Callers in a spin spell (counted only without a ready descriptor; see [`Spin`]).
-    spinners: std::sync::atomic::AtomicUsize,
-    /// The port thread is parked in [`Transport::wait`], holding the transport.
-    parked: std::sync::atomic::AtomicBool,
-    /// Signalled when events are queued or the port closes.
-    ready: Condvar,
-    waker: Option<Waker>,
-    /// Where the transport has a ready descriptor: how the port's threads wait on it
-    /// (see the `ready` module); `None`: the port thread parks in [`Transport::wait`].
-    fdwait: Option<Ready>,
-    clock: Arc<dyn TimeSource>,
-    /// The transport's view of the port, refreshed when it says it changed.
-    attrs: std::sync::RwLock<PortAttrs>,
-    caps: Caps,
-    /// The port thread, joined when the last open closes.
-    thread: Mutex<Option<JoinHandle<()>>>,
-}
-
-impl Shared {
-    fn lock(&self) -> MutexGuard<'_, Core> {
-        self.core.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// The engine's clock.
-    fn now(&self) -> Instant {
-        self.clock.now()
-    }
-
-    /// Wake the port thread from standing by (see [`Spin`]).
-    fn call_port_thread(&self) {
-        if let Some(t) = self
-            .thread
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .as_ref()
-        {
-            t.thread().unpark();
-        }
-    }
-
-    fn wake(&self) {
-        if let Some(r) = &self.fdwait {
-            r.wake();
-        } else if let Some(w) = &self.waker {
-            w.wake();
-        }
-    }
-
-    /// Run `f` under the I/O lock (the core's lock must not be held); `None` once the
-    /// port thread has ended (the transport is gone).
-    fn with_io<R>(&self, f: impl FnOnce(&mut Io) -> R) -> Option<R> {
-        if self.fdwait.is_some() {
-            // Nobody holds the transport but for a turn.
-            let mut io = self.io.lock().unwrap_or_else(PoisonError::into_inner);
-            let out = io.as_mut().map(f);
-            drop(io);
-            self.turn_if_asked();
-            return out;
-        }
-        // The port thread holds the I/O lock while it is parked: wake it and take the
-        // lock in one of the gaps it leaves between turns. Never block on the lock: the
-        // thread may park again before a blocked waiter is scheduled, and only another
-        // wake would free it.
-        let started = Clock::now();
-        loop {
-            let mut io = match self.io.try_lock() {
-                Ok(io) => io,
-                Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
-                Err(std::sync::TryLockError::WouldBlock) => {
-                    self.wake();
-                    if started.elapsed() <= Duration::from_millis(2) {
-                        std::thread::yield_now();
-                    } else {
-                        std::thread::sleep(Duration::from_micros(50));
-                    }
-                    continue;
-                }
-            };
-            return io.as_mut().map(f);
-        }
-    }
-
-    /// After holding the I/O lock outside `try_turn`: run the turns others left to us.
-    fn turn_if_asked(&self) {
-        if self.fdwait.as_ref().is_some_and(Ready::asked) {
-            self.try_turn(false);
-        }
-    }
-
-    /// A turn with a receive, for a caller that waits for a message: with a ready
-    /// descriptor it waits for the I/O lock instead of leaving its turn to the holder,
-    /// as it has nothing else to do; left to the holder, it would poll a descriptor
-    /// that stays readable until the holder reads it (one poll(2) after another: on
-    /// OpenSM's sweep, nearly two per MAD). Else as [`Shared::try_turn`].
-    fn receiver_turn(&self) -> Option<bool> {
-        let Some(r) = &self.fdwait else {
-            return self.try_turn(true);
-        };
-        let (worked, deadline) = {
-            let mut io = self.io.lock().unwrap_or_else(PoisonError::into_inner);
-            r.take_asked();
-            turn(self, io.as_mut()?, true)
-        };
-        r.deadline_moved(deadline);
-        self.turn_if_asked();
-        Some(worked)
-    }
-
-    /// Run one turn on the calling thread if the I/O lock is free. `None`: it was not
-    /// (or the transport is gone); else whether the turn did any work.
-    ///
-    /// With a ready descriptor nobody holds the lock but for a turn, and nobody waits
-    /// for it: a thread that finds it taken leaves what it wanted (`receive`, and always
-    /// a transmit) to the holder, which looks for such requests after it lets go and
-    /// turns again for them. So a sender never sleeps on a receiver's turn, nor the
-    /// other way round.
-    fn try_turn(&self, receive: bool) -> Option<bool> {
-        let Some(r) = &self.fdwait else {
-            let mut io = match self.io.try_lock() {
-                Ok(io) => io,
-                Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
-                Err(std::sync::TryLockError::WouldBlock) => return None,
-            };
-            return Some(turn(self, io.as_mut()?, receive).0);
-        };
-        r.ask(receive);
-        let mut worked = None;
-        loop {
-            let mut io = match self.io.try_lock() {
-                Ok(io) => io,
-                Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
-                // The holder turns again for what we asked.
-                Err(std::sync::TryLockError::WouldBlock) => return worked,
-            };
-            let receive = r.take_asked();
-            let (w, deadline) = turn(self, io.as_mut()?, receive);
-            drop(io);
-            r.deadline_moved(deadline);
-            worked = Some(worked.unwrap_or(false) | w);
-            if !r.asked() {
-                return worked;
-            }
-        }
-    }
-}
-
-impl Tick for Shared {
-    /// The port's clock jumped: run a turn now, so that what fell due (a resend, a
-    /// timeout report) is done when the jump returns.
-    fn tick(&self) {
-        self.with_io(|io| turn(self, io, true));
-        // Callers blocked on the condition variable with a deadline on this clock look
-        // at it again. (Virtual clocks drive transports without a ready descriptor.)
-        self.ready.notify_all();
     }
 }
 
@@ -549,75 +385,6 @@ impl Port {
         self.recv_inner(timeout, timeout != Some(Duration::ZERO), take)
     }
 
-    /// [`Port::recv_with`] with a zero timeout, for a caller that, finding nothing,
-    /// will wait on the descriptors [`Port::begin_wait`] gives (the C library's
-    /// blocking `umad_recv`): where the transport has a descriptor of its own, its
-    /// turn sends but does not read the transport, as the poll(2) that follows tells
-    /// whether a read would find anything (a read that finds nothing is a system call
-    /// per message for nothing).
-    ///
-    /// # Errors
-    /// As [`Port::recv_with`] with a zero timeout.
-    pub fn recv_before_wait_with<R>(&self, take: impl FnMut(&Event) -> Result<R>) -> Result<R> {
-        self.recv_inner(Some(Duration::ZERO), true, take)
-    }
-
-    fn recv_inner<R>(
-        &self,
-        timeout: Option<Duration>,
-        will_wait: bool,
-        mut take: impl FnMut(&Event) -> Result<R>,
-    ) -> Result<R> {
-        self.wait_queued(timeout, will_wait, |open, engine| {
-            let taken = take(open.queue.front()?);
-            if taken.is_ok() {
-                if let Some(event) = open.queue.pop_front() {
-                    // Read by the application: from now on a retry of it is delivered.
-                    engine.taken(&event);
-                }
-            }
-            Some(taken)
-        })
-    }
-
-    /// Run turns, spin and block until `found` says what this open's queue gives (the
-    /// one loop of receive and poll); `timeout` and the errors as [`Port::recv_with`].
-    fn wait_queued<R>(
-        &self,
-        timeout: Option<Duration>,
-        will_wait: bool,
-        mut found: impl FnMut(&mut Open, &mut Engine) -> Option<Result<R>>,
-    ) -> Result<R> {
-        // On the port's clock, so that a virtual one moves callers' timeouts too.
-        let deadline = timeout.map(|t| self.shared.now() + t);
-        let mut spin = Spin::new(&self.shared, timeout, will_wait);
-        let mut core = self.open_core()?;
-        loop {
-            core.settle();
-            let Core { opens, engine, .. } = &mut *core;
-            let open = opens.get_mut(&self.key).ok_or(Error::InvalidPort)?;
-            if let Some(got) = found(open, engine) {
-                let got = got?;
-                core.settle();
-                spin.done(&self.shared);
-                return Ok(got);
-            }
-            if let Some(e) = core.failure() {
-                return Err(e);
-            }
-            if timeout != Some(Duration::ZERO) {
-                spin.found_nothing();
-            }
-            if spin.active() {
-                drop(core);
-                spin.turn(&self.shared);
-                core = self.open_core()?;
-                continue;
-            }
-            core = self.block(core, timeout, deadline)?;
-        }
-    }
-
     /// This open's next message (see [`Port::recv_with`] for `timeout`).
     ///
     /// # Errors
@@ -659,76 +426,10 @@ impl Port {
         })
     }
 
-    /// Start a wait in poll(2) by the caller itself (the C library's `umad_recv` and
-    /// `umad_poll`, which must block in a cancellation point): the guard says which
-    /// descriptors to poll ([`WaitGuard::fds`]) and, while it lives, counts the caller
-    /// as reading the transport. Readable: run a receive or poll with a zero timeout
-    /// (which runs a turn) and look again.
-    ///
-    /// # Errors
-    /// EINVAL if this open is closed.
-    #[doc(hidden)]
-    pub fn begin_wait(&self) -> Result<WaitGuard> {
-        let mut core = self.open_core()?;
-        WaitGuard::new(self.shared.clone(), self.key, &mut core)
-    }
-
-    /// How many callers are blocked on this port's descriptors now (where the transport
-    /// has a ready descriptor; else 0).
-    #[doc(hidden)]
-    pub fn callers_waiting(&self) -> usize {
-        self.shared.fdwait.as_ref().map_or(0, Ready::waiters)
-    }
-
-    /// How long a waiting caller that found nothing should drive the port itself now,
-    /// before it blocks: [`PortConfig::caller_spin`] while the port's recent waits were
-    /// that short, else zero (see the `spin` module; always zero where the transport
-    /// gains nothing by it).
-    pub fn caller_spin(&self) -> Duration {
-        self.shared.spin.budget()
-    }
-
-    /// A caller outside this module (the C library's `umad_recv`) waited `waited` for
-    /// a message it then got: counts in [`Port::caller_spin`]'s policy.
-    #[doc(hidden)]
-    pub fn note_wait(&self, waited: Duration) {
-        self.shared.spin.note_wait(waited);
-    }
-
     /// The engine's counters (the receive-queue limit is applied per open: messages it
     /// drops count in `queue_drops`, not in `delivered`).
     pub fn stats(&self) -> EngineStats {
         self.shared.lock().engine.stats()
-    }
-
-    /// What the engine and the opens' queues hold now (tests and the soak watch it
-    /// stay bounded).
-    #[doc(hidden)]
-    pub fn footprint(&self) -> crate::engine::Footprint {
-        let core = self.shared.lock();
-        let mut f = core.engine.footprint();
-        for open in core.opens.values() {
-            f.events += open.queue.len();
-            f.event_bytes += open
-                .queue
-                .iter()
-                .map(|e| match e {
-                    Event::Recv { mad, .. } => mad.capacity(),
-                    _ => 0,
-                })
-                .sum::<usize>();
-        }
-        f
-    }
-
-    /// The engine's self-check ([`Engine::check_invariants`]).
-    ///
-    /// # Errors
-    ///
-    /// A description of the first broken invariant.
-    #[doc(hidden)]
-    pub fn check_invariants(&self) -> core::result::Result<(), String> {
-        self.shared.lock().engine.check_invariants()
     }
 
     /// RMPP transfers that ended in ABORT or STOP so far (the engine's count; the
@@ -830,77 +531,6 @@ impl Port {
     /// The core, if this open is open (its queue may still be read after a failure).
     fn open_core(&self) -> Result<MutexGuard<'_, Core>> {
         let core = self.shared.lock();
-        if core.closed || !core.opens.contains_key(&self.key) {
-            return Err(Error::InvalidPort);
-        }
-        Ok(core)
-    }
-
-    /// Block until a message may be queued, the deadline, or close: on the transport's
-    /// and the open's descriptors where the transport has a ready descriptor (running
-    /// the turn when the transport's turns readable), else on the condition variable.
-    fn block<'a>(
-        &'a self,
-        core: MutexGuard<'a, Core>,
-        timeout: Option<Duration>,
-        deadline: Option<Instant>,
-    ) -> Result<MutexGuard<'a, Core>> {
-        let left = self.time_left(timeout, deadline)?;
-        if self.shared.fdwait.is_none() {
-            return self.wait_ready(core, left);
-        }
-        let mut core = core;
-        let guard = WaitGuard::new(self.shared.clone(), self.key, &mut core)?;
-        drop(core);
-        let readable = guard.wait(left)?;
-        drop(guard);
-        if readable {
-            self.shared.receiver_turn();
-        }
-        self.open_core()
-    }
-
-    /// How long, in real time, a caller with `deadline` (on the port's clock) may block
-    /// now: `None` for no limit (no deadline, or a virtual clock, whose jumps wake it).
-    ///
-    /// # Errors
-    /// EWOULDBLOCK (a zero `timeout`) or ETIMEDOUT once the deadline has passed.
-    fn time_left(
-        &self,
-        timeout: Option<Duration>,
-        deadline: Option<Instant>,
-    ) -> Result<Option<Duration>> {
-        let Some(d) = deadline else { return Ok(None) };
-        if self.shared.now() >= d {
-            return Err(if timeout == Some(Duration::ZERO) {
-                Error::WouldBlock
-            } else {
-                Error::TimedOut
-            });
-        }
-        Ok(self.shared.clock.park_limit(d))
-    }
-
-    /// Block on the condition variable until woken, `left` passes, or close.
-    fn wait_ready<'a>(
-        &self,
-        core: MutexGuard<'a, Core>,
-        left: Option<Duration>,
-    ) -> Result<MutexGuard<'a, Core>> {
-        let core = match left {
-            None => self
-                .shared
-                .ready
-                .wait(core)
-                .unwrap_or_else(PoisonError::into_inner),
-            Some(left) => {
-                self.shared
-                    .ready
-                    .wait_timeout(core, left)
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .0
-            }
-        };
         if core.closed || !core.opens.contains_key(&self.key) {
             return Err(Error::InvalidPort);
         }

@@ -19,9 +19,10 @@ pub(super) struct Open {
     pub(super) fd_read: Arc<UnixStream>,
     pub(super) fd_write: UnixStream,
     pub(super) fd_ready: bool,
-    /// Callers polling `fd_read` now ([`WaitGuard`]s); with `handed_out`, whether
-    /// anyone can be polling it: else the descriptor is left alone (two system calls
-    /// per message saved when the thread that runs the turn takes the message itself).
+    /// Callers polling `fd_read` now ([`WaitGuard`](super::ready::WaitGuard)s); with
+    /// `handed_out`, whether anyone can be polling it: else the descriptor is left alone
+    /// (two system calls per message saved when the thread that runs the turn takes the
+    /// message itself).
     pub(super) pollers: usize,
     /// [`Port::fd`] gave the descriptor out: it must always tell.
     pub(super) handed_out: bool,

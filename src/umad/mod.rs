@@ -61,6 +61,7 @@ pub use crate::port::{Port, PortConfig};
 pub use crate::transport::registry::{CaInfo, Registry};
 
 use crate::error::errno;
+use crate::port::cabi::WaitHooks;
 use crate::transport::{registry, PortAttrs};
 use crate::types::{MadAddr, Qp};
 use crate::wire::mad::MgmtClass;
@@ -584,11 +585,13 @@ pub fn recv(id: PortId, umad: &mut [u8], length: &mut usize, timeout_ms: i32) ->
 }
 
 /// [`recv`] with a zero timeout for a caller that, finding nothing, polls the
-/// descriptors of [`Port::begin_wait`](crate::port::Port::begin_wait) (the drop-in's
-/// blocking `umad_recv`): see [`Port::recv_before_wait_with`](crate::port::Port::recv_before_wait_with).
+/// descriptors of [`WaitHooks::begin_wait`] (the drop-in's blocking `umad_recv`): see
+/// [`WaitHooks::recv_before_wait_with`]. For `vmad-capi` only, with no stability
+/// promise, as the rest of [`crate::port::cabi`].
 ///
 /// # Errors
 /// As [`recv`] with a zero timeout.
+#[doc(hidden)]
 pub fn recv_before_wait(id: PortId, umad: &mut [u8], length: &mut usize) -> Result<AgentId> {
     recv_on(id, umad, length, |handle, take| {
         handle.recv_before_wait_with(take)

@@ -4,6 +4,7 @@
 //! the network in `hostile.rs` (victim LID 1, legitimate peer LID 2, hostile LID 3).
 
 use vmad::engine::{AgentSpec, Event, SendRequest};
+use vmad::port::audit::PortAudit;
 use vmad::transport::sim::{MkeyConfig, PortCounters, RawFrame};
 use vmad::transport::Transport;
 use vmad::types::Qp;

@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use vmad::clock::{Clock, VirtualClock};
 use vmad::engine::{AgentId, AgentSpec, EngineConfig, Event, RmppAbort, SendRequest};
+use vmad::port::audit::PortAudit;
 use vmad::port::{Port, PortConfig};
 use vmad::transport::sim::{Fabric, FabricBuilder, RawFrame, SimTransport};
 use vmad::transport::Transport;

@@ -15,6 +15,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use vmad::engine::{Event, RecvMeta, SendRequest, Transmit};
+use vmad::port::audit::PortAudit;
+use vmad::port::cabi::WaitHooks;
 use vmad::port::{Port, PortConfig};
 use vmad::transport::{Caps, PortAttrs, Transport};
 use vmad::types::{MadAddr, Qp};

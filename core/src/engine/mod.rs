@@ -29,9 +29,9 @@
 //! happened instead of calling back: the transaction table (`txn.rs`:
 //! requests, their response index, per-agent counts and backlogs), the
 //! duplicate-request filter (`dedup.rs`), the RMPP send and receive sessions
-//! (`rmpp/sending.rs`, `rmpp/receiving.rs`, around the state machines of
-//! `rmpp/send.rs` and `rmpp/recv.rs`), the agents (`agent.rs`) and the
-//! deadlines (`timers.rs`). The engine's own methods (this file, with the
+//! (`rmpp/send_sessions.rs`, `rmpp/recv_sessions.rs`, around the state
+//! machines of `rmpp/sender.rs` and `rmpp/receiver.rs`), the agents
+//! (`agent.rs`) and the deadlines (`timers.rs`). The engine's own methods (this file, with the
 //! inbound side in `dispatch.rs`, the send side in `outgoing.rs` and the RMPP
 //! side in `sessions.rs`) sequence them, and [`Engine::handle_timeout`] is
 //! the one place a deadline fires. Ids are newtypes (`ids.rs`).
@@ -310,9 +310,9 @@ pub struct Engine {
     /// Delivered requests awaiting their response.
     dedup: dedup::DuplicateFilter,
     /// RMPP send sessions (their senders live in `txns`).
-    rmpp_sends: rmpp::sending::RmppSends,
+    rmpp_sends: rmpp::send_sessions::RmppSends,
     /// RMPP receive sessions.
-    recv: rmpp::receiving::RecvSessions,
+    recv: rmpp::recv_sessions::RecvSessions,
     stats: EngineStats,
     last_rmpp_abort: Option<RmppAbort>,
     /// MAD buffers of finished sends, reused so that the send path does not allocate.
@@ -332,7 +332,7 @@ impl Engine {
         let keys = hash::SipKeys::draw(&mut rng);
         let dedup =
             dedup::DuplicateFilter::new(config.duplicate_request_window, config.max_events, keys);
-        let recv = rmpp::receiving::RecvSessions::new(&config, keys);
+        let recv = rmpp::recv_sessions::RecvSessions::new(&config, keys);
         Engine {
             agents,
             txns: txn::TxnTable::new(config.max_outstanding_per_agent),
@@ -341,7 +341,7 @@ impl Engine {
             tx_queue: VecDeque::new(),
             events: VecDeque::new(),
             dedup,
-            rmpp_sends: rmpp::sending::RmppSends::default(),
+            rmpp_sends: rmpp::send_sessions::RmppSends::default(),
             recv,
             stats: EngineStats::default(),
             last_rmpp_abort: None,

@@ -1,6 +1,6 @@
 //! The engine's RMPP side: sending an RMPP message, routing incoming RMPP
-//! MADs to the send sessions (`rmpp::sending`) or receive sessions
-//! (`rmpp::receiving`), and acting on what they return: replies to address
+//! MADs to the send sessions (`rmpp::send_sessions`) or receive sessions
+//! (`rmpp::recv_sessions`), and acting on what they return: replies to address
 //! and queue, requests to finish or time out, messages to deliver, aborts to
 //! report.
 
@@ -10,9 +10,9 @@ use core::time::Duration;
 
 use super::ids::TxnId;
 use super::peer::reply_addr;
-use super::rmpp::receiving::{RecvEnd, RecvOutcome};
-use super::rmpp::send::Sender;
-use super::rmpp::sending::{Reply, SendStep};
+use super::rmpp::recv_sessions::{RecvEnd, RecvOutcome};
+use super::rmpp::send_sessions::{Reply, SendStep};
+use super::rmpp::sender::Sender;
 use super::txn::{Out, PendingRmpp, RmppTx, Txn, TxnKey, TxnState};
 use super::{AgentId, Engine, RecvMeta, RmppAbort, SendRequest, Transmit};
 use crate::time::Instant;

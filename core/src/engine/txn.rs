@@ -14,7 +14,7 @@ use core::time::Duration;
 use super::agent::MAX_AGENTS;
 use super::ids::{AgentSerial, TxnId};
 use super::peer::same_peer;
-use super::rmpp::send::Sender;
+use super::rmpp::sender::Sender;
 use super::slab::Slab;
 use super::timers::{TimerKey, Timers};
 use super::txn_index::{Keyed, TxnIndex, Vacancy};

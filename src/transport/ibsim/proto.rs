@@ -444,5 +444,4 @@ pub fn parse_pkeys(d: &[u8; CTL_DATA_LEN]) -> Vec<u16> {
 }
 
 #[cfg(test)]
-#[path = "proto_tests.rs"]
 mod tests;

@@ -1,5 +1,6 @@
-//! RMPP (IBA 13.6): the sender and receiver state machines (`send`, `recv`),
-//! and the engine's session tables around them (`sending`, `receiving`).
+//! RMPP (IBA 13.6): the sender and receiver state machines (`sender`,
+//! `receiver`), and the engine's session tables around them
+//! (`send_sessions`, `recv_sessions`).
 //!
 //! CONTRACT between the engine core (`engine/mod.rs` and friends, which owns
 //! addressing, agents and delivery) and the state machines (which own
@@ -40,10 +41,10 @@
 //!   `Receiver::reply_window` (1 unless such an ACK said otherwise), which is
 //!   the `window_last` for the response's `Sender` (kernel `init_newwin`).
 
-pub(crate) mod receiving;
-pub(crate) mod recv;
-pub(crate) mod send;
-pub(crate) mod sending;
+pub(crate) mod receiver;
+pub(crate) mod recv_sessions;
+pub(crate) mod send_sessions;
+pub(crate) mod sender;
 
 use alloc::vec::Vec;
 use core::time::Duration;
@@ -176,8 +177,8 @@ pub(crate) fn format_ds_ack(ack: &[u8], hdr_len: usize, out: &mut [u8; MAD_SIZE]
 pub fn loopback(message: Vec<u8>, hdr_len: usize) -> crate::Result<Vec<u8>> {
     let cfg = RmppConfig::default();
     let now = crate::time::Instant::ZERO;
-    let mut tx = send::Sender::new(now, message, hdr_len, 1, cfg.ack_timeout, 0, &cfg)?;
-    let mut rx: Option<recv::Receiver> = None;
+    let mut tx = sender::Sender::new(now, message, hdr_len, 1, cfg.ack_timeout, 0, &cfg)?;
+    let mut rx: Option<receiver::Receiver> = None;
     let mut delivered = None;
     let (mut seg, mut ack) = ([0u8; MAD_SIZE], [0u8; MAD_SIZE]);
     let stalled = crate::Error::InvalidArgument("RMPP loopback did not complete");
@@ -185,7 +186,7 @@ pub fn loopback(message: Vec<u8>, hdr_len: usize) -> crate::Result<Vec<u8>> {
         let progress = match rx.as_mut() {
             Some(r) => r.handle_data(now, &seg),
             None => {
-                let (r, p) = recv::Receiver::new(now, &seg, &cfg);
+                let (r, p) = receiver::Receiver::new(now, &seg, &cfg);
                 rx = Some(r);
                 p
             }

@@ -3,8 +3,8 @@
 use core::time::Duration;
 use std::collections::BTreeMap;
 
-use super::recv::Receiver;
-use super::send::Sender;
+use super::receiver::Receiver;
+use super::sender::Sender;
 use super::{format_ds_ack, Progress, RmppConfig};
 use crate::time::Instant;
 use crate::wire::mad::MgmtClass;

@@ -12,7 +12,7 @@
 use alloc::boxed::Box;
 use alloc::collections::VecDeque;
 
-use super::send::Sender;
+use super::sender::Sender;
 use super::{format_ds_ack, Progress, RmppConfig};
 use crate::engine::hash::IdMap;
 use crate::engine::ids::TxnId;

@@ -280,5 +280,4 @@ impl Sender {
 }
 
 #[cfg(test)]
-#[path = "send_tests.rs"]
 mod tests;

@@ -500,5 +500,4 @@ fn pad_to(mad: &[u8], len: usize) -> Vec<u8> {
 }
 
 #[cfg(test)]
-#[path = "recv_tests.rs"]
 mod tests;

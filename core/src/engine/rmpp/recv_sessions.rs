@@ -13,7 +13,7 @@ use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
 
-use super::recv::Receiver;
+use super::receiver::Receiver;
 use super::{Progress, RmppConfig};
 use crate::engine::hash::{IdMap, PeerMap, SipKeys};
 use crate::engine::ids::RecvId;

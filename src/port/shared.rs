@@ -1,0 +1,188 @@
+//! What a port's threads share (the transport under the I/O lock, the core, the
+//! machinery of waiting) and how a thread takes a turn at the transport (see the
+//! module docs of `port`).
+
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant as Clock};
+
+use super::driver::turn;
+use super::opens::Core;
+use super::ready::Ready;
+use super::spin::SpinPolicy;
+use crate::clock::{Clock as TimeSource, Tick};
+use crate::pcap::Capture;
+use crate::time::Instant;
+use crate::transport::{Caps, PortAttrs, Transport, Waker};
+
+/// The transport side, under the I/O lock (taken before the core's lock).
+pub(super) struct Io {
+    pub(super) transport: Box<dyn Transport>,
+    pub(super) capture: Option<Capture>,
+}
+
+/// What the port's threads share: one per port, behind every open's handle.
+pub(super) struct Shared {
+    /// `None` once the port thread has ended (the transport is dropped).
+    pub(super) io: Mutex<Option<Io>>,
+    pub(super) core: Mutex<Core>,
+    pub(super) burst: usize,
+    /// How waiting callers spin.
+    pub(super) spin: SpinPolicy,
+    /// Callers in a spin spell (counted only without a ready descriptor; see
+    /// [`Spin`](super::spin::Spin)).
+    pub(super) spinners: std::sync::atomic::AtomicUsize,
+    /// The port thread is parked in [`Transport::wait`], holding the transport.
+    pub(super) parked: std::sync::atomic::AtomicBool,
+    /// Signalled when events are queued or the port closes.
+    pub(super) ready: Condvar,
+    pub(super) waker: Option<Waker>,
+    /// Where the transport has a ready descriptor: how the port's threads wait on it
+    /// (see the `ready` module); `None`: the port thread parks in [`Transport::wait`].
+    pub(super) fdwait: Option<Ready>,
+    pub(super) clock: Arc<dyn TimeSource>,
+    /// The transport's view of the port, refreshed when it says it changed.
+    pub(super) attrs: std::sync::RwLock<PortAttrs>,
+    pub(super) caps: Caps,
+    /// The port thread, joined when the last open closes.
+    pub(super) thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Shared {
+    pub(super) fn lock(&self) -> MutexGuard<'_, Core> {
+        self.core.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The engine's clock.
+    pub(super) fn now(&self) -> Instant {
+        self.clock.now()
+    }
+
+    /// Wake the port thread from standing by (see [`Spin`](super::spin::Spin)).
+    pub(super) fn call_port_thread(&self) {
+        if let Some(t) = self
+            .thread
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+        {
+            t.thread().unpark();
+        }
+    }
+
+    pub(super) fn wake(&self) {
+        if let Some(r) = &self.fdwait {
+            r.wake();
+        } else if let Some(w) = &self.waker {
+            w.wake();
+        }
+    }
+
+    /// Run `f` under the I/O lock (the core's lock must not be held); `None` once the
+    /// port thread has ended (the transport is gone).
+    pub(super) fn with_io<R>(&self, f: impl FnOnce(&mut Io) -> R) -> Option<R> {
+        if self.fdwait.is_some() {
+            // Nobody holds the transport but for a turn.
+            let mut io = self.io.lock().unwrap_or_else(PoisonError::into_inner);
+            let out = io.as_mut().map(f);
+            drop(io);
+            self.turn_if_asked();
+            return out;
+        }
+        // The port thread holds the I/O lock while it is parked: wake it and take the
+        // lock in one of the gaps it leaves between turns. Never block on the lock: the
+        // thread may park again before a blocked waiter is scheduled, and only another
+        // wake would free it.
+        let started = Clock::now();
+        loop {
+            let mut io = match self.io.try_lock() {
+                Ok(io) => io,
+                Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+                Err(std::sync::TryLockError::WouldBlock) => {
+                    self.wake();
+                    if started.elapsed() <= Duration::from_millis(2) {
+                        std::thread::yield_now();
+                    } else {
+                        std::thread::sleep(Duration::from_micros(50));
+                    }
+                    continue;
+                }
+            };
+            return io.as_mut().map(f);
+        }
+    }
+
+    /// After holding the I/O lock outside `try_turn`: run the turns others left to us.
+    pub(super) fn turn_if_asked(&self) {
+        if self.fdwait.as_ref().is_some_and(Ready::asked) {
+            self.try_turn(false);
+        }
+    }
+
+    /// A turn with a receive, for a caller that waits for a message: with a ready
+    /// descriptor it waits for the I/O lock instead of leaving its turn to the holder,
+    /// as it has nothing else to do; left to the holder, it would poll a descriptor
+    /// that stays readable until the holder reads it (one poll(2) after another: on
+    /// OpenSM's sweep, nearly two per MAD). Else as [`Shared::try_turn`].
+    pub(super) fn receiver_turn(&self) -> Option<bool> {
+        let Some(r) = &self.fdwait else {
+            return self.try_turn(true);
+        };
+        let (worked, deadline) = {
+            let mut io = self.io.lock().unwrap_or_else(PoisonError::into_inner);
+            r.take_asked();
+            turn(self, io.as_mut()?, true)
+        };
+        r.deadline_moved(deadline);
+        self.turn_if_asked();
+        Some(worked)
+    }
+
+    /// Run one turn on the calling thread if the I/O lock is free. `None`: it was not
+    /// (or the transport is gone); else whether the turn did any work.
+    ///
+    /// With a ready descriptor nobody holds the lock but for a turn, and nobody waits
+    /// for it: a thread that finds it taken leaves what it wanted (`receive`, and always
+    /// a transmit) to the holder, which looks for such requests after it lets go and
+    /// turns again for them. So a sender never sleeps on a receiver's turn, nor the
+    /// other way round.
+    pub(super) fn try_turn(&self, receive: bool) -> Option<bool> {
+        let Some(r) = &self.fdwait else {
+            let mut io = match self.io.try_lock() {
+                Ok(io) => io,
+                Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+                Err(std::sync::TryLockError::WouldBlock) => return None,
+            };
+            return Some(turn(self, io.as_mut()?, receive).0);
+        };
+        r.ask(receive);
+        let mut worked = None;
+        loop {
+            let mut io = match self.io.try_lock() {
+                Ok(io) => io,
+                Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+                // The holder turns again for what we asked.
+                Err(std::sync::TryLockError::WouldBlock) => return worked,
+            };
+            let receive = r.take_asked();
+            let (w, deadline) = turn(self, io.as_mut()?, receive);
+            drop(io);
+            r.deadline_moved(deadline);
+            worked = Some(worked.unwrap_or(false) | w);
+            if !r.asked() {
+                return worked;
+            }
+        }
+    }
+}
+
+impl Tick for Shared {
+    /// The port's clock jumped: run a turn now, so that what fell due (a resend, a
+    /// timeout report) is done when the jump returns.
+    fn tick(&self) {
+        self.with_io(|io| turn(self, io, true));
+        // Callers blocked on the condition variable with a deadline on this clock look
+        // at it again. (Virtual clocks drive transports without a ready descriptor.)
+        self.ready.notify_all();
+    }
+}
