@@ -11,12 +11,14 @@
 //! scripts/ibsim-stop "$VMAD_IBSIM_RUN"
 //! ```
 //!
-//! **GetTable through ibsim is cut short.** ibsim carries one 256-byte MAD per
-//! datagram and has no RMPP; OpenSM under umad2sim (which leaves RMPP to a
-//! kernel that is not there) answers a GetTable with its first MAD only,
-//! flagged RMPP-active but without segment numbers. This example prints the
-//! records that MAD holds and says how many the SA reported. The agent is
-//! registered without RMPP so that MAD reaches it as it is.
+//! **A GetTable from this OpenSM is cut short.** `scripts/opensm-start` runs
+//! OpenSM under umad2sim, which leaves RMPP to a kernel that is not there: it
+//! answers a GetTable with its first MAD only, flagged RMPP-active but without
+//! segment numbers. (ibsim itself is not the limit: vmad's ibsim transport does
+//! RMPP, and OpenSM on vmad's drop-in, `scripts/with-vmad --ibsim opensm`,
+//! sends whole tables to an RMPP agent.) This example prints the records that
+//! first MAD holds. The agent is registered without RMPP so that MAD reaches
+//! it as it is.
 
 use std::net::Ipv6Addr;
 use std::time::Duration;
@@ -225,7 +227,7 @@ fn main() {
             if method == METHOD_GET_TABLE {
                 // Byte 26 of an RMPP MAD: RMPPFlags (bit 0 Active, 1 First, 2 Last).
                 eprintln!(
-                    "sa_query: {} records in the one MAD received (RMPP flags {:#x}; ibsim has no RMPP, so a longer table is cut here)",
+                    "sa_query: {} records in the one MAD received (RMPP flags {:#x}; OpenSM under umad2sim sends a table's first MAD only)",
                     shown.len(),
                     rsp[26] & 0x7
                 );

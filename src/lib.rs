@@ -5,9 +5,11 @@
 //! userspace, in layers:
 //!
 //! ```text
-//! wire       bounds-checked views and values of MAD, SMP, SA, RMPP, vendor, GRH, ib_user_mad
+//! wire       bounds-checked views and values of MAD, SMP, SA, PerfMgt, RMPP, vendor, GRH,
+//!            ib_user_mad, RoCE v2
 //! engine     sans-IO: agents, TID routing, request/response matching, timeouts, retries, RMPP
-//! transport  sim (in-process fabric) | ibsim | verbs (own UD QP) | roce (UDP 4791)
+//! transport  kernel | hybrid | sim | ibsim | verbs | roce
+//! subnet     the simulated managed subnet the sim transport carries (SM, SA, SMAs, PMAs)
 //! port       the one driver loop per port: the only place that reads a clock
 //! umad       libibumad's API in Rust (the C ABI lives in the `capi/` crate)
 //! ```
@@ -17,12 +19,20 @@
 //! clocks and I/O. Their errors reach this crate's API as [`Error`] (`From`).
 //!
 //! **What each transport can and cannot do.** Userspace verbs cannot create
-//! QP0 or QP1: on the verbs transport vmad owns an ordinary UD QP, so it is a
-//! GMP *client* of any remote QP1 (replies come back to its QPN) and a full
-//! peer of other vmad endpoints, but it cannot send SMPs or receive
-//! unsolicited QP1 traffic. Full QP0 + QP1 ownership exists on the embedded
-//! simulated fabric and on ibsim; QP1 ownership on RoCE v2 through the roce
-//! transport.
+//! QP0 or QP1, so only the transports below that reach a QP1 some other way
+//! own it; vmad never pretends otherwise.
+//!
+//! | transport | QP0 (SMPs) | QP1 (GMPs) | built |
+//! |---|---|---|---|
+//! | `kernel` | where the port has one (not RoCE) | the kernel's QP1 through `/dev/infiniband/umadN`; RMPP, timeouts and retries are vmad's | feature `kernel` (default) |
+//! | `hybrid` | as `kernel` | per MAD: client GMPs over vmad's own UD QP, the rest through the kernel | features `kernel` and `verbs` |
+//! | `sim` | yes | yes: the in-process managed subnet | always |
+//! | `ibsim` | yes | yes (RMPP by vmad's engine over ibsim's 256-byte MADs) | always |
+//! | `verbs` | no | vmad's own UD QP, not QP1: a GMP *client* of any remote QP1 (replies come back to its QPN) and a full peer of other vmad endpoints; no unsolicited QP1 traffic | feature `verbs` |
+//! | `roce` | no (RoCE has no QP0) | yes: vmad is QP1 of its own IP address (UDP 4791) | feature `roce` (default) |
+//!
+//! Which one a port uses follows from the CA it opens (see [`transport`] and
+//! [`transport::registry`]).
 //!
 //! # Quick start: two CAs on the embedded fabric
 //!
@@ -81,9 +91,14 @@
 //!
 //! # Cargo features
 //!
+//! Default: `roce`, `kernel`, `cli`.
+//!
 //! - `roce` (default): the RoCE v2 transport.
+//! - `kernel` (default): the kernel transport (the host's CAs through the
+//!   kernel's umad and issm devices; Linux only, nothing but ioctls).
 //! - `cli` (default): the `vmad` command; the library never uses its dependencies.
-//! - `verbs`: the ibverbs UD transport (needs libibverbs).
+//! - `verbs`: the ibverbs UD transport (needs libibverbs); with `kernel`, also
+//!   the hybrid transport.
 //! - `tracing`: [`tracing`](https://docs.rs/tracing) events at the engine, port
 //!   and transport boundaries (targets `vmad::engine`, `vmad::port`,
 //!   `vmad::transport`, `vmad::transport::{roce,ibsim}`): sends, receives (one-line MAD at TRACE), drops with
@@ -112,3 +127,9 @@ pub mod umad;
 pub use vmad_core::{engine, time, types, wire};
 
 pub use error::{Error, Result};
+
+// The README's Rust example is compiled with the doc tests (`cargo test --doc`), so it
+// cannot drift from the API it shows.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

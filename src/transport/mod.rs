@@ -2,12 +2,19 @@
 //!
 //! | transport | QP0 (SMPs) | QP1 (GMPs) | needs |
 //! |---|---|---|---|
-//! | `sim` (default) | yes | yes | nothing: an in-process fabric |
+//! | `kernel` | where the port has one (not on RoCE) | yes: the kernel's QP1 through `/dev/infiniband/umadN` | a host CA, read/write on its umad device |
+//! | `hybrid` | as `kernel` | client GMPs over vmad's UD QP (`verbs`), the rest as `kernel` | both of theirs |
+//! | `sim` | yes | yes | nothing: an in-process fabric |
 //! | `ibsim` | yes | yes | a running ibsim |
 //! | `verbs` | no | own UD QP: client of remote QP1s, peer of vmad | an RDMA device, CAP_NET_RAW |
 //! | `roce` | no (RoCE has no QP0) | yes: vmad is QP1 of its own address | UDP 4791 on a free address |
-//! | `kernel` | where the port has one (not on RoCE) | yes: the kernel's QP1 through `/dev/infiniband/umadN` | a host CA, read/write on its umad device |
-//! | `hybrid` | as `kernel` | client GMPs over vmad's UD QP (`verbs`), the rest as `kernel` | both of theirs |
+//!
+//! None of them is a default here: a port's transport follows from the CA it
+//! opens ([`registry`]). The process-wide registry offers the embedded fabric's
+//! CAs (`vmadsim0`, `vmadsim1`, over `sim`) until others are registered; the
+//! C library picks the host's CAs (`kernel`, or `hybrid` where built in) when
+//! the host has any, else the embedded fabric, unless `VMAD_TRANSPORT` says
+//! otherwise; the `vmad` command's `--transport` defaults to `sim`.
 //!
 //! A transport moves whole 256-byte MADs. It never interprets them beyond
 //! what its wire format needs; matching, timers and RMPP are the engine's.

@@ -20,9 +20,10 @@
 //! attribute or a record (NodeInfo, PortInfo, NodeDescription, NodeRecord,
 //! PathRecord, ClassPortInfo) wrap that attribute's own bytes, because the
 //! same attribute sits at different offsets (SMP data at 64, inside an SA
-//! record, after a class header). Two views are not MAD formats at all:
-//! [`umad`] is libibumad's `ib_user_mad` C header (host-order words) and
-//! [`grh`] the 40-byte area in front of a UD receive buffer.
+//! record, after a class header). Three modules are not MAD formats at all:
+//! [`umad`] is libibumad's `ib_user_mad` C header (host-order words),
+//! [`grh`] the 40-byte area in front of a UD receive buffer, and [`roce`] the
+//! RoCE v2 frame around a MAD.
 //!
 //! # Modules
 //!
@@ -30,12 +31,14 @@
 //! |---|---|
 //! | [`mad`] | common MAD header, 0..24 |
 //! | [`rmpp`] | RMPP header, 24..36 |
-//! | [`smp`] | LID-routed and directed-route SMPs; NodeInfo, PortInfo, NodeDescription |
-//! | [`sa`] | SA header 36..56, record iteration, NodeRecord, PathRecord |
+//! | [`smp`] | LID-routed and directed-route SMPs; NodeInfo, PortInfo, NodeDescription, P_KeyTable, SwitchInfo, SMInfo, LinearForwardingTable; the directed-route rules ([`smp::dr`]) |
+//! | [`sa`] | SA header 36..56, record iteration, ComponentMask layouts, NodeRecord, PathRecord, PortInfoRecord, LinkRecord, SwitchInfoRecord, GUIDInfoRecord, MCMemberRecord, ServiceRecord, InformInfo, InformInfoRecord, Notice |
+//! | [`perf`] | performance management (class 0x04): PortCounters, PortCountersExtended |
 //! | [`vendor`] | vendor range-2 OUI, 37..40 |
 //! | [`class_port_info`] | ClassPortInfo (72 bytes) |
 //! | [`umad`] | `struct ib_user_mad` header (64 bytes, or 56 on the old ABI) |
 //! | [`grh`] | GRH / RoCE v2 IPv4 header area (40 bytes) |
+//! | [`roce`] | RoCE v2 framing: IPv4/IPv6 + UDP 4791 + BTH + DETH + ICRC, and the LRH of link-type-247 captures |
 //! | [`names`] | code names and a one-line display of any MAD ([`pretty`]) |
 //!
 //! Use `new_checked` when parsing received bytes. When emitting into a

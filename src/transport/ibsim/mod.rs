@@ -8,10 +8,13 @@
 //!
 //! **What you get:** SMPs (LID-routed and directed route) and GMPs to any port
 //! of the fabric, answered by ibsim's SMA/PMA, by OpenSM's SM/SA, or by other
-//! clients. **What you do not:** RMPP (ibsim carries one 256-byte MAD per
-//! datagram and has no RMPP), and unsolicited QP0/QP1 requests unless the
-//! client attaches as the node's SM (`issm`: one per node). ibsim attaches a
-//! client to a node's first port (CA port 1, switch port 0).
+//! clients. RMPP works: ibsim carries one 256-byte MAD per datagram and knows
+//! nothing of RMPP, so vmad's engine segments and reassembles at both ends
+//! (`capi/tests/ibsim-diags.sh` checks a whole GetTable from OpenSM on vmad).
+//! Only umad2sim, ibsim's preload, has no RMPP: under it a GetTable is cut to
+//! its first MAD. **What you do not get:** unsolicited QP0/QP1 requests,
+//! unless the client attaches as the node's SM (`issm`: one per node). ibsim
+//! attaches a client to a node's first port (CA port 1, switch port 0).
 //!
 //! **Drops.** ibsim never delays a packet; every packet it cannot deliver
 //! (no route, link down, injected `Error`, no receiver) comes straight back
