@@ -62,6 +62,28 @@ lft_walk() { # file with `ibnetdiscover -p` output; prints the problems, succeed
     }' "$work/lft" "$ports"
 }
 
+# reset_read_back STATUS OUTPUT: perfquery -R exited 0, and pma-readback's lines say the data
+# counters were cleared. After the reset, a counter holds only the MADs since (the Set's
+# response out of the port, the read-back's Get into it): at most 4 frames, 4 x 73 words
+# (a 256-byte MAD's frame); before it, the SM's bring-up left more than that, or the
+# check could not tell a reset from none.
+reset_read_back() {
+  local before after
+  before=$(sed -n 's/^pma-readback before: //p' <<<"$2")
+  after=$(sed -n 's/^pma-readback after: //p' <<<"$2")
+  echo "   perfquery -R: exit $1; before: ${before:-none}; read back after: ${after:-none}"
+  [ "$1" = 0 ] && [ -n "$before" ] && [ -n "$after" ] || { printf '%s\n' "$2" | head -5; return 1; }
+  awk -v b="$before" -v a="$after" 'BEGIN {
+    split(b, bv, /[ =]/); split(a, av, /[ =]/)
+    for (i = 1; i <= 7; i += 2) {
+      bound = bv[i] ~ /data/ ? 4 * 73 : 4
+      if (!(bv[i + 1] + 0 > bound)) { print "   " bv[i] " was " bv[i + 1] " before the reset: too little to tell"; bad = 1 }
+      if (!(av[i + 1] + 0 <= bound)) { print "   " av[i] " is " av[i + 1] " after the reset (at most " bound ")"; bad = 1 }
+    }
+    exit bad
+  }'
+}
+
 echo "== the default fabric"
 out=$(vmad sminfo)
 check "sminfo: the built-in SM is MASTER at LID 1" has "$out" '^sminfo: sm lid 1 .*SMINFO_MASTER'
@@ -83,9 +105,13 @@ check "ibroute: the switch's LFT reaches every LID" lft_walk "$work/ports"
 out=$(vmad perfquery -x 3 1)
 check "perfquery -x 3 1: the switch port counted the SM's traffic" \
   bash -c 'awk -F. "/^PortXmitPkts:/ { n = \$NF } END { exit !(n > 0) }" <<<"$1"' _ "$out"
-# Each process has its own fabric: the reset is seen by the same process only (-r reads, then
-# resets; the Rust tests check what a reset clears).
-check "perfquery -R 3 1: the PMA takes the reset" vmad perfquery -R 3 1
+# Each process has its own fabric, so a reset can be read back only by the process that sent
+# it: capi/tests/pma-readback.c, preloaded into perfquery -R, reads the port's PortCounters
+# (as perfquery does) before perfquery's main and after its exit.
+cc -O2 -Wall -Wextra -Werror -shared -fPIC -o "$work/pma-readback.so" capi/tests/pma-readback.c -libumad
+out=$(PMA_READBACK="3 1" vmad env LD_PRELOAD="$work/pma-readback.so" perfquery -R 3 1)
+check "perfquery -R 3 1: exits 0, and its process reads the data counters back cleared" \
+  reset_read_back $? "$out"
 out=$(vmad ibqueryerrors --skip-sl)
 check "ibqueryerrors: 3 nodes, none bad" has "$out" '3 nodes checked, 0 bad nodes found'
 out=$(VMAD_SIM_FAULTS="loss=0.3,seed=3" vmad ibqueryerrors --skip-sl)

@@ -352,3 +352,33 @@ fn kernel_request_response_timeout_and_retries_through_the_kernel() {
         "the first attempt and 2 retries reached the agent"
     );
 }
+
+/// rdma-core 56's own test of `umad_register2` (libibumad/tests/umad_register2.c,
+/// built by scripts/rxe-test from the source scripts/rdma-core caches, its kernel
+/// probe aimed at the umad device: tests/rxe/register2_probe.h) on the drop-in's
+/// kernel transport, and on the system libibumad as the baseline: invalid flags,
+/// RMPP version and OUI refused, a second agent for one OUI and mask refused, valid
+/// OUIs (with and without UMAD_USER_RMPP) taken. It exits with its failure count.
+#[test]
+#[ignore = "needs the rxe VM: run by scripts/rxe-test"]
+fn kernel_rdma_core_umad_register2_test_passes_on_the_dropin() {
+    let _g = serial();
+    let program = fixture("umad_register2");
+    assert!(
+        std::path::Path::new(&program).exists(),
+        "{program} is missing (scripts/rxe-test builds it)"
+    );
+    let runs = [Lib::Classic, Lib::VmadKernel].map(|lib| (lib, run(lib, "umad_register2", &[])));
+    for (lib, out) in &runs {
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            !stdout.contains("Aborting"),
+            "umad_register2 on {lib:?} stopped before its tests"
+        );
+        assert!(
+            stdout.contains("umad_register2 had 0 failures"),
+            "umad_register2 on {lib:?} counts failures"
+        );
+        assert!(out.status.success(), "umad_register2 on {lib:?}");
+    }
+}
