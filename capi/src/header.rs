@@ -1,6 +1,6 @@
 //! Functions that only read or write a caller's `ib_user_mad` buffer, through
 //! `vmad::umad`'s buffer helpers: a getter is lent the caller's header as a slice; a
-//! setter works on headers of its own and stores only the bytes it wrote (see [`set`]).
+//! setter works on headers of its own and stores only the bytes it wrote (see `set`).
 
 use core::ffi::{c_int, c_void};
 
@@ -97,7 +97,8 @@ unsafe fn set(umad: *mut c_void, f: impl Fn(&mut [u8]) -> vmad::Result<()>) -> c
 /// `int umad_status(void *umad)`: 0, or ETIMEDOUT for a send-timeout completion.
 ///
 /// # Safety
-/// `umad` is NULL or a header as [`get`] requires.
+/// `umad` is NULL or valid for reads of `umad_size()` initialised bytes (a header
+/// `umad_recv` filled, or one the caller wrote), not written by another thread meanwhile.
 pub unsafe extern "C" fn umad_status(umad: *mut c_void) -> c_int {
     // SAFETY: the caller's contract.
     unsafe { get(umad, -EINVAL, umad::status) }
@@ -173,7 +174,8 @@ pub unsafe extern "C" fn umad_set_pkey(umad: *mut c_void, pkey_index: c_int) -> 
 /// `int umad_get_pkey(void *umad)`.
 ///
 /// # Safety
-/// `umad` is NULL or a header as [`get`] requires.
+/// `umad` is NULL or valid for reads of `umad_size()` initialised bytes (a header
+/// `umad_recv` filled, or one the caller wrote), not written by another thread meanwhile.
 pub unsafe extern "C" fn umad_get_pkey(umad: *mut c_void) -> c_int {
     // SAFETY: the caller's contract.
     unsafe { get(umad, -EINVAL, |h| umad::get_pkey(h).map(c_int::from)) }

@@ -346,7 +346,9 @@ pub extern "C" fn poll_nonblocking(portid: c_int) -> c_int {
 /// stays queued) / -EIO, errno set.
 ///
 /// # Safety
-/// As [`recv_into`].
+/// `umad_buf` is NULL or valid for writes of `umad_size() + *length` bytes (initialised
+/// or not); `length` is NULL or valid for reads and writes of an initialised `int` (any
+/// alignment). Neither is accessed by another thread during the call.
 pub unsafe extern "C" fn recv_nonblocking(
     portid: c_int,
     umad_buf: *mut c_void,
@@ -365,7 +367,9 @@ pub unsafe extern "C" fn recv_nonblocking(
 /// whether that is worth a system call; see `umad::recv_before_wait`).
 ///
 /// # Safety
-/// As [`recv_into`].
+/// `umad_buf` is NULL or valid for writes of `umad_size() + *length` bytes (initialised
+/// or not); `length` is NULL or valid for reads and writes of an initialised `int` (any
+/// alignment). Neither is accessed by another thread during the call.
 pub unsafe extern "C" fn recv_before_wait(
     portid: c_int,
     umad_buf: *mut c_void,
