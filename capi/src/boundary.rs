@@ -3,14 +3,9 @@
 use core::ffi::c_int;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-extern "C" {
-    fn __errno_location() -> *mut c_int;
-}
-
 /// Set the calling thread's `errno`.
 pub(crate) fn set_errno(value: c_int) {
-    // SAFETY: glibc's __errno_location returns a valid pointer to this thread's errno.
-    unsafe { *__errno_location() = value };
+    nix::errno::Errno::set_raw(value);
 }
 
 /// `-errno` for `e`, with errno set: the return of most entry points that fail.
@@ -35,28 +30,27 @@ pub(crate) fn guard<R>(fallback: R, f: impl FnOnce() -> R) -> R {
 ///
 /// # Errors
 /// EINVAL if the name is not UTF-8.
-pub(crate) fn ca_name(p: *const core::ffi::c_char) -> vmad::Result<String> {
+///
+/// # Safety
+/// `p` is NULL or points to a NUL-terminated string, valid for reads up to its NUL.
+pub(crate) unsafe fn ca_name(p: *const core::ffi::c_char) -> vmad::Result<String> {
     if p.is_null() {
         return Ok(String::new());
     }
-    // SAFETY: a non-NULL name is a NUL-terminated C string (libibumad's contract).
+    // SAFETY: the caller's contract: a non-NULL name is a NUL-terminated C string.
     let s = unsafe { core::ffi::CStr::from_ptr(p) };
     s.to_str()
         .map(str::to_owned)
         .map_err(|_| vmad::Error::InvalidArgument("CA name is not UTF-8"))
 }
 
-/// Copy `s` into a fixed `char[N]`, truncated to N-1 bytes and NUL-terminated.
-pub(crate) fn fill_cstr<const N: usize>(dst: &mut [core::ffi::c_char; N], s: &str) {
-    *dst = [0; N];
-    for (d, b) in dst.iter_mut().zip(s.bytes().take(N - 1)) {
+/// `s` as a fixed `char[N]`, truncated to N-1 bytes and NUL-terminated.
+pub(crate) fn c_str_array<const N: usize>(s: &str) -> [core::ffi::c_char; N] {
+    let mut out = [0; N];
+    for (d, b) in out.iter_mut().zip(s.bytes().take(N - 1)) {
         *d = b as core::ffi::c_char;
     }
-}
-
-extern "C" {
-    fn malloc(size: usize) -> *mut core::ffi::c_void;
-    fn free(ptr: *mut core::ffi::c_void);
+    out
 }
 
 /// `malloc` a copy of `items` (C callers may `free` what libibumad mallocs); NULL when
@@ -67,7 +61,7 @@ pub(crate) fn c_alloc_copy<T: Copy>(items: &[T]) -> *mut T {
     }
     let bytes = core::mem::size_of_val(items);
     // SAFETY: malloc with a non-zero size; the result is checked for NULL before use.
-    let p = unsafe { malloc(bytes) }.cast::<T>();
+    let p = unsafe { libc::malloc(bytes) }.cast::<T>();
     if !p.is_null() {
         // SAFETY: p holds `bytes` bytes, malloc's alignment suits any T; no overlap.
         unsafe { core::ptr::copy_nonoverlapping(items.as_ptr(), p, items.len()) };
@@ -78,7 +72,7 @@ pub(crate) fn c_alloc_copy<T: Copy>(items: &[T]) -> *mut T {
 /// `malloc` one `T`; NULL when out of memory.
 pub(crate) fn c_alloc_one<T>(value: T) -> *mut T {
     // SAFETY: malloc with a non-zero size; checked for NULL before the write.
-    let p = unsafe { malloc(core::mem::size_of::<T>().max(1)) }.cast::<T>();
+    let p = unsafe { libc::malloc(core::mem::size_of::<T>().max(1)) }.cast::<T>();
     if !p.is_null() {
         // SAFETY: p is fresh, large enough and suitably aligned for T.
         unsafe { p.write(value) };
@@ -92,5 +86,5 @@ pub(crate) fn c_alloc_one<T>(value: T) -> *mut T {
 /// `p` is NULL or came from this module's allocators and is not used again.
 pub(crate) unsafe fn c_free<T>(p: *mut T) {
     // SAFETY: the caller's contract.
-    unsafe { free(p.cast()) };
+    unsafe { libc::free(p.cast()) };
 }

@@ -12,7 +12,7 @@ use crate::abi::{
     UmadCa, UmadCaPair, UmadDeviceNode, UmadPort, UMAD_CA_MAX_PORTS, UMAD_CA_NAME_LEN,
 };
 use crate::boundary::{
-    c_alloc_copy, c_alloc_one, c_free, ca_name, fail, fill_cstr, guard, set_errno,
+    c_alloc_copy, c_alloc_one, c_free, c_str_array, ca_name, fail, guard, set_errno,
 };
 use crate::select;
 
@@ -22,14 +22,24 @@ fn cas() -> vmad::Result<Vec<String>> {
     Ok(umad::get_cas_names())
 }
 
-fn ca_info(ca: *const c_char) -> vmad::Result<CaInfo> {
-    let name = ca_name(ca)?;
+/// # Safety
+/// `ca` is NULL or a NUL-terminated string.
+unsafe fn ca_info(ca: *const c_char) -> vmad::Result<CaInfo> {
+    // SAFETY: the caller's contract.
+    let name = unsafe { ca_name(ca) }?;
     select::ensure()?;
     umad::get_ca(&name)
 }
 
 /// `int umad_get_cas_names(char cas[][20], int max)`: how many names were written.
-pub extern "C" fn umad_get_cas_names(out: *mut [c_char; UMAD_CA_NAME_LEN], max: c_int) -> c_int {
+///
+/// # Safety
+/// `out` is NULL (then `max` is 0) or valid for writes of `max` `char[20]` entries,
+/// initialised or not.
+pub unsafe extern "C" fn umad_get_cas_names(
+    out: *mut [c_char; UMAD_CA_NAME_LEN],
+    max: c_int,
+) -> c_int {
     let Ok(max) = usize::try_from(max) else {
         return fail(&Error::InvalidArgument("max is negative"));
     };
@@ -43,8 +53,9 @@ pub extern "C" fn umad_get_cas_names(out: *mut [c_char; UMAD_CA_NAME_LEN], max: 
         };
         let n = names.len().min(max);
         for (i, name) in names.iter().take(n).enumerate() {
-            // SAFETY: the caller's array holds `max` entries of char[20]; i < max.
-            fill_cstr(unsafe { &mut *out.add(i) }, name);
+            // SAFETY: the caller's contract: `max` writable entries; i < max. The entry is
+            // written whole, never lent as a reference (it may be uninitialised).
+            unsafe { out.add(i).write(c_str_array(name)) };
         }
         n as c_int
     })
@@ -53,9 +64,18 @@ pub extern "C" fn umad_get_cas_names(out: *mut [c_char; UMAD_CA_NAME_LEN], max: 
 /// `int umad_get_ca_portguids(const char *ca, __be64 *guids, int max)`: numports + 1
 /// entries (index 0: a switch's port 0, else 0), -ENOMEM if `max` is too small,
 /// -ENODEV for an unknown CA.
-pub extern "C" fn umad_get_ca_portguids(ca: *const c_char, guids: *mut u64, max: c_int) -> c_int {
+///
+/// # Safety
+/// `ca` is NULL or a NUL-terminated string; `guids` is NULL or valid for writes of `max`
+/// `__be64`s (initialised or not, any alignment).
+pub unsafe extern "C" fn umad_get_ca_portguids(
+    ca: *const c_char,
+    guids: *mut u64,
+    max: c_int,
+) -> c_int {
     guard(-EIO, || {
-        let info = match ca_info(ca) {
+        // SAFETY: the caller's contract.
+        let info = match unsafe { ca_info(ca) } {
             Ok(i) => i,
             Err(e) => return fail(&e),
         };
@@ -74,16 +94,23 @@ pub extern "C" fn umad_get_ca_portguids(ca: *const c_char, guids: *mut u64, max:
                 set_errno(ENOMEM);
                 return -ENOMEM;
             }
-            // SAFETY: the caller's array holds `max` >= table.len() entries.
-            unsafe { core::ptr::copy_nonoverlapping(table.as_ptr(), guids, table.len()) };
+            // SAFETY: the caller's contract: `max` >= table.len() writable entries; copied
+            // bytewise, so their alignment does not matter.
+            unsafe {
+                core::ptr::copy_nonoverlapping(
+                    table.as_ptr().cast::<u8>(),
+                    guids.cast::<u8>(),
+                    core::mem::size_of_val(table.as_slice()),
+                )
+            };
         }
         table.len() as c_int
     })
 }
 
 fn c_port(ca: &str, p: &PortAttrs) -> UmadPort {
-    let mut port = UmadPort {
-        ca_name: [0; UMAD_CA_NAME_LEN],
+    UmadPort {
+        ca_name: c_str_array(ca),
         portnum: c_int::from(p.port_num),
         base_lid: u32::from(p.lid),
         lmc: u32::from(p.lmc),
@@ -97,45 +124,40 @@ fn c_port(ca: &str, p: &PortAttrs) -> UmadPort {
         port_guid: p.port_guid.to_be(),
         pkeys_size: p.pkeys.len() as u32,
         pkeys: c_alloc_copy(&p.pkeys),
-        link_layer: [0; UMAD_CA_NAME_LEN],
-    };
-    fill_cstr(&mut port.ca_name, ca);
-    fill_cstr(
-        &mut port.link_layer,
-        match p.link_layer {
+        link_layer: c_str_array(match p.link_layer {
             LinkLayer::InfiniBand => "InfiniBand",
             LinkLayer::Ethernet => "Ethernet",
-        },
-    );
-    port
+        }),
+    }
 }
 
 /// `int umad_get_ca(const char *ca, umad_ca_t *out)`: 0, -ENODEV, -EINVAL (NULL out),
 /// -ENOMEM. `ports[n]` is allocated for each port n; `umad_release_ca` frees them.
-pub extern "C" fn umad_get_ca(ca: *const c_char, out: *mut UmadCa) -> c_int {
+///
+/// # Safety
+/// `ca` is NULL or a NUL-terminated string; `out` is NULL or valid for writes of a
+/// `umad_ca_t` (initialised or not, any alignment: it is written whole, bytewise).
+pub unsafe extern "C" fn umad_get_ca(ca: *const c_char, out: *mut UmadCa) -> c_int {
     if out.is_null() {
         return fail(&Error::InvalidArgument("ca is NULL"));
     }
     guard(-EIO, || {
-        let info = match ca_info(ca) {
+        // SAFETY: the caller's contract.
+        let info = match unsafe { ca_info(ca) } {
             Ok(i) => i,
             Err(e) => return fail(&e),
         };
         let mut c = UmadCa {
-            ca_name: [0; UMAD_CA_NAME_LEN],
+            ca_name: c_str_array(&info.name),
             node_type: u32::from(info.node_type),
             numports: info.ports.len() as c_int,
-            fw_ver: [0; 20],
-            ca_type: [0; 40],
-            hw_ver: [0; 20],
+            fw_ver: c_str_array(&info.fw_ver),
+            ca_type: c_str_array(&info.ca_type),
+            hw_ver: c_str_array(&info.hw_ver),
             node_guid: info.node_guid.to_be(),
             system_guid: info.system_guid.to_be(),
             ports: [core::ptr::null_mut(); UMAD_CA_MAX_PORTS],
         };
-        fill_cstr(&mut c.ca_name, &info.name);
-        fill_cstr(&mut c.fw_ver, &info.fw_ver);
-        fill_cstr(&mut c.ca_type, &info.ca_type);
-        fill_cstr(&mut c.hw_ver, &info.hw_ver);
         for p in &info.ports {
             let slot = usize::from(p.port_num);
             if slot >= UMAD_CA_MAX_PORTS {
@@ -143,22 +165,24 @@ pub extern "C" fn umad_get_ca(ca: *const c_char, out: *mut UmadCa) -> c_int {
             }
             let port = c_alloc_one(c_port(&info.name, p));
             if port.is_null() {
-                release_ports(&mut c);
+                release_ports(&mut c.ports);
                 return fail(&Error::LimitReached("out of memory"));
             }
             c.ports[slot] = port;
         }
-        // SAFETY: out is non-NULL and points to a umad_ca_t (libibumad's contract).
+        // SAFETY: the caller's contract; out is non-NULL.
         unsafe { out.write_unaligned(c) };
         0
     })
 }
 
-fn release_ports(c: &mut UmadCa) {
-    for slot in &mut c.ports {
+/// Free the ports `umad_get_ca` allocated, and set their slots to NULL.
+fn release_ports(ports: &mut [*mut UmadPort; UMAD_CA_MAX_PORTS]) {
+    for slot in ports {
         let p = core::mem::replace(slot, core::ptr::null_mut());
         if !p.is_null() {
-            // SAFETY: p came from c_alloc_one in umad_get_ca; its pkeys from c_alloc_copy.
+            // SAFETY: p came from c_alloc_one in umad_get_ca (malloc: aligned for
+            // UmadPort), its pkeys from c_alloc_copy; each is freed once.
             unsafe {
                 c_free((*p).pkeys);
                 c_free(p);
@@ -168,26 +192,44 @@ fn release_ports(c: &mut UmadCa) {
 }
 
 /// `int umad_release_ca(umad_ca_t *ca)`: frees what `umad_get_ca` allocated; 0.
-pub extern "C" fn umad_release_ca(ca: *mut UmadCa) -> c_int {
+///
+/// # Safety
+/// `ca` is NULL or valid for reads and writes of a `umad_ca_t` that `umad_get_ca` filled
+/// and that was not released since (any alignment: its `ports` are read and written
+/// bytewise).
+pub unsafe extern "C" fn umad_release_ca(ca: *mut UmadCa) -> c_int {
     if ca.is_null() {
         return fail(&Error::InvalidArgument("ca is NULL"));
     }
     guard(-EIO, || {
-        // SAFETY: ca is non-NULL and was filled by umad_get_ca (libibumad's contract).
-        let c = unsafe { &mut *ca };
-        release_ports(c);
+        // SAFETY: the caller's contract; ca is non-NULL (only the field's place is made).
+        let ports = unsafe { core::ptr::addr_of_mut!((*ca).ports) };
+        // SAFETY: as above.
+        let mut taken = unsafe { ports.read_unaligned() };
+        release_ports(&mut taken);
+        // SAFETY: as above.
+        unsafe { ports.write_unaligned(taken) };
         0
     })
 }
 
 /// `int umad_get_port(const char *ca, int portnum, umad_port_t *out)`: 0, -ENODEV,
 /// -EINVAL. `pkeys` is malloc'd; `umad_release_port` frees it.
-pub extern "C" fn umad_get_port(ca: *const c_char, portnum: c_int, out: *mut UmadPort) -> c_int {
+///
+/// # Safety
+/// `ca` is NULL or a NUL-terminated string; `out` is NULL or valid for writes of a
+/// `umad_port_t` (initialised or not, any alignment: it is written whole, bytewise).
+pub unsafe extern "C" fn umad_get_port(
+    ca: *const c_char,
+    portnum: c_int,
+    out: *mut UmadPort,
+) -> c_int {
     if out.is_null() {
         return fail(&Error::InvalidArgument("port is NULL"));
     }
     guard(-EIO, || {
-        let name = match ca_name(ca).and_then(|n| select::ensure().map(|()| n)) {
+        // SAFETY: the caller's contract.
+        let name = match unsafe { ca_name(ca) }.and_then(|n| select::ensure().map(|()| n)) {
             Ok(n) => n,
             Err(e) => return fail(&e),
         };
@@ -200,7 +242,7 @@ pub extern "C" fn umad_get_port(ca: *const c_char, portnum: c_int, out: *mut Uma
         };
         match umad::get_port(&resolved, port) {
             Ok(p) => {
-                // SAFETY: out is non-NULL and points to a umad_port_t (libibumad's contract).
+                // SAFETY: the caller's contract; out is non-NULL.
                 unsafe { out.write_unaligned(c_port(&resolved, &p)) };
                 0
             }
@@ -210,16 +252,24 @@ pub extern "C" fn umad_get_port(ca: *const c_char, portnum: c_int, out: *mut Uma
 }
 
 /// `int umad_release_port(umad_port_t *port)`: frees `pkeys`; 0.
-pub extern "C" fn umad_release_port(port: *mut UmadPort) -> c_int {
+///
+/// # Safety
+/// `port` is NULL or valid for reads and writes of a `umad_port_t` that `umad_get_port`
+/// filled and that was not released since (any alignment: its fields are read and
+/// written bytewise).
+pub unsafe extern "C" fn umad_release_port(port: *mut UmadPort) -> c_int {
     if port.is_null() {
         return fail(&Error::InvalidArgument("port is NULL"));
     }
     guard(-EIO, || {
-        // SAFETY: port is non-NULL and was filled by umad_get_port (libibumad's contract).
-        let p = unsafe { &mut *port };
-        // SAFETY: pkeys came from c_alloc_copy (or is NULL).
-        unsafe { c_free(core::mem::replace(&mut p.pkeys, core::ptr::null_mut())) };
-        p.pkeys_size = 0;
+        // SAFETY: the caller's contract; port is non-NULL. pkeys came from c_alloc_copy
+        // (or is NULL) and is freed once: NULL is stored in its place.
+        unsafe {
+            let pkeys = core::ptr::addr_of_mut!((*port).pkeys);
+            c_free(pkeys.read_unaligned());
+            pkeys.write_unaligned(core::ptr::null_mut());
+            core::ptr::addr_of_mut!((*port).pkeys_size).write_unaligned(0);
+        }
         0
     })
 }
@@ -252,12 +302,16 @@ pub extern "C" fn umad_get_ca_device_list() -> *mut UmadDeviceNode {
 }
 
 /// `void umad_free_ca_device_list(struct umad_device_node *head)`.
-pub extern "C" fn umad_free_ca_device_list(head: *mut UmadDeviceNode) {
+///
+/// # Safety
+/// `head` is NULL or a list `umad_get_ca_device_list` returned (sorted or not), not
+/// freed since and not used again.
+pub unsafe extern "C" fn umad_free_ca_device_list(head: *mut UmadDeviceNode) {
     guard((), || {
         let mut p = head;
         while !p.is_null() {
-            // SAFETY: every node came from Box::into_raw in umad_get_ca_device_list, with its
-            // name from CString::into_raw; each is freed once.
+            // SAFETY: the caller's contract: every node came from Box::into_raw in
+            // umad_get_ca_device_list, with its name from CString::into_raw; each is freed once.
             let node = unsafe { Box::from_raw(p) };
             if !node.ca_name.is_null() {
                 // SAFETY: as above.
@@ -270,23 +324,31 @@ pub extern "C" fn umad_free_ca_device_list(head: *mut UmadDeviceNode) {
 
 /// `int umad_sort_ca_device_list(struct umad_device_node **head, size_t size)`: sorts by
 /// name (size 0: count the nodes first); 0, or EINVAL (a positive errno, errno untouched).
-pub extern "C" fn umad_sort_ca_device_list(head: *mut *mut UmadDeviceNode, size: usize) -> c_int {
+///
+/// # Safety
+/// `head` is NULL or valid for reads and writes of a pointer (any alignment) to a list
+/// `umad_get_ca_device_list` returned, not freed since.
+pub unsafe extern "C" fn umad_sort_ca_device_list(
+    head: *mut *mut UmadDeviceNode,
+    size: usize,
+) -> c_int {
     if head.is_null() {
         return EINVAL;
     }
     guard(EIO, || {
         let mut nodes = Vec::new();
-        // SAFETY: head is non-NULL; the list is a valid chain of umad_device_node.
-        let mut p = unsafe { *head };
+        // SAFETY: the caller's contract; head is non-NULL.
+        let mut p = unsafe { head.read_unaligned() };
         while !p.is_null() {
             nodes.push(p);
-            // SAFETY: as above.
+            // SAFETY: the caller's contract: p is a node of our list (a Box: aligned).
             p = unsafe { (*p).next };
         }
         if size != 0 && size != nodes.len() {
             return EINVAL;
         }
-        // SAFETY: names are NUL-terminated C strings (or NULL, sorted first).
+        // SAFETY: the nodes are ours; their names NUL-terminated C strings of
+        // CString::into_raw (or NULL, sorted first).
         let key = |n: &*mut UmadDeviceNode| unsafe {
             let name = (**n).ca_name;
             (!name.is_null()).then(|| core::ffi::CStr::from_ptr(name).to_bytes().to_vec())
@@ -294,32 +356,33 @@ pub extern "C" fn umad_sort_ca_device_list(head: *mut *mut UmadDeviceNode, size:
         nodes.sort_by_key(key);
         let mut next = core::ptr::null_mut();
         for &n in nodes.iter().rev() {
-            // SAFETY: n is a node of the caller's list.
+            // SAFETY: n is a node of our list.
             unsafe { (*n).next = next };
             next = n;
         }
-        // SAFETY: head is non-NULL.
-        unsafe { *head = next };
+        // SAFETY: as for the read of head above.
+        unsafe { head.write_unaligned(next) };
         0
     })
 }
 
 fn pair_of(info: &CaInfo) -> UmadCaPair {
     let preferred = umad::preferred_port(info).map_or(0, |p| u32::from(p.port_num));
-    let mut pair = UmadCaPair {
-        smi_name: [0; UMAD_CA_NAME_LEN],
+    UmadCaPair {
+        smi_name: c_str_array(&info.name),
         smi_preferred_port: preferred,
-        gsi_name: [0; UMAD_CA_NAME_LEN],
+        gsi_name: c_str_array(&info.name),
         gsi_preferred_port: preferred,
-    };
-    fill_cstr(&mut pair.smi_name, &info.name);
-    fill_cstr(&mut pair.gsi_name, &info.name);
-    pair
+    }
 }
 
 /// `int umad_get_smi_gsi_pairs(struct umad_ca_pair cas[], size_t max)` (IBUMAD_1.4): no vmad
 /// CA is planarized, so each CA is its own SMI and GSI. The count written, or -1.
-pub extern "C" fn umad_get_smi_gsi_pairs(out: *mut UmadCaPair, max: usize) -> c_int {
+///
+/// # Safety
+/// `out` is NULL (then `max` is 0) or valid for writes of `max` `struct umad_ca_pair`s
+/// (initialised or not, any alignment).
+pub unsafe extern "C" fn umad_get_smi_gsi_pairs(out: *mut UmadCaPair, max: usize) -> c_int {
     if out.is_null() && max > 0 {
         set_errno(EINVAL);
         return -1;
@@ -336,7 +399,7 @@ pub extern "C" fn umad_get_smi_gsi_pairs(out: *mut UmadCaPair, max: usize) -> c_
             let Ok(info) = umad::get_ca(name) else {
                 continue;
             };
-            // SAFETY: the caller's array holds `max` entries; n < max.
+            // SAFETY: the caller's contract: `max` writable entries; n < max.
             unsafe { out.add(n).write_unaligned(pair_of(&info)) };
             n += 1;
         }
@@ -347,7 +410,11 @@ pub extern "C" fn umad_get_smi_gsi_pairs(out: *mut UmadCaPair, max: usize) -> c_
 /// `int umad_get_smi_gsi_pair_by_ca_name(const char *name, uint8_t port,
 /// struct umad_ca_pair *pair, unsigned enforce_smi)` (IBUMAD_1.4): 0 found, 1 not found,
 /// -ENODEV when the CA does not exist.
-pub extern "C" fn umad_get_smi_gsi_pair_by_ca_name(
+///
+/// # Safety
+/// `name` is NULL or a NUL-terminated string; `out` is NULL or valid for writes of a
+/// `struct umad_ca_pair` (initialised or not, any alignment).
+pub unsafe extern "C" fn umad_get_smi_gsi_pair_by_ca_name(
     name: *const c_char,
     portnum: u8,
     out: *mut UmadCaPair,
@@ -357,7 +424,8 @@ pub extern "C" fn umad_get_smi_gsi_pair_by_ca_name(
         return fail(&Error::InvalidArgument("pair is NULL"));
     }
     guard(-EIO, || {
-        let info = match ca_info(name) {
+        // SAFETY: the caller's contract.
+        let info = match unsafe { ca_info(name) } {
             Ok(i) => i,
             Err(Error::NoDevice(_)) => {
                 set_errno(ENODEV);
@@ -373,7 +441,7 @@ pub extern "C" fn umad_get_smi_gsi_pair_by_ca_name(
             pair.smi_preferred_port = u32::from(portnum);
             pair.gsi_preferred_port = u32::from(portnum);
         }
-        // SAFETY: out is non-NULL and points to a struct umad_ca_pair.
+        // SAFETY: the caller's contract; out is non-NULL.
         unsafe { out.write_unaligned(pair) };
         0
     })

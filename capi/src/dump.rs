@@ -61,7 +61,10 @@ fn addr_lines(h: &Packet<&[u8]>) {
 }
 
 /// `void umad_addr_dump(ib_mad_addr_t *addr)`.
-pub extern "C" fn umad_addr_dump(addr: *mut IbMadAddr) {
+///
+/// # Safety
+/// `addr` is NULL or valid for reads of an initialised `ib_mad_addr_t` (any alignment).
+pub unsafe extern "C" fn umad_addr_dump(addr: *mut IbMadAddr) {
     if addr.is_null() {
         return;
     }
@@ -69,23 +72,25 @@ pub extern "C" fn umad_addr_dump(addr: *mut IbMadAddr) {
         // The address alone, placed in a header of its own to be read as one.
         let mut header = [0u8; HEADER_LEN];
         let at = &mut header[ADDR_OFFSET..ADDR_OFFSET + size_of::<IbMadAddr>()];
-        // SAFETY: a non-NULL addr points to an ib_mad_addr_t (44 bytes), copied bytewise.
-        at.copy_from_slice(unsafe {
-            core::slice::from_raw_parts(addr.cast::<u8>(), size_of::<IbMadAddr>())
-        });
+        // SAFETY: the caller's contract: 44 readable bytes, copied bytewise into `at`
+        // (as long); no reference to the caller's struct is made.
+        unsafe { core::ptr::copy_nonoverlapping(addr.cast::<u8>(), at.as_mut_ptr(), at.len()) };
         addr_lines(&Packet::new_unchecked(&header[..]));
     })
 }
 
 /// `void umad_dump(void *umad)`: the header and the address. The MAD itself is not read:
 /// a buffer being prepared for `umad_send` has no trustworthy `length`.
-pub extern "C" fn umad_dump(umad: *mut c_void) {
+///
+/// # Safety
+/// `umad` is NULL or valid for reads of `umad_size()` initialised bytes, not written by
+/// another thread meanwhile.
+pub unsafe extern "C" fn umad_dump(umad: *mut c_void) {
     if umad.is_null() {
         return;
     }
     guard((), || {
-        // SAFETY: a non-NULL umad points to at least umad_size() bytes (libibumad's
-        // contract); the slice is only read, for the length of this call.
+        // SAFETY: the caller's contract; the slice is only read, for this call only.
         let header = unsafe { core::slice::from_raw_parts(umad.cast::<u8>(), HEADER_LEN) };
         let h = Packet::new_unchecked(header);
         ibwarn(

@@ -1,5 +1,6 @@
-//! Functions that only read or write a caller's `ib_user_mad` buffer: each one lends the
-//! caller's header to `vmad::umad`'s buffer helpers as a slice and converts the result.
+//! Functions that only read or write a caller's `ib_user_mad` buffer, through
+//! `vmad::umad`'s buffer helpers: a getter is lent the caller's header as a slice; a
+//! setter works on headers of its own and stores only the bytes it wrote (see `set`).
 
 use core::ffi::{c_int, c_void};
 
@@ -20,6 +21,8 @@ pub extern "C" fn umad_size() -> usize {
 }
 
 /// `void *umad_get_mad(void *umad)`: the MAD after the header.
+///
+/// Safe: the pointer is offset (wrapping), never read.
 pub extern "C" fn umad_get_mad(umad: *mut c_void) -> *mut c_void {
     if umad.is_null() {
         return core::ptr::null_mut();
@@ -28,6 +31,8 @@ pub extern "C" fn umad_get_mad(umad: *mut c_void) -> *mut c_void {
 }
 
 /// `ib_mad_addr_t *umad_get_mad_addr(void *umad)`.
+///
+/// Safe: the pointer is offset (wrapping), never read.
 pub extern "C" fn umad_get_mad_addr(umad: *mut c_void) -> *mut IbMadAddr {
     if umad.is_null() {
         return core::ptr::null_mut();
@@ -37,16 +42,21 @@ pub extern "C" fn umad_get_mad_addr(umad: *mut c_void) -> *mut IbMadAddr {
 
 /// Run a getter on the caller's header: its value, or `fallback` for NULL.
 ///
-/// The header is lent as a shared slice, and the getters of `vmad::umad` read only the
-/// bytes of their own field: the page may be read-only, and another thread may be
-/// writing the header's other fields meanwhile.
-fn get<T: Copy>(umad: *mut c_void, fallback: T, f: impl FnOnce(&[u8]) -> vmad::Result<T>) -> T {
+/// The header is lent as a shared slice and only read, so it may lie on a read-only page.
+///
+/// # Safety
+/// `umad` is NULL or valid for reads of `umad_size()` initialised bytes (a header
+/// `umad_recv` filled, or one the caller wrote), not written by another thread meanwhile.
+unsafe fn get<T: Copy>(
+    umad: *mut c_void,
+    fallback: T,
+    f: impl FnOnce(&[u8]) -> vmad::Result<T>,
+) -> T {
     if umad.is_null() {
         return fallback;
     }
     guard(fallback, || {
-        // SAFETY: a non-NULL umad points to at least umad_size() bytes (libibumad's
-        // contract); the slice is only read, for the length of this call.
+        // SAFETY: the caller's contract; the slice lives for this call only.
         let header = unsafe { core::slice::from_raw_parts(umad.cast::<u8>(), HEADER_SIZE) };
         f(header).unwrap_or(fallback)
     })
@@ -54,82 +64,119 @@ fn get<T: Copy>(umad: *mut c_void, fallback: T, f: impl FnOnce(&[u8]) -> vmad::R
 
 /// Run a setter on the caller's header: 0, or -EINVAL for NULL (errno untouched).
 ///
-/// The setters of `vmad::umad` write only the bytes of their own fields; every other
-/// byte of the buffer is left as it was.
-fn set(umad: *mut c_void, f: impl FnOnce(&mut [u8]) -> vmad::Result<()>) -> c_int {
+/// The header may be fresh `malloc` memory that nothing has written yet, so no slice is
+/// made over it. The setter runs on two headers of ours instead, one of zeros and one of
+/// ones; a setter stores values of its arguments whatever was there before, so the bytes
+/// that come out equal in both are exactly the ones it wrote, and only those are stored
+/// into the caller's header, through the raw pointer. Every other byte is left as it
+/// was, as libibumad's setters leave it (and another thread may be writing those).
+///
+/// # Safety
+/// `umad` is NULL or valid for writes of `umad_size()` bytes (initialised or not).
+unsafe fn set(umad: *mut c_void, f: impl Fn(&mut [u8]) -> vmad::Result<()>) -> c_int {
     if umad.is_null() {
         return -EINVAL;
     }
     guard(-EINVAL, || {
-        // SAFETY: a non-NULL umad points to at least umad_size() bytes that are the
-        // caller's to write (a setter's contract); the slice lives for this call only.
-        let header = unsafe { core::slice::from_raw_parts_mut(umad.cast::<u8>(), HEADER_SIZE) };
-        match f(header) {
-            Ok(()) => 0,
-            Err(e) => -e.errno(),
+        let mut zeros = [0u8; HEADER_SIZE];
+        let mut ones = [0xffu8; HEADER_SIZE];
+        if let Err(e) = f(&mut zeros).and_then(|()| f(&mut ones)) {
+            return -e.errno();
         }
+        let dst = umad.cast::<u8>();
+        for (i, (&z, &o)) in zeros.iter().zip(&ones).enumerate() {
+            if z == o {
+                // SAFETY: i < umad_size(): within the bytes the caller's contract lets us write.
+                unsafe { dst.add(i).write(z) };
+            }
+        }
+        0
     })
 }
 
 /// `int umad_status(void *umad)`: 0, or ETIMEDOUT for a send-timeout completion.
-pub extern "C" fn umad_status(umad: *mut c_void) -> c_int {
-    get(umad, -EINVAL, umad::status)
+///
+/// # Safety
+/// `umad` is NULL or valid for reads of `umad_size()` initialised bytes (a header
+/// `umad_recv` filled, or one the caller wrote), not written by another thread meanwhile.
+pub unsafe extern "C" fn umad_status(umad: *mut c_void) -> c_int {
+    // SAFETY: the caller's contract.
+    unsafe { get(umad, -EINVAL, umad::status) }
 }
 
 /// `int umad_set_addr(void *umad, int dlid, int dqp, int sl, int qkey)`: host-order values,
 /// truncated to the fields' widths as C's conversions do.
-pub extern "C" fn umad_set_addr(
+///
+/// # Safety
+/// `umad` is NULL or valid for writes of `umad_size()` bytes.
+pub unsafe extern "C" fn umad_set_addr(
     umad: *mut c_void,
     dlid: c_int,
     dqp: c_int,
     sl: c_int,
     qkey: c_int,
 ) -> c_int {
-    set(umad, |h| {
-        umad::set_addr(h, dlid as u16, dqp as u32, sl as u8, qkey as u32)
-    })
+    // SAFETY: the caller's contract.
+    unsafe {
+        set(umad, |h| {
+            umad::set_addr(h, dlid as u16, dqp as u32, sl as u8, qkey as u32)
+        })
+    }
 }
 
 /// `int umad_set_addr_net(void *umad, __be16 dlid, __be32 dqp, int sl, __be32 qkey)`: stored as given.
-pub extern "C" fn umad_set_addr_net(
+///
+/// # Safety
+/// `umad` is NULL or valid for writes of `umad_size()` bytes.
+pub unsafe extern "C" fn umad_set_addr_net(
     umad: *mut c_void,
     dlid: u16,
     dqp: u32,
     sl: c_int,
     qkey: u32,
 ) -> c_int {
-    set(umad, |h| {
-        let (dlid, dqp, qkey) = (u16::from_be(dlid), u32::from_be(dqp), u32::from_be(qkey));
-        umad::set_addr(h, dlid, dqp, sl as u8, qkey)
-    })
+    let (dlid, dqp, qkey) = (u16::from_be(dlid), u32::from_be(dqp), u32::from_be(qkey));
+    // SAFETY: the caller's contract.
+    unsafe { set(umad, |h| umad::set_addr(h, dlid, dqp, sl as u8, qkey)) }
 }
 
 /// `int umad_set_grh(void *umad, void *mad_addr)`: NULL clears grh_present; otherwise copies
 /// gid, hop limit, traffic class and the host-order flow label (not gid_index, as libibumad).
-pub extern "C" fn umad_set_grh(umad: *mut c_void, mad_addr: *mut c_void) -> c_int {
-    set(umad, |h| {
-        if mad_addr.is_null() {
-            return umad::set_grh(h, None);
-        }
-        // SAFETY: a non-NULL mad_addr points to an ib_mad_addr_t (libibumad's contract).
+///
+/// # Safety
+/// `umad` is NULL or valid for writes of `umad_size()` bytes; `mad_addr` is NULL or valid
+/// for reads of an initialised `ib_mad_addr_t` (any alignment).
+pub unsafe extern "C" fn umad_set_grh(umad: *mut c_void, mad_addr: *mut c_void) -> c_int {
+    let grh = (!mad_addr.is_null()).then(|| {
+        // SAFETY: the caller's contract; read bytewise, so its alignment does not matter.
         let src = unsafe { core::ptr::read_unaligned(mad_addr.cast::<IbMadAddr>()) };
-        let grh = GrhAddr {
+        GrhAddr {
             gid: src.gid,
             gid_index: src.gid_index,
             hop_limit: src.hop_limit,
             traffic_class: src.traffic_class,
             flow_label: src.flow_label,
-        };
-        umad::set_grh(h, Some(&grh))
-    })
+        }
+    });
+    // SAFETY: the caller's contract.
+    unsafe { set(umad, |h| umad::set_grh(h, grh.as_ref())) }
 }
 
 /// `int umad_set_pkey(void *umad, int pkey_index)`.
-pub extern "C" fn umad_set_pkey(umad: *mut c_void, pkey_index: c_int) -> c_int {
-    set(umad, |h| umad::set_pkey(h, pkey_index as u16))
+///
+/// # Safety
+/// `umad` is NULL or valid for writes of `umad_size()` bytes.
+pub unsafe extern "C" fn umad_set_pkey(umad: *mut c_void, pkey_index: c_int) -> c_int {
+    // SAFETY: the caller's contract.
+    unsafe { set(umad, |h| umad::set_pkey(h, pkey_index as u16)) }
 }
 
 /// `int umad_get_pkey(void *umad)`.
-pub extern "C" fn umad_get_pkey(umad: *mut c_void) -> c_int {
-    get(umad, -EINVAL, |h| umad::get_pkey(h).map(c_int::from))
+///
+/// # Safety
+/// `umad` is NULL or valid for reads of `umad_size()` initialised bytes (a header
+/// `umad_recv` filled, or one the caller wrote), not written by another thread meanwhile.
+pub unsafe extern "C" fn umad_get_pkey(umad: *mut c_void) -> c_int {
+    // SAFETY: the caller's contract.
+    unsafe { get(umad, -EINVAL, |h| umad::get_pkey(h).map(c_int::from)) }
 }

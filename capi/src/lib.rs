@@ -13,14 +13,20 @@
 #![allow(missing_docs)]
 // The workspace's lint: `pub` here marks the C ABI (exported symbols), not a Rust API.
 #![allow(unreachable_pub)]
+// An entry point that dereferences a C caller's pointer is an `unsafe extern "C" fn`
+// whose `# Safety` section is the contract the C caller keeps (issue 31).
+#![deny(clippy::not_unsafe_ptr_arg_deref, clippy::missing_safety_doc)]
 
 mod abi;
 mod boundary;
-mod devices;
-mod dump;
+// `pub`: clippy checks only reachable functions for the two lints above, so the
+// modules of entry points are reachable. Nothing else is exported by it: the C names are
+// `exports`' trampolines, the Rust items are mangled and the library is a cdylib.
+pub mod devices;
+pub mod dump;
 mod exports;
-mod header;
-mod ports;
-mod select;
-mod strings;
-mod waiting;
+pub mod header;
+pub mod ports;
+pub mod select;
+pub mod strings;
+pub mod waiting;

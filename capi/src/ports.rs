@@ -9,12 +9,14 @@
 //! errno); the rest return -errno and set errno.
 
 use core::ffi::{c_char, c_int, c_long, c_void};
+use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use vmad::error::errno::{EINVAL, EIO, EPERM};
 use vmad::port::PortConfig;
 use vmad::umad::{self as umad, AgentId, PortId, RegAttr};
 use vmad::wire::mad::MgmtClass;
+use vmad::wire::MAD_SIZE;
 use vmad::Error;
 
 use crate::abi::UmadRegAttr;
@@ -44,9 +46,12 @@ pub extern "C" fn umad_done() -> c_int {
     0
 }
 
-fn open(ca: *const c_char, portnum: c_int) -> c_int {
+/// # Safety
+/// `ca` is NULL or a NUL-terminated string.
+unsafe fn open(ca: *const c_char, portnum: c_int) -> c_int {
     guard(-EIO, || {
-        let name = match ca_name(ca) {
+        // SAFETY: the caller's contract.
+        let name = match unsafe { ca_name(ca) } {
             Ok(n) => n,
             Err(e) => return fail(&e),
         };
@@ -90,14 +95,22 @@ fn pcap_for(ca: &str, port: u8) -> Option<vmad::pcap::PcapConfig> {
 /// `int umad_open_port(const char *ca_name, int portnum)`: the port id (a small positive
 /// number, never reused in the process; `umad_get_fd` gives its pollable descriptor).
 /// NULL or "" names the first CA; port 0 its first active port.
-pub extern "C" fn umad_open_port(ca: *const c_char, portnum: c_int) -> c_int {
-    open(ca, portnum)
+///
+/// # Safety
+/// `ca` is NULL or a NUL-terminated string.
+pub unsafe extern "C" fn umad_open_port(ca: *const c_char, portnum: c_int) -> c_int {
+    // SAFETY: the caller's contract.
+    unsafe { open(ca, portnum) }
 }
 
 /// `int umad_open_smi_port(const char *ca_name, int portnum)` (IBUMAD_1.3): every vmad
 /// port carries its own QP0, so the SMI port is the port itself.
-pub extern "C" fn umad_open_smi_port(ca: *const c_char, portnum: c_int) -> c_int {
-    open(ca, portnum)
+///
+/// # Safety
+/// `ca` is NULL or a NUL-terminated string.
+pub unsafe extern "C" fn umad_open_smi_port(ca: *const c_char, portnum: c_int) -> c_int {
+    // SAFETY: the caller's contract.
+    unsafe { open(ca, portnum) }
 }
 
 /// `int umad_close_port(int portid)`: 0, as libibumad (which ignores close's result);
@@ -128,11 +141,14 @@ pub extern "C" fn umad_get_fd(portid: c_int) -> c_int {
 }
 
 /// `long method_mask[16 / sizeof(long)]` as two u64 words; NULL: client only.
-fn read_mask(mask: *const c_long) -> Option<[u64; 2]> {
+///
+/// # Safety
+/// `mask` is NULL or valid for reads of 16 initialised bytes (any alignment).
+unsafe fn read_mask(mask: *const c_long) -> Option<[u64; 2]> {
     if mask.is_null() {
         return None;
     }
-    // SAFETY: a non-NULL method_mask points to 16 bytes (two longs on LP64); read bytewise.
+    // SAFETY: the caller's contract; read bytewise.
     let bytes = unsafe { core::ptr::read_unaligned(mask.cast::<[u8; 16]>()) };
     let lo = u64::from_ne_bytes(bytes[..8].try_into().unwrap_or_default());
     let hi = u64::from_ne_bytes(bytes[8..].try_into().unwrap_or_default());
@@ -151,7 +167,10 @@ fn eperm(e: &Error) -> c_int {
 
 /// `int umad_register(int portid, int mgmt_class, int mgmt_version, uint8_t rmpp_version,
 /// long method_mask[2])`: the agent id, or -EPERM (errno = the cause).
-pub extern "C" fn umad_register(
+///
+/// # Safety
+/// `method_mask` is NULL or valid for reads of 16 initialised bytes (any alignment).
+pub unsafe extern "C" fn umad_register(
     portid: c_int,
     mgmt_class: c_int,
     mgmt_version: c_int,
@@ -163,7 +182,8 @@ pub extern "C" fn umad_register(
         else {
             return eperm(&Error::InvalidArgument("class or version out of range"));
         };
-        let mask = read_mask(method_mask);
+        // SAFETY: the caller's contract.
+        let mask = unsafe { read_mask(method_mask) };
         match umad::register(port_id(portid), class, version, rmpp_version, mask.as_ref()) {
             Ok(AgentId(id)) => id as c_int,
             Err(e) => eperm(&e),
@@ -173,7 +193,11 @@ pub extern "C" fn umad_register(
 
 /// `int umad_register_oui(int portid, int mgmt_class, uint8_t rmpp_version, uint8_t oui[3],
 /// long method_mask[2])`: the agent id; -EINVAL for a class outside 0x30–0x4F; else -EPERM.
-pub extern "C" fn umad_register_oui(
+///
+/// # Safety
+/// `oui` is NULL or valid for reads of 3 initialised bytes; `method_mask` as for
+/// [`umad_register`].
+pub unsafe extern "C" fn umad_register_oui(
     portid: c_int,
     mgmt_class: c_int,
     rmpp_version: u8,
@@ -193,9 +217,10 @@ pub extern "C" fn umad_register_oui(
         if oui.is_null() {
             return fail(&Error::InvalidArgument("oui is NULL"));
         }
-        // SAFETY: a non-NULL oui points to 3 bytes (libibumad's contract).
+        // SAFETY: the caller's contract: 3 readable bytes.
         let oui = unsafe { core::ptr::read_unaligned(oui.cast::<[u8; 3]>()) };
-        let mask = read_mask(method_mask);
+        // SAFETY: the caller's contract.
+        let mask = unsafe { read_mask(method_mask) };
         match umad::register_oui(port_id(portid), class, rmpp_version, oui, mask.as_ref()) {
             Ok(AgentId(id)) => id as c_int,
             Err(e) => eperm(&e),
@@ -205,7 +230,12 @@ pub extern "C" fn umad_register_oui(
 
 /// `int umad_register2(int port_fd, struct umad_reg_attr *attr, uint32_t *agent_id)`:
 /// 0, or a **positive** errno (errno itself is not promised).
-pub extern "C" fn umad_register2(
+///
+/// # Safety
+/// `attr` is NULL or valid for reads and writes of an initialised `struct umad_reg_attr`;
+/// `agent_id` is NULL or valid for writes of a `uint32_t` (either may be misaligned:
+/// both are read and written bytewise, never through a reference).
+pub unsafe extern "C" fn umad_register2(
     portid: c_int,
     attr: *mut UmadRegAttr,
     agent_id: *mut u32,
@@ -214,7 +244,7 @@ pub extern "C" fn umad_register2(
         return EINVAL;
     }
     guard(EIO, || {
-        // SAFETY: attr is non-NULL and points to a struct umad_reg_attr (libibumad's contract).
+        // SAFETY: the caller's contract; attr is non-NULL.
         let a = unsafe { core::ptr::read_unaligned(attr) };
         let reg = RegAttr {
             mgmt_class: a.mgmt_class,
@@ -226,7 +256,7 @@ pub extern "C" fn umad_register2(
         };
         match umad::register2(port_id(portid), &reg) {
             Ok(AgentId(id)) => {
-                // SAFETY: agent_id is non-NULL and points to a u32 (libibumad's contract).
+                // SAFETY: the caller's contract; agent_id is non-NULL.
                 unsafe { core::ptr::write_unaligned(agent_id, id) };
                 0
             }
@@ -260,7 +290,12 @@ pub extern "C" fn umad_unregister(portid: c_int, agentid: c_int) -> c_int {
 
 /// `int umad_send(int portid, int agentid, void *umad, int length, int timeout_ms, int retries)`:
 /// 0, or -EIO with errno set to the real cause (libibumad's write() convention).
-pub extern "C" fn umad_send(
+///
+/// # Safety
+/// `umad_buf` is NULL or valid for reads and writes of `umad_size() + length` bytes, all
+/// initialised (the address is read whole, as libibumad hands the whole buffer to the
+/// kernel) and not accessed by another thread during the call.
+pub unsafe extern "C" fn umad_send(
     portid: c_int,
     agentid: c_int,
     umad_buf: *mut c_void,
@@ -279,8 +314,7 @@ pub extern "C" fn umad_send(
         return send_fail(EINVAL);
     };
     guard(-EIO, || {
-        // SAFETY: the caller's buffer holds umad_size() + length bytes (libibumad writes
-        // exactly that many from it).
+        // SAFETY: the caller's contract; the slice lives for this call only.
         let buf =
             unsafe { core::slice::from_raw_parts_mut(umad_buf.cast::<u8>(), HEADER_SIZE + len) };
         match umad::send(
@@ -310,59 +344,128 @@ pub extern "C" fn poll_nonblocking(portid: c_int) -> c_int {
 /// `umad_recv` without waiting (`src/wait.c` waits, then calls this): the agent id, or
 /// -EINVAL / -EWOULDBLOCK / -ENOSPC (then `*length` = data length needed and the message
 /// stays queued) / -EIO, errno set.
-pub extern "C" fn recv_nonblocking(
+///
+/// # Safety
+/// `umad_buf` is NULL or valid for writes of `umad_size() + *length` bytes (initialised
+/// or not); `length` is NULL or valid for reads and writes of an initialised `int` (any
+/// alignment). Neither is accessed by another thread during the call.
+pub unsafe extern "C" fn recv_nonblocking(
     portid: c_int,
     umad_buf: *mut c_void,
     length: *mut c_int,
 ) -> c_int {
-    recv_into(portid, umad_buf, length, |id, buf, cap| {
-        umad::recv(id, buf, cap, 0)
-    })
+    // SAFETY: the caller's contract.
+    unsafe {
+        recv_into(portid, umad_buf, length, |id, buf, cap| {
+            umad::recv(id, buf, cap, 0)
+        })
+    }
 }
 
 /// [`recv_nonblocking`] before the caller polls the port's descriptors: the turn it
 /// runs does not read a transport that has a descriptor of its own (the poll tells
 /// whether that is worth a system call; see `umad::recv_before_wait`).
-pub extern "C" fn recv_before_wait(
+///
+/// # Safety
+/// `umad_buf` is NULL or valid for writes of `umad_size() + *length` bytes (initialised
+/// or not); `length` is NULL or valid for reads and writes of an initialised `int` (any
+/// alignment). Neither is accessed by another thread during the call.
+pub unsafe extern "C" fn recv_before_wait(
     portid: c_int,
     umad_buf: *mut c_void,
     length: *mut c_int,
 ) -> c_int {
-    recv_into(portid, umad_buf, length, umad::recv_before_wait)
+    // SAFETY: the caller's contract.
+    unsafe { recv_into(portid, umad_buf, length, umad::recv_before_wait) }
 }
 
-fn recv_into(
+/// This thread's receive buffer is kept while it is no larger than this; a larger one,
+/// grown for one big message, is dropped after its call.
+const SCRATCH_KEEP: usize = 64 * 1024;
+
+thread_local! {
+    /// Where `umad::recv` writes a message before it is copied to the caller: the
+    /// caller's buffer may be fresh `malloc` memory, over which no `&mut [u8]` may be
+    /// made before it is written.
+    static SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Receive into the caller's buffer: `umad::recv` writes the header and the data into
+/// this thread's scratch buffer, and the bytes it wrote are copied out through the raw
+/// pointer; the caller's bytes past them are not touched, as libibumad's read() leaves them.
+///
+/// The scratch buffer grows with the messages, not with `*length`: a message longer
+/// than the scratch holds, but not than `*length`, is refused with ENOSPC and stays
+/// queued, so it is received again into a scratch grown to its length.
+///
+/// # Safety
+/// `umad_buf` is NULL or valid for writes of `umad_size() + *length` bytes (initialised
+/// or not); `length` is NULL or valid for reads and writes of an initialised `int` (any
+/// alignment). Neither is accessed by another thread during the call.
+unsafe fn recv_into(
     portid: c_int,
     umad_buf: *mut c_void,
     length: *mut c_int,
-    receive: impl FnOnce(PortId, &mut [u8], &mut usize) -> vmad::Result<AgentId>,
+    mut receive: impl FnMut(PortId, &mut [u8], &mut usize) -> vmad::Result<AgentId>,
 ) -> c_int {
     if umad_buf.is_null() || length.is_null() {
         return fail(&Error::InvalidArgument("NULL buffer or length"));
     }
     guard(-EIO, || {
-        // SAFETY: length is non-NULL and points to an int (libibumad's contract).
+        // SAFETY: the caller's contract; read bytewise.
         let want = unsafe { length.read_unaligned() };
-        let Ok(mut cap) = usize::try_from(want) else {
+        let Ok(room) = usize::try_from(want) else {
             return fail(&Error::InvalidArgument("*length is negative"));
         };
-        // SAFETY: the caller's buffer holds umad_size() + *length bytes (the man page's rule).
-        let buf =
-            unsafe { core::slice::from_raw_parts_mut(umad_buf.cast::<u8>(), HEADER_SIZE + cap) };
-        let r = receive(port_id(portid), buf, &mut cap);
-        let out = c_int::try_from(cap).unwrap_or(c_int::MAX);
-        match r {
-            Ok(AgentId(id)) => {
-                // SAFETY: as above.
-                unsafe { length.write_unaligned(out) };
-                id as c_int
+        SCRATCH.with(|scratch| {
+            let mut scratch = scratch.borrow_mut();
+            // Below one MAD `umad::recv` refuses `*length` itself: pass it on as it is.
+            let held = scratch.len().saturating_sub(HEADER_SIZE).max(MAD_SIZE);
+            let mut lent = room.min(held);
+            let (r, cap) = loop {
+                if scratch.len() < HEADER_SIZE + lent {
+                    scratch.resize(HEADER_SIZE + lent, 0);
+                }
+                let mut cap = lent;
+                match receive(
+                    port_id(portid),
+                    &mut scratch[..HEADER_SIZE + lent],
+                    &mut cap,
+                ) {
+                    Err(Error::BufferTooSmall { needed }) if lent < room => {
+                        lent = needed.min(room);
+                    }
+                    r => break (r, cap),
+                }
+            };
+            // What `umad::recv` wrote: the whole header and as much data as there was room
+            // for (`cap` is the data length, or on ENOSPC the length needed).
+            let written = match &r {
+                Ok(_) | Err(Error::BufferTooSmall { .. }) => HEADER_SIZE + cap.min(lent),
+                Err(_) => 0,
+            };
+            // SAFETY: written <= umad_size() + *length, so the caller's buffer is valid for
+            // writes of that many bytes; the scratch holds them initialised; no overlap.
+            unsafe {
+                core::ptr::copy_nonoverlapping(scratch.as_ptr(), umad_buf.cast::<u8>(), written)
+            };
+            if scratch.len() > SCRATCH_KEEP {
+                *scratch = Vec::new();
             }
-            Err(e @ Error::BufferTooSmall { .. }) => {
-                // SAFETY: as above.
-                unsafe { length.write_unaligned(out) };
-                fail(&e)
+            let out = c_int::try_from(cap).unwrap_or(c_int::MAX);
+            match r {
+                Ok(AgentId(id)) => {
+                    // SAFETY: the caller's contract; written bytewise.
+                    unsafe { length.write_unaligned(out) };
+                    id as c_int
+                }
+                Err(e @ Error::BufferTooSmall { .. }) => {
+                    // SAFETY: as above.
+                    unsafe { length.write_unaligned(out) };
+                    fail(&e)
+                }
+                Err(e) => fail(&e),
             }
-            Err(e) => fail(&e),
-        }
+        })
     })
 }

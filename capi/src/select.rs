@@ -372,7 +372,11 @@ fn select_roce() -> Result<Selected> {
 /// it takes the SM role on the port, as opening `/dev/infiniband/issmN` does (on ibsim:
 /// the node's SM client, PortInfo:CapMask.IsSM; on the embedded fabric: IsSM, and the
 /// built-in SM steps aside), and closing it gives the role up.
-pub extern "C" fn umad_get_issm_path(
+///
+/// # Safety
+/// `ca` is NULL or a NUL-terminated string; `path` is NULL or valid for writes of `max`
+/// bytes (initialised or not).
+pub unsafe extern "C" fn umad_get_issm_path(
     ca: *const c_char,
     portnum: c_int,
     path: *mut c_char,
@@ -385,7 +389,8 @@ pub extern "C" fn umad_get_issm_path(
         return fail(&Error::InvalidArgument("max is negative"));
     };
     guard(-EIO, || {
-        let name = match ca_name(ca).and_then(|n| ensure().map(|()| n)) {
+        // SAFETY: the caller's contract.
+        let name = match unsafe { ca_name(ca) }.and_then(|n| ensure().map(|()| n)) {
             Ok(n) => n,
             Err(e) => return fail(&e),
         };
@@ -407,7 +412,7 @@ pub extern "C" fn umad_get_issm_path(
         // snprintf semantics: truncate to max - 1 bytes and terminate.
         if max > 0 {
             let n = bytes.len().min(max - 1);
-            // SAFETY: the caller's path buffer holds `max` bytes; n + 1 <= max.
+            // SAFETY: the caller's contract: `max` writable bytes; n + 1 <= max.
             unsafe {
                 core::ptr::copy_nonoverlapping(bytes.as_ptr(), path.cast::<u8>(), n);
                 *path.add(n) = 0;

@@ -13,7 +13,11 @@ use crate::boundary::{fail, guard};
 /// (the transport's, or -1) and returns a token for [`wait_end`], which must be called
 /// once (from a cancellation cleanup handler too); NULL with errno set if the port is
 /// not open.
-pub extern "C" fn wait_begin(portid: c_int, fds: *mut c_int) -> *mut c_void {
+///
+/// # Safety
+/// `fds` is NULL or valid for writes of two `int`s (aligned: `src/wait.c` passes an
+/// `int[2]`).
+pub unsafe extern "C" fn wait_begin(portid: c_int, fds: *mut c_int) -> *mut c_void {
     if fds.is_null() {
         return core::ptr::null_mut();
     }
@@ -21,7 +25,7 @@ pub extern "C" fn wait_begin(portid: c_int, fds: *mut c_int) -> *mut c_void {
         match umad::port(PortId(portid)).and_then(|p| p.begin_wait()) {
             Ok(wait) => {
                 let [open, transport] = wait.fds();
-                // SAFETY: src/wait.c passes an array of two ints.
+                // SAFETY: the caller's contract: two writable ints.
                 unsafe {
                     fds.write(open);
                     fds.add(1).write(transport);
@@ -37,12 +41,16 @@ pub extern "C" fn wait_begin(portid: c_int, fds: *mut c_int) -> *mut c_void {
 }
 
 /// End the wait [`wait_begin`] started.
-pub extern "C" fn wait_end(token: *mut c_void) {
+///
+/// # Safety
+/// `token` is NULL or a token [`wait_begin`] returned that was not ended yet; it is
+/// not used again.
+pub unsafe extern "C" fn wait_end(token: *mut c_void) {
     if token.is_null() {
         return;
     }
     guard((), || {
-        // SAFETY: a token from wait_begin, ended once (wait.c's contract).
+        // SAFETY: the caller's contract: a live token of wait_begin's Box, ended once.
         drop(unsafe { Box::from_raw(token.cast::<WaitGuard>()) });
     });
 }

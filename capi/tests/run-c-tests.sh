@@ -6,6 +6,7 @@
 #  - umad_test.c, compiled against the SYSTEM <infiniband/umad.h> and linked to vmad's
 #    library, in an AddressSanitizer build and once under valgrind, plus its env modes;
 #  - src/wait.c on its own against stand-ins for the Rust side (wait_unit.c);
+#  - uninit.c: every buffer-filling call given fresh malloc memory, under ASan and valgrind;
 #  - the same program built against vmad's own header through capi/libibumad.pc;
 #  - vmad's whole umad*.h set against the system's (headers.sh).
 # Usage: capi/tests/run-c-tests.sh [--no-valgrind]
@@ -53,6 +54,9 @@ cc "${cflags[@]}" -fsanitize=address -fno-omit-frame-pointer -o "$out/robust-asa
   capi/tests/c/robust.c "${link[@]}"
 cc "${cflags[@]}" -fsanitize=address -fno-omit-frame-pointer -o "$out/opens-asan" \
   capi/tests/c/opens.c "${link[@]}"
+cc "${cflags[@]}" -fsanitize=address -fno-omit-frame-pointer -o "$out/uninit-asan" \
+  capi/tests/c/uninit.c "${link[@]}"
+cc "${cflags[@]}" -o "$out/uninit" capi/tests/c/uninit.c "${link[@]}"
 # wait.c alone, against stand-ins for the Rust side (no library: it defines umad_recv/_poll).
 cc "${cflags[@]}" -fsanitize=address -fno-omit-frame-pointer -o "$out/wait_unit-asan" \
   capi/tests/c/wait_unit.c -lpthread
@@ -77,6 +81,7 @@ run "umad_test (ASan)" "${asan[@]}" "$out/umad_test-asan" main
 run "robust: NULL/misaligned/short/closed/unregistered/double close/panic (ASan)" "${asan[@]}" "$out/robust-asan"
 run "wait.c: a readable descriptor that never brings a message still times out (ASan)" "${asan[@]}" "$out/wait_unit-asan"
 run "opens: several opens of one port, umad_poll(0) (ASan)" "${asan[@]}" "$out/opens-asan" sim
+run "uninit: receive buffers, umad buffers and structs fresh from malloc (ASan)" "${asan[@]}" "$out/uninit-asan"
 run "umad_test faults (ASan)" "${asan[@]}" VMAD_SIM_FAULTS=loss=1,seed=3 "$out/umad_test-asan" faults
 run "umad_test lossy link (ASan)" "${asan[@]}" VMAD_SIM_FAULTS=loss=0.1,dup=0.05,reorder=0.1,seed=7 "$out/umad_test-asan" lossy
 run "umad_test bad VMAD_TRANSPORT (ASan)" "${asan[@]}" VMAD_TRANSPORT=bogus "$out/umad_test-asan" badenv
@@ -111,6 +116,9 @@ run "umad_test (vmad header)" "$out/umad_test-pc" main
 if [ $valgrind = 1 ]; then
   run "umad_test (valgrind)" valgrind -q --error-exitcode=99 --leak-check=full --show-possibly-lost=no \
     --errors-for-leak-kinds=definite "$out/umad_test" main
+  # Memcheck reports any byte uninit.c reads back that vmad did not write.
+  run "uninit (valgrind)" valgrind -q --error-exitcode=99 --leak-check=full --show-possibly-lost=no \
+    --errors-for-leak-kinds=definite "$out/uninit"
 fi
 [ $status = 0 ] && echo "C tests: all passed"
 exit $status

@@ -56,7 +56,6 @@
 
 use std::collections::{HashSet, VecDeque};
 use std::io;
-use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -149,7 +148,7 @@ impl HybridTransport {
         };
         let verbs_pkey_index = config.pkey_index;
         let mut verbs = VerbsTransport::open(config)?;
-        verbs.also_wake_on(kernel.readiness_fd().as_raw_fd());
+        verbs.also_wake_on(kernel.readiness_fd())?;
         vmad_debug!(target: "vmad::transport", ca = ca, qpn = verbs.qpn(), "hybrid transport open");
         Ok(HybridTransport {
             attrs: kernel.attrs().clone(),

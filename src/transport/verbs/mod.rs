@@ -91,6 +91,7 @@ mod ring;
 mod wake;
 
 use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::raw::c_int;
 use std::sync::Arc;
 use std::time::{Duration, Instant as Clock};
@@ -177,8 +178,8 @@ pub struct VerbsTransport {
     wcs: Vec<sys::ibv_wc>,
     armed: bool,
     wake: wake::Wake,
-    /// Another descriptor an idle wait also sleeps on (-1: none; see `also_wake_on`).
-    extra_fd: c_int,
+    /// Another descriptor an idle wait also sleeps on (see `also_wake_on`).
+    extra_fd: Option<OwnedFd>,
     stats: VerbsStats,
 }
 
@@ -394,7 +395,7 @@ impl VerbsTransport {
             config,
             armed: false,
             wake: wake::Wake::new().map_err(step("socketpair"))?,
-            extra_fd: -1,
+            extra_fd: None,
             stats: VerbsStats::default(),
         })
     }
@@ -440,9 +441,14 @@ impl VerbsTransport {
 
     /// Make an idle [`Transport::wait`] also return when `fd` is readable (the
     /// hybrid transport's kernel umad device): one `poll` sleeps on both.
-    /// The caller keeps `fd` open as long as this transport waits on it.
-    pub fn also_wake_on(&mut self, fd: std::os::fd::RawFd) {
-        self.extra_fd = fd;
+    /// The transport polls a duplicate of `fd` (same open file, so the same
+    /// readiness), which it owns: nothing depends on how long the caller keeps `fd`.
+    ///
+    /// # Errors
+    /// [`Error::Io`] if the descriptor cannot be duplicated (EMFILE).
+    pub fn also_wake_on(&mut self, fd: BorrowedFd<'_>) -> Result<()> {
+        self.extra_fd = Some(fd.try_clone_to_owned()?);
+        Ok(())
     }
 
     /// Data-path counters, recoveries and async events.
@@ -632,7 +638,10 @@ impl Transport for VerbsTransport {
                 self.stats.recv_ring_empty += 1;
             }
             if wc.is_valid() {
-                let bytes = self.ring.recv_slot(slot);
+                // SAFETY: `wc` is this slot's completion, polled from the receive CQ: the
+                // device is done with the slot, which is reposted (`repost`, then
+                // `flush_reposts` below) only after `bytes` is dropped.
+                let bytes = unsafe { self.ring.recv_slot(slot) };
                 let end = wc.len().min(bytes.len());
                 if end >= grh::LEN + 24 {
                     let meta = self.meta(wc, bytes);
@@ -669,7 +678,10 @@ impl Transport for VerbsTransport {
             self.flush_sends()?;
             return Ok(false);
         };
-        let Some(t) = fill(self.ring.send_slot(slot as usize)) else {
+        // SAFETY: a free slot was never posted, or its send completion was polled
+        // (`reap_sends`), or the QP was reset since (`recovery.rs`); it is posted
+        // (`queue`, `flush_sends`) only after `fill` returns.
+        let Some(t) = fill(unsafe { self.ring.send_slot(slot as usize) }) else {
             self.free_send.push(slot);
             self.flush_sends()?;
             return Ok(false);
@@ -729,12 +741,14 @@ impl Transport for VerbsTransport {
         // Sleep, but wake to look for the device now and then (see `events.rs`).
         let left = deadline.map(|d| d.saturating_duration_since(Clock::now()));
         let limit = left.map_or(events::LIVENESS_EVERY, |l| l.min(events::LIVENESS_EVERY));
-        // A negative fd (no extra one) is ignored by poll.
+        // SAFETY: the async fd is the context's, open until `self.ctx` is dropped (closed
+        // by ibv_close_device); borrowed for this call only.
+        let async_fd = unsafe { BorrowedFd::borrow_raw(self.async_fd) };
         let fds = [
-            self.channel.fd(),
-            self.wake.fd(),
-            self.async_fd,
-            self.extra_fd,
+            Some(self.channel.as_fd()),
+            Some(self.wake.fd()),
+            Some(async_fd),
+            self.extra_fd.as_ref().map(AsFd::as_fd),
         ];
         // From here a wake writes the socket (see `wake.rs`).
         let Some(asleep) = self.wake.sleep() else {

@@ -8,8 +8,15 @@
 //! The NIC writes received datagrams straight into a receive slot and reads
 //! sends straight out of a send slot; the engine reads and writes the same
 //! bytes through the slices lent by the transport. Nothing is copied.
+//!
+//! Once registered, the mapping is never borrowed whole: the device writes posted
+//! receive slots at any time, so a Rust reference may cover only a slot the device
+//! is done with. The ring keeps the mapping's base pointer and lends one slot at a
+//! time ([`Ring::recv_slot`], [`Ring::send_slot`]), under the caller's promise that
+//! the slot is not posted.
 
 use std::io;
+use std::ptr::NonNull;
 use std::sync::Arc;
 
 use memmap2::{MmapMut, MmapOptions};
@@ -61,11 +68,21 @@ pub(super) struct Pinning {
 /// deregistered before the mapping goes away.
 pub(super) struct Ring {
     mr: Mr,
-    map: MmapMut,
+    /// Owns the mapping (unmapped on drop); not read through once registered.
+    _map: MmapMut,
+    /// The mapping's first byte: every slot is reached from it.
+    ptr: NonNull<u8>,
+    /// `ptr` as the device address.
     base: u64,
     layout: Layout,
     pinning: Pinning,
 }
+
+// SAFETY: `ptr` points into the mapping this Ring owns (as MmapMut, which is Send), and
+// the slots are reached only through `&self`/`&mut self` methods, so moving the Ring to
+// another thread moves the sole access to them with it. (Not Sync: not needed, and
+// `send_slot` relies on `&mut self` for exclusive access.)
+unsafe impl Send for Ring {}
 
 const HUGE_PAGE: usize = 2 << 20;
 const PAGE: usize = 4096;
@@ -93,8 +110,10 @@ impl Ring {
         // Locking is best effort: the registration pins the pages anyway;
         // when it is refused, RLIMIT_MEMLOCK is what ibv_reg_mr hits next.
         let locked = map.lock().is_ok();
-        let addr = map.as_mut_ptr();
         let len = map.len();
+        let ptr = NonNull::new(map.as_mut_ptr())
+            .ok_or_else(|| crate::Error::Io(io::Error::other("mmap returned NULL")))?;
+        let addr = ptr.as_ptr();
         // SAFETY: the mapping lives in the same Ring and is dropped after the MR.
         let mr = unsafe { Mr::new(pd, addr, len) }.map_err(|e| {
             if e.raw_os_error() == Some(12) {
@@ -109,7 +128,8 @@ impl Ring {
         Ok(Ring {
             mr,
             base: addr as u64,
-            map,
+            ptr,
+            _map: map,
             layout,
             pinning: Pinning { huge, locked },
         })
@@ -136,17 +156,36 @@ impl Ring {
         self.base + self.layout.send_offset(i) as u64
     }
 
-    /// Receive slot `i`: GRH area then MAD. Only read while the slot is not posted.
-    pub(super) fn recv_slot(&self, i: usize) -> &[u8] {
+    /// Receive slot `i`: GRH area then MAD.
+    ///
+    /// # Safety
+    /// Slot `i` is not posted while the slice lives: its completion was polled from the
+    /// receive CQ (so the device has finished writing it) and it is not reposted until
+    /// the slice is dropped.
+    pub(super) unsafe fn recv_slot(&self, i: usize) -> &[u8] {
+        assert!(i < self.layout.recv_slots, "receive slot {i} out of range");
         let off = self.layout.recv_offset(i);
-        &self.map[off..off + RECV_LEN]
+        // SAFETY: the slot lies inside the mapping (`Layout::len` covers every slot), which
+        // lives as long as `self`; the mapping is initialised (anonymous: zero-filled, then
+        // written only by the device); the caller's contract: the device does not write
+        // the slot while the slice lives, and no `&mut` to it exists (`send_slot` lends
+        // send slots only).
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr().add(off), RECV_LEN) }
     }
 
-    /// Send slot `i`. Only written while the slot is not posted.
-    pub(super) fn send_slot(&mut self, i: usize) -> &mut [u8; MAD_SIZE] {
+    /// Send slot `i`.
+    ///
+    /// # Safety
+    /// Slot `i` is not posted while the reference lives: it was never posted, or its
+    /// send completion was polled (or the QP was reset), and it is posted only after
+    /// the reference is dropped.
+    pub(super) unsafe fn send_slot(&mut self, i: usize) -> &mut [u8; MAD_SIZE] {
+        assert!(i < self.layout.send_slots, "send slot {i} out of range");
         let off = self.layout.send_offset(i);
-        let s = &mut self.map[off..off + SEND_STRIDE];
-        s.try_into().expect("send stride is one MAD")
+        // SAFETY: the slot (one MAD: SEND_STRIDE == MAD_SIZE) lies inside the mapping,
+        // which lives as long as `self`; `&mut self` makes this the only reference into the
+        // ring; the caller's contract: the device does not read it meanwhile.
+        unsafe { &mut *self.ptr.as_ptr().add(off).cast::<[u8; MAD_SIZE]>() }
     }
 }
 

@@ -6,12 +6,14 @@
 //! system call, nor does the thread to take the wake.
 
 use std::io::{self, Read, Write};
-use std::os::fd::AsRawFd;
-use std::os::raw::{c_int, c_short};
+use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+
+use nix::errno::Errno;
+use nix::poll::{PollFd, PollFlags, PollTimeout};
 
 use crate::transport::Waker;
 
@@ -65,8 +67,8 @@ impl Wake {
         Some(guard)
     }
 
-    pub(super) fn fd(&self) -> c_int {
-        self.rx.as_raw_fd()
+    pub(super) fn fd(&self) -> BorrowedFd<'_> {
+        self.rx.as_fd()
     }
 }
 
@@ -88,44 +90,33 @@ impl Drop for Asleep<'_> {
     }
 }
 
-#[repr(C)]
-struct PollFd {
-    fd: c_int,
-    events: c_short,
-    revents: c_short,
-}
-
-const POLLIN: c_short = 1;
-
-extern "C" {
-    fn poll(fds: *mut PollFd, nfds: u64, timeout: c_int) -> c_int;
-}
-
-/// Wait until one of `fds` is readable or `timeout` passes; which ones are.
+/// Wait until one of `fds` is readable or `timeout` passes; which ones are (`None`
+/// entries are not polled, and are never readable).
 pub(super) fn readable<const N: usize>(
-    fds: [c_int; N],
+    fds: [Option<BorrowedFd<'_>>; N],
     timeout: Option<Duration>,
 ) -> io::Result<[bool; N]> {
     let ms = match timeout {
-        None => -1,
+        None => PollTimeout::NONE,
         // Round up: a sub-millisecond wait must not become a busy loop of zero waits.
-        Some(t) => c_int::try_from(t.as_micros().div_ceil(1000)).unwrap_or(c_int::MAX),
-    };
-    let mut p = fds.map(|fd| PollFd {
-        fd,
-        events: POLLIN,
-        revents: 0,
-    });
-    // SAFETY: `N` valid pollfds; `poll` does not keep the pointer.
-    let rc = unsafe { poll(p.as_mut_ptr(), N as u64, ms) };
-    if rc < 0 {
-        let e = io::Error::last_os_error();
-        if e.kind() == io::ErrorKind::Interrupted {
-            return Ok([false; N]);
+        Some(t) => {
+            let ms = t.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32;
+            PollTimeout::try_from(ms).unwrap_or(PollTimeout::MAX)
         }
-        return Err(e);
+    };
+    let mut polled: Vec<PollFd<'_>> = fds
+        .iter()
+        .flatten()
+        .map(|fd| PollFd::new(*fd, PollFlags::POLLIN))
+        .collect();
+    match nix::poll::poll(&mut polled, ms) {
+        Ok(_) => {}
+        Err(Errno::EINTR) => return Ok([false; N]),
+        Err(e) => return Err(e.into()),
     }
-    Ok(p.map(|p| p.revents != 0))
+    // Flags nix does not know (`None`) are still an event, as any non-zero revents.
+    let mut ready = polled.iter().map(|p| p.any().unwrap_or(true));
+    Ok(fds.map(|fd| fd.is_some() && ready.next().unwrap_or(false)))
 }
 
 #[cfg(test)]
@@ -140,11 +131,14 @@ mod tests {
         let asleep = w.sleep().expect("no wake came yet");
         waker.wake();
         waker.wake();
-        let r = readable([w.fd(), w.fd()], Some(Duration::from_secs(5))).unwrap();
-        assert_eq!(r, [true, true]);
+        let r = readable(
+            [Some(w.fd()), None, Some(w.fd())],
+            Some(Duration::from_secs(5)),
+        );
+        assert_eq!(r.unwrap(), [true, false, true]);
         asleep.woken();
         assert!(!w.take());
-        let r = readable([w.fd(), w.fd()], Some(Duration::ZERO)).unwrap();
+        let r = readable([Some(w.fd()), Some(w.fd())], Some(Duration::ZERO)).unwrap();
         assert_eq!(r, [false, false]);
     }
 
@@ -154,7 +148,7 @@ mod tests {
         let waker = w.waker();
         waker.wake();
         // Nothing written: the busy-polling thread sees the flag.
-        let r = readable([w.fd()], Some(Duration::ZERO)).unwrap();
+        let r = readable([Some(w.fd())], Some(Duration::ZERO)).unwrap();
         assert_eq!(r, [false]);
         assert!(w.take());
         assert!(!w.take());

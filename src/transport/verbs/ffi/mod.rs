@@ -13,6 +13,7 @@
 
 use std::ffi::CStr;
 use std::io;
+use std::os::fd::BorrowedFd;
 use std::os::raw::c_int;
 use std::ptr::{self, NonNull};
 use std::sync::Arc;
@@ -121,10 +122,15 @@ pub(super) fn open_device(want: Option<&str>, all: &mut Vec<String>) -> io::Resu
 /// An open device (`ibv_context`).
 pub(super) struct Context(NonNull<sys::ibv_context>);
 
-// SAFETY: libibverbs contexts are thread-safe (the library locks internally);
-// vmad uses each from one thread at a time anyway.
+// SAFETY: a context is not tied to the thread that opened it: libibverbs keeps no
+// per-thread state for it.
 unsafe impl Send for Context {}
-// SAFETY: as above: every libibverbs verb on a context may be called from any thread.
+// SAFETY: every `&self` method is a verb (query_port, query_gid, query_pkey,
+// get/ack_async_event), thread-safe by default per the verbs API (ibv_alloc_td(3): the
+// library and providers lock what they share unless a thread domain says otherwise),
+// or a read of a field libibverbs sets when the context is opened and never changes
+// (`abi_compat`, `async_fd`, the ops table). Closing needs ownership (Drop). Sync is
+// what lets the PD, channel and CQs share it through an Arc.
 unsafe impl Sync for Context {}
 
 impl Drop for Context {
@@ -225,7 +231,9 @@ impl Context {
     pub(super) fn async_fd_nonblocking(&self) -> io::Result<c_int> {
         // SAFETY: the context is open; `async_fd` is a plain field.
         let fd = unsafe { (*self.as_ptr()).async_fd };
-        set_nonblocking(fd)?;
+        // SAFETY: libibverbs keeps the async fd open until ibv_close_device, in Drop;
+        // borrowed for this call only.
+        set_nonblocking(unsafe { BorrowedFd::borrow_raw(fd) })?;
         Ok(fd)
     }
 
@@ -302,30 +310,12 @@ pub(super) struct AsyncEvent {
     pub(super) port: Option<u8>,
 }
 
-const F_GETFL: c_int = 3;
-const F_SETFL: c_int = 4;
-const O_NONBLOCK: c_int = 0o4000;
-
-extern "C" {
-    fn fcntl(fd: c_int, cmd: c_int, ...) -> c_int;
-}
-
 /// Make one of libibverbs' descriptors non-blocking (it stays libibverbs'; its calls
 /// on it then answer EAGAIN instead of waiting).
-fn set_nonblocking(fd: c_int) -> io::Result<()> {
-    // SAFETY: `fd` is an open descriptor the caller's object owns; F_GETFL/F_SETFL
-    // take no pointers.
-    let rc = unsafe {
-        let flags = fcntl(fd, F_GETFL);
-        if flags < 0 {
-            flags
-        } else {
-            fcntl(fd, F_SETFL, flags | O_NONBLOCK)
-        }
-    };
-    if rc < 0 {
-        return Err(io::Error::last_os_error());
-    }
+fn set_nonblocking(fd: BorrowedFd<'_>) -> io::Result<()> {
+    use nix::fcntl::{fcntl, FcntlArg, OFlag};
+    let flags = OFlag::from_bits_retain(fcntl(fd, FcntlArg::F_GETFL)?);
+    fcntl(fd, FcntlArg::F_SETFL(flags | OFlag::O_NONBLOCK))?;
     Ok(())
 }
 
@@ -335,9 +325,11 @@ pub(super) struct Pd {
     _ctx: Arc<Context>,
 }
 
-// SAFETY: a PD is a plain kernel handle; verbs on it are thread-safe.
+// SAFETY: a PD is a kernel handle with no per-thread state in libibverbs.
 unsafe impl Send for Pd {}
-// SAFETY: as above.
+// SAFETY: `&self` lends only the pointer, which the thread-safe verbs that create MRs,
+// QPs and AHs take (ibv_alloc_td(3)); the PD itself never changes after
+// ibv_alloc_pd, and ibv_dealloc_pd needs ownership (Drop, when no Arc is left).
 unsafe impl Sync for Pd {}
 
 impl Pd {
@@ -369,9 +361,12 @@ pub(super) struct Channel {
     _ctx: Arc<Context>,
 }
 
-// SAFETY: a channel is an fd plus a refcount the library manages under its own lock.
+// SAFETY: a channel is an fd plus a refcount, with no per-thread state.
 unsafe impl Send for Channel {}
-// SAFETY: as above.
+// SAFETY: `&self` methods read the fd (set at creation, never changed) or take one
+// event: ibv_get_cq_event is a read(2) of the non-blocking fd, which the kernel
+// serialises (two callers get two events, or EAGAIN), and ibv_ack_cq_events updates
+// the CQ's count under the CQ's own mutex. Destroying it needs ownership (Drop).
 unsafe impl Sync for Channel {}
 
 impl Channel {
@@ -385,13 +380,20 @@ impl Channel {
         };
         // Several threads may find the channel readable and one take the event:
         // the others must get EAGAIN from `take_event`, not wait in it.
-        set_nonblocking(channel.fd())?;
+        set_nonblocking(channel.as_fd())?;
         Ok(Arc::new(channel))
     }
 
     pub(super) fn fd(&self) -> c_int {
         // SAFETY: the channel is alive; `fd` is a plain field.
         unsafe { (*self.raw.as_ptr()).fd }
+    }
+
+    /// The channel's fd, to poll: borrowed from the channel.
+    pub(super) fn as_fd(&self) -> BorrowedFd<'_> {
+        // SAFETY: libibverbs keeps the fd open until ibv_destroy_comp_channel, in Drop:
+        // as long as `self`, which the BorrowedFd borrows.
+        unsafe { BorrowedFd::borrow_raw(self.fd()) }
     }
 
     /// Take one completion event without blocking (the fd is non-blocking);
@@ -424,9 +426,13 @@ pub(super) struct Cq {
     _ctx: Arc<Context>,
 }
 
-// SAFETY: CQ verbs are thread-safe in libibverbs providers.
+// SAFETY: a CQ has no per-thread state in libibverbs.
 unsafe impl Send for Cq {}
-// SAFETY: as above.
+// SAFETY: `&self` methods are poll_cq and req_notify_cq through the provider's ops
+// table, the verbs behind ibv_poll_cq/ibv_req_notify_cq, which providers make
+// thread-safe by locking the CQ (ibv_alloc_td(3): the default without a thread
+// domain); the ops table and context pointer are fixed at creation. Destroying it
+// needs ownership (Drop, when no Arc is left).
 unsafe impl Sync for Cq {}
 
 impl Cq {
@@ -501,10 +507,10 @@ pub(super) struct Mr {
     _pd: Arc<Pd>,
 }
 
-// SAFETY: an MR is a kernel handle plus keys; it is only read after creation.
+// SAFETY: an MR is a kernel handle plus keys, with no per-thread state; the only
+// access is a read of `lkey`, which ibv_reg_mr sets and nothing changes afterwards, and
+// deregistering needs ownership (Drop). (Not Sync: the ring owns its MR, unshared.)
 unsafe impl Send for Mr {}
-// SAFETY: as above.
-unsafe impl Sync for Mr {}
 
 impl Mr {
     /// Register `len` bytes at `addr` for local writes.
@@ -549,7 +555,9 @@ pub(super) struct Ah {
     _pd: Arc<Pd>,
 }
 
-// SAFETY: an AH is immutable after creation.
+// SAFETY: an AH is immutable after ibv_create_ah and has no per-thread state; it is
+// only lent (as a pointer) to posts, and destroyed by its owner (Drop). (Not Sync:
+// nothing shares an AH.)
 unsafe impl Send for Ah {}
 
 impl Ah {

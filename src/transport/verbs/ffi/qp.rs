@@ -22,7 +22,10 @@ pub(in crate::transport::verbs) struct Qp {
     _pd: Arc<Pd>,
 }
 
-// SAFETY: QP verbs are thread-safe in libibverbs providers; vmad posts from one thread.
+// SAFETY: libibverbs keeps no per-thread state for a QP, so it may be used from
+// whichever thread owns the Qp: posts and state changes are verbs, thread-safe by
+// default (ibv_alloc_td(3)). The scratch vectors are reached only through `&mut self`.
+// (Not Sync: the posts fill the scratch through `&mut self`, and nothing shares a Qp.)
 unsafe impl Send for Qp {}
 
 /// A send to post: slot address and length, and where it goes.
