@@ -9,14 +9,13 @@
 //! errno); the rest return -errno and set errno.
 
 use core::ffi::{c_char, c_int, c_long, c_void};
-use std::cell::RefCell;
+use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use vmad::error::errno::{EINVAL, EIO, EPERM};
 use vmad::port::PortConfig;
 use vmad::umad::{self as umad, AgentId, PortId, RegAttr};
 use vmad::wire::mad::MgmtClass;
-use vmad::wire::MAD_SIZE;
 use vmad::Error;
 
 use crate::abi::UmadRegAttr;
@@ -357,7 +356,7 @@ pub unsafe extern "C" fn recv_nonblocking(
     // SAFETY: the caller's contract.
     unsafe {
         recv_into(portid, umad_buf, length, |id, buf, cap| {
-            umad::recv(id, buf, cap, 0)
+            umad::recv_uninit(id, buf, cap, 0)
         })
     }
 }
@@ -379,24 +378,9 @@ pub unsafe extern "C" fn recv_before_wait(
     unsafe { recv_into(portid, umad_buf, length, umad::recv_before_wait) }
 }
 
-/// This thread's receive buffer is kept while it is no larger than this; a larger one,
-/// grown for one big message, is dropped after its call.
-const SCRATCH_KEEP: usize = 64 * 1024;
-
-thread_local! {
-    /// Where `umad::recv` writes a message before it is copied to the caller: the
-    /// caller's buffer may be fresh `malloc` memory, over which no `&mut [u8]` may be
-    /// made before it is written.
-    static SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
-}
-
-/// Receive into the caller's buffer: `umad::recv` writes the header and the data into
-/// this thread's scratch buffer, and the bytes it wrote are copied out through the raw
-/// pointer; the caller's bytes past them are not touched, as libibumad's read() leaves them.
-///
-/// The scratch buffer grows with the messages, not with `*length`: a message longer
-/// than the scratch holds, but not than `*length`, is refused with ENOSPC and stays
-/// queued, so it is received again into a scratch grown to its length.
+/// Receive into the caller's buffer, seen as memory it may not have initialised (fresh
+/// `malloc`): `umad::recv_uninit` writes the header and the data into it, nothing else;
+/// the caller's bytes past them are not touched, as libibumad's read() leaves them.
 ///
 /// # Safety
 /// `umad_buf` is NULL or valid for writes of `umad_size() + *length` bytes (initialised
@@ -406,7 +390,7 @@ unsafe fn recv_into(
     portid: c_int,
     umad_buf: *mut c_void,
     length: *mut c_int,
-    mut receive: impl FnMut(PortId, &mut [u8], &mut usize) -> vmad::Result<AgentId>,
+    receive: impl FnOnce(PortId, &mut [MaybeUninit<u8>], &mut usize) -> vmad::Result<(AgentId, usize)>,
 ) -> c_int {
     if umad_buf.is_null() || length.is_null() {
         return fail(&Error::InvalidArgument("NULL buffer or length"));
@@ -417,55 +401,27 @@ unsafe fn recv_into(
         let Ok(room) = usize::try_from(want) else {
             return fail(&Error::InvalidArgument("*length is negative"));
         };
-        SCRATCH.with(|scratch| {
-            let mut scratch = scratch.borrow_mut();
-            // Below one MAD `umad::recv` refuses `*length` itself: pass it on as it is.
-            let held = scratch.len().saturating_sub(HEADER_SIZE).max(MAD_SIZE);
-            let mut lent = room.min(held);
-            let (r, cap) = loop {
-                if scratch.len() < HEADER_SIZE + lent {
-                    scratch.resize(HEADER_SIZE + lent, 0);
-                }
-                let mut cap = lent;
-                match receive(
-                    port_id(portid),
-                    &mut scratch[..HEADER_SIZE + lent],
-                    &mut cap,
-                ) {
-                    Err(Error::BufferTooSmall { needed }) if lent < room => {
-                        lent = needed.min(room);
-                    }
-                    r => break (r, cap),
-                }
-            };
-            // What `umad::recv` wrote: the whole header and as much data as there was room
-            // for (`cap` is the data length, or on ENOSPC the length needed).
-            let written = match &r {
-                Ok(_) | Err(Error::BufferTooSmall { .. }) => HEADER_SIZE + cap.min(lent),
-                Err(_) => 0,
-            };
-            // SAFETY: written <= umad_size() + *length, so the caller's buffer is valid for
-            // writes of that many bytes; the scratch holds them initialised; no overlap.
-            unsafe {
-                core::ptr::copy_nonoverlapping(scratch.as_ptr(), umad_buf.cast::<u8>(), written)
-            };
-            if scratch.len() > SCRATCH_KEEP {
-                *scratch = Vec::new();
+        // SAFETY: the caller's contract: valid for writes of umad_size() + *length bytes,
+        // not touched by another thread meanwhile; MaybeUninit<u8> needs no initialised
+        // bytes and has u8's alignment.
+        let buf = unsafe {
+            core::slice::from_raw_parts_mut(umad_buf.cast::<MaybeUninit<u8>>(), HEADER_SIZE + room)
+        };
+        let mut cap = room;
+        let r = receive(port_id(portid), buf, &mut cap);
+        let out = c_int::try_from(cap).unwrap_or(c_int::MAX);
+        match r {
+            Ok((AgentId(id), _)) => {
+                // SAFETY: the caller's contract; written bytewise.
+                unsafe { length.write_unaligned(out) };
+                id as c_int
             }
-            let out = c_int::try_from(cap).unwrap_or(c_int::MAX);
-            match r {
-                Ok(AgentId(id)) => {
-                    // SAFETY: the caller's contract; written bytewise.
-                    unsafe { length.write_unaligned(out) };
-                    id as c_int
-                }
-                Err(e @ Error::BufferTooSmall { .. }) => {
-                    // SAFETY: as above.
-                    unsafe { length.write_unaligned(out) };
-                    fail(&e)
-                }
-                Err(e) => fail(&e),
+            Err(e @ Error::BufferTooSmall { .. }) => {
+                // SAFETY: as above.
+                unsafe { length.write_unaligned(out) };
+                fail(&e)
             }
-        })
+            Err(e) => fail(&e),
+        }
     })
 }

@@ -48,6 +48,7 @@ mod buf;
 mod sm_role;
 
 use std::collections::BTreeMap;
+use std::mem::MaybeUninit;
 use std::os::fd::RawFd;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Duration;
@@ -554,17 +555,57 @@ fn timeout_of(timeout_ms: i32) -> Option<Duration> {
 }
 
 /// What a received message looks like in an `ib_user_mad` buffer.
-fn write_message(umad: &mut [u8], agent: AgentId, status: u32, addr: &MadAddr, data: &[u8]) {
-    let mut h = Packet::new_unchecked(&mut umad[..]);
+/// A receive buffer: the caller's bytes, or memory it has not initialised (a C caller's
+/// fresh `malloc`), written only where a message is put.
+trait RecvBuf {
+    fn len(&self) -> usize;
+    /// Write `bytes` at `at` (in bounds: the caller checked the length).
+    fn put(&mut self, at: usize, bytes: &[u8]);
+}
+
+impl RecvBuf for [u8] {
+    fn len(&self) -> usize {
+        <[u8]>::len(self)
+    }
+    fn put(&mut self, at: usize, bytes: &[u8]) {
+        self[at..at + bytes.len()].copy_from_slice(bytes);
+    }
+}
+
+impl RecvBuf for [MaybeUninit<u8>] {
+    fn len(&self) -> usize {
+        <[MaybeUninit<u8>]>::len(self)
+    }
+    fn put(&mut self, at: usize, bytes: &[u8]) {
+        // A plain copy once optimised; MaybeUninit's own slice copy is not stable yet.
+        for (d, s) in self[at..at + bytes.len()].iter_mut().zip(bytes) {
+            d.write(*s);
+        }
+    }
+}
+
+/// Write a received message's header (its whole length) and the first `room` bytes of
+/// `data`; how many bytes of `umad` that wrote.
+fn write_message<B: RecvBuf + ?Sized>(
+    umad: &mut B,
+    room: usize,
+    agent: AgentId,
+    status: u32,
+    addr: &MadAddr,
+    data: &[u8],
+) -> usize {
+    let mut header = [0u8; HEADER_LEN];
+    let mut h = Packet::new_unchecked(&mut header[..]);
     h.set_agent_id(agent.0);
     h.set_status(status);
     h.set_timeout_ms(0);
     h.set_retries(0);
     h.set_length((HEADER_LEN + data.len()) as u32);
     h.set_addr(&MadAddr { qkey: 0, ..*addr });
-    let room = umad.len() - HEADER_LEN;
+    umad.put(0, &header);
     let n = data.len().min(room);
-    umad[HEADER_LEN..HEADER_LEN + n].copy_from_slice(&data[..n]);
+    umad.put(HEADER_LEN, &data[..n]);
+    HEADER_LEN + n
 }
 
 /// `umad_recv`: receive the next message into `umad` (header + up to `*length` data bytes).
@@ -582,9 +623,27 @@ pub fn recv(id: PortId, umad: &mut [u8], length: &mut usize, timeout_ms: i32) ->
     recv_on(id, umad, length, |handle, take| {
         handle.recv_with(timeout_of(timeout_ms), take)
     })
+    .map(|(agent, _)| agent)
 }
 
-/// [`recv`] with a zero timeout for a caller that, finding nothing, polls the
+/// [`recv`] into memory that need not be initialised (a C caller's fresh `malloc`):
+/// also returns how many bytes from the start of `umad` it wrote, header included (on
+/// ENOSPC too: the header and the first `*length` bytes). Bytes past them are not touched.
+///
+/// # Errors
+/// As [`recv`].
+pub fn recv_uninit(
+    id: PortId,
+    umad: &mut [MaybeUninit<u8>],
+    length: &mut usize,
+    timeout_ms: i32,
+) -> Result<(AgentId, usize)> {
+    recv_on(id, umad, length, |handle, take| {
+        handle.recv_with(timeout_of(timeout_ms), take)
+    })
+}
+
+/// [`recv_uninit`] with a zero timeout for a caller that, finding nothing, polls the
 /// descriptors of [`WaitHooks::begin_wait`] (the drop-in's blocking `umad_recv`): see
 /// [`WaitHooks::recv_before_wait_with`]. For `vmad-capi` only, with no stability
 /// promise, as the rest of [`crate::port::cabi`].
@@ -592,7 +651,11 @@ pub fn recv(id: PortId, umad: &mut [u8], length: &mut usize, timeout_ms: i32) ->
 /// # Errors
 /// As [`recv`] with a zero timeout.
 #[doc(hidden)]
-pub fn recv_before_wait(id: PortId, umad: &mut [u8], length: &mut usize) -> Result<AgentId> {
+pub fn recv_before_wait(
+    id: PortId,
+    umad: &mut [MaybeUninit<u8>],
+    length: &mut usize,
+) -> Result<(AgentId, usize)> {
     recv_on(id, umad, length, |handle, take| {
         handle.recv_before_wait_with(take)
     })
@@ -600,12 +663,12 @@ pub fn recv_before_wait(id: PortId, umad: &mut [u8], length: &mut usize) -> Resu
 
 type Taken = Result<(AgentId, usize)>;
 
-fn recv_on(
+fn recv_on<B: RecvBuf + ?Sized>(
     id: PortId,
-    umad: &mut [u8],
+    umad: &mut B,
     length: &mut usize,
     receive: impl FnOnce(&Port, &mut dyn FnMut(&Event) -> Taken) -> Taken,
-) -> Result<AgentId> {
+) -> Result<(AgentId, usize)> {
     let handle = port(id)?;
     if *length < MAD_SIZE {
         return Err(Error::InvalidArgument("*length must be at least 256"));
@@ -614,10 +677,10 @@ fn recv_on(
         return Err(Error::InvalidArgument("buffer shorter than 64 + *length"));
     }
     let cap = *length;
-    let buf = &mut umad[..HEADER_LEN + cap];
+    let mut written = 0;
     let got = receive(&handle, &mut |event| match event {
         Event::Recv { agent, addr, mad } => {
-            write_message(buf, *agent, 0, addr, mad);
+            written = write_message(umad, cap, *agent, 0, addr, mad);
             if mad.len() > cap {
                 return Err(Error::BufferTooSmall { needed: mad.len() });
             }
@@ -628,14 +691,14 @@ fn recv_on(
             addr,
             header,
         } => {
-            write_message(buf, *agent, errno::ETIMEDOUT as u32, addr, header);
+            written = write_message(umad, cap, *agent, errno::ETIMEDOUT as u32, addr, header);
             Ok((*agent, header.len()))
         }
     });
     match got {
         Ok((agent, len)) => {
             *length = len;
-            Ok(agent)
+            Ok((agent, written))
         }
         Err(Error::BufferTooSmall { needed }) => {
             *length = needed;
