@@ -31,7 +31,7 @@
 //! way (`ib_user_mad` buffers: a 64-byte header, then the MAD).
 //!
 //! ```
-//! use vmad::transport::sim::Fabric;
+//! use vmad::subnet::Fabric;
 //! use vmad::umad;
 //!
 //! # fn main() -> vmad::Result<()> {
@@ -104,6 +104,7 @@ mod entropy;
 pub mod error;
 pub mod pcap;
 pub mod port;
+pub mod subnet;
 pub mod transport;
 pub mod umad;
 

@@ -22,7 +22,6 @@ pub mod registry;
 #[cfg(feature = "roce")]
 #[cfg_attr(docsrs, doc(cfg(feature = "roce")))]
 pub mod roce;
-pub mod sim;
 #[cfg(feature = "verbs")]
 #[cfg_attr(docsrs, doc(cfg(feature = "verbs")))]
 pub mod verbs;
@@ -158,7 +157,7 @@ pub trait Transport: Send {
     }
 
     /// The clock a port driving this transport reads, when the fabric behind it keeps
-    /// its own (a sim fabric built with [`crate::transport::sim::FabricBuilder::clock`]);
+    /// its own (a sim fabric built with [`crate::subnet::FabricBuilder::clock`]);
     /// [`crate::port::PortConfig::clock`] overrides it. `None` (the default): the OS's.
     fn clock(&self) -> Option<Arc<dyn crate::clock::Clock>> {
         None
@@ -238,9 +237,13 @@ impl core::fmt::Debug for Waker {
 }
 
 /// The process-wide registry ([`registry::global`]): its default CAs are the
-/// embedded fabric's pair ([`sim::DefaultPair`]), built when first asked for, so a
+/// embedded fabric's pair ([`crate::subnet::DefaultPair`]), built when first asked for, so a
 /// host without CAs of its own still has a fabric to open.
 fn global_registry() -> &'static Arc<registry::Registry> {
     static GLOBAL: OnceLock<Arc<registry::Registry>> = OnceLock::new();
-    GLOBAL.get_or_init(|| Arc::new(registry::Registry::with_default(Arc::new(sim::DefaultPair))))
+    GLOBAL.get_or_init(|| {
+        Arc::new(registry::Registry::with_default(Arc::new(
+            crate::subnet::DefaultPair,
+        )))
+    })
 }

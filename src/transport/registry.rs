@@ -1,7 +1,7 @@
 //! Registries of named CAs, and the process-wide one.
 //!
 //! Whatever can be opened by name (`umad::open_port("vmadsim0", 1)`)
-//! registers in a [`Registry`]: every [`crate::transport::sim::Fabric`] built with
+//! registers in a [`Registry`]: every [`crate::subnet::Fabric`] built with
 //! `build()` (in the process-wide registry, [`global`]), and any other transport
 //! that wants to be found by name. Names are unique: registering a taken name fails.
 //!

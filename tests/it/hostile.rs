@@ -15,7 +15,7 @@ use std::time::Duration;
 use vmad::clock::{Clock, VirtualClock};
 use vmad::engine::{AgentId, AgentSpec, EngineConfig, Event, RmppAbort, SendRequest};
 use vmad::port::{Port, PortConfig};
-use vmad::transport::sim::{Fabric, FabricBuilder, RawFrame, SimTransport};
+use vmad::subnet::{Fabric, FabricBuilder, RawFrame, SimTransport};
 use vmad::transport::Transport;
 use vmad::types::{MadAddr, Qp, GSI_QKEY};
 use vmad::umad::{self, PortId};

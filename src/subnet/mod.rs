@@ -34,7 +34,7 @@
 //! queue is the one place in the fabric that reads the wall clock.
 //!
 //! ```
-//! use vmad::transport::sim::{Fabric, FaultConfig};
+//! use vmad::subnet::{Fabric, FaultConfig};
 //! let fabric = Fabric::builder()
 //!     .ca("docsim0")
 //!     .switch("docsw0", 4)
