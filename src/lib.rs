@@ -113,3 +113,15 @@ pub mod umad;
 pub use vmad_core::{engine, time, types, wire};
 
 pub use error::{Error, Result};
+
+/// The process-wide registry ([`transport::registry::global`]): its default CAs are
+/// the embedded subnet's pair ([`subnet::DefaultPair`]), built when first asked for,
+/// so a host without CAs of its own still has a fabric to open. It lives here, above
+/// both: the registry is the transports', the default pair the subnet's, and the
+/// subnet is built on the transports.
+fn global_registry() -> &'static std::sync::Arc<transport::registry::Registry> {
+    use std::sync::{Arc, OnceLock};
+    use transport::registry::Registry;
+    static GLOBAL: OnceLock<Arc<Registry>> = OnceLock::new();
+    GLOBAL.get_or_init(|| Arc::new(Registry::with_default(Arc::new(subnet::DefaultPair))))
+}

@@ -1,11 +1,14 @@
-//! The embedded simulated fabric: CAs, switches and links inside the process.
+//! The embedded simulated subnet: CAs, switches and links inside the process,
+//! managed by a built-in SM with its SA, and every node's SMA and PMA.
 //!
 //! Nothing here needs hardware or privileges. A [`Fabric`] is a graph of
 //! nodes (channel adapters with one or more ports, switches with N ports)
 //! joined by links. Every CA port and switch gets a LID (assigned in the
 //! order nodes were added, from 1) and a GID (`fe80::/64` + port GUID).
 //! Each CA port is opened as a [`SimTransport`] that owns the port's QP0
-//! and QP1; frames travel between threads over crossbeam channels.
+//! and QP1: the in-process link layer of [`crate::transport::sim`], which
+//! hands this fabric its frames and gets the port's frames back over a
+//! channel. This module routes them between ports.
 //!
 //! **A managed subnet.** Nodes power on unconfigured (LID 0, ports in
 //! Init, empty forwarding tables). A built-in SM, seated on the first CA's
@@ -51,9 +54,7 @@
 
 mod access;
 mod builder;
-mod endpoint;
 mod fault;
-mod packet;
 mod pma;
 mod route;
 #[allow(dead_code)] // poll_transmit, stats, subscriptions: for callers other than the fabric
@@ -72,16 +73,17 @@ use std::sync::{Arc, Mutex, RwLock, Weak};
 
 use crossbeam_channel::Sender;
 
-pub use access::{MkeyConfig, PortCounters, RawFrame};
+pub use access::{MkeyConfig, PortCounters};
 pub use builder::FabricBuilder;
-pub use endpoint::SimTransport;
 pub use fault::{FaultConfig, LinkStats};
 #[doc(hidden)]
 pub use sa::SaBench;
 pub use sm::SweepStats;
 
 use crate::clock::Clock;
+use crate::engine::AgentSpec;
 use crate::transport::registry::{CaInfo, CaProvider, DefaultCas, Registry};
+use crate::transport::sim::{Medium, Msg, Pkt, SimTransport};
 use crate::transport::{LinkLayer, PortAttrs, Transport};
 use crate::wire::smp::port_info::{self, PortState};
 use crate::{Error, Result};
@@ -122,7 +124,7 @@ pub(crate) struct Node {
     /// Per port number: the link index attached there.
     pub(crate) links: Vec<Option<usize>>,
     /// Per port number (CA only): where frames for the port's owner go, while it is open.
-    pub(crate) endpoints: Vec<Mutex<Option<Sender<endpoint::Msg>>>>,
+    pub(crate) endpoints: Vec<Mutex<Option<Sender<Msg>>>>,
     /// What the SM set through the SMA: LIDs, port states, M_Keys, P_Keys, LFT.
     pub(crate) conf: RwLock<state::NodeConf>,
     /// Per port number (a switch: port 0): frames refused by the access checks.
@@ -370,7 +372,58 @@ impl FabricInner {
                 n.num_ports
             )));
         }
-        SimTransport::open(self.clone(), node, port, self.port_attrs(node, port))
+        SimTransport::open(self.clone(), node, port)
+    }
+}
+
+/// The fabric as its open ports see it.
+impl Medium for FabricInner {
+    fn attach(&self, node: usize, port: u8, tx: Sender<Msg>) -> Result<()> {
+        let n = &self.nodes[node];
+        let mut slot = lock(&n.endpoints[usize::from(port)]);
+        if slot.is_some() {
+            return Err(Error::AddressInUse(format!(
+                "{}:{port} is already open",
+                n.name
+            )));
+        }
+        *slot = Some(tx);
+        Ok(())
+    }
+
+    fn detach(&self, node: usize, port: u8) {
+        *lock(&self.nodes[node].endpoints[usize::from(port)]) = None;
+        lock(&self.sa_local).retain(|&(n, p, _, _)| (n, p) != (node, port));
+    }
+
+    fn port_attrs(&self, node: usize, port: u8) -> PortAttrs {
+        FabricInner::port_attrs(self, node, port)
+    }
+
+    fn send(&self, node: usize, port: u8, pkt: Pkt) {
+        self.originate(node, port, pkt, std::time::Duration::ZERO);
+    }
+
+    fn clock(&self) -> &Arc<dyn Clock> {
+        &self.clock
+    }
+
+    /// An SA-class agent that serves methods takes those requests from the built-in SA.
+    fn register_agent(&self, node: usize, port: u8, spec: &AgentSpec, hi_tid: u32) {
+        if spec.qp == crate::types::Qp::Gsi
+            && spec.mgmt_class == crate::wire::mad::MgmtClass::SubnAdm
+            && spec.method_mask != [0; 2]
+        {
+            lock(&self.sa_local).push((node, port, hi_tid, spec.method_mask));
+        }
+    }
+
+    fn unregister_agent(&self, node: usize, port: u8, hi_tid: u32) {
+        lock(&self.sa_local).retain(|&(n, p, h, _)| (n, p, h) != (node, port, hi_tid));
+    }
+
+    fn set_sm(&self, node: usize, port: u8, on: bool) -> Result<()> {
+        self.sm.set_owner(self, node, port, on)
     }
 }
 

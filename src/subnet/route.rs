@@ -11,8 +11,8 @@ use crate::engine::RecvMeta;
 use crate::types::{MadAddr, Qp, GSI_QKEY};
 use crate::wire::MAD_SIZE;
 
-use super::packet::{Pkt, PERMISSIVE};
 use super::{access, lock, pma, sma, FabricInner, Link, Node};
+use crate::transport::sim::{Msg, Pkt, PERMISSIVE};
 use crate::wire::mad::{self, Method, MgmtClass};
 use crate::wire::smp;
 use crate::wire::smp::dr::{Next, Smi, Verdict};
@@ -553,7 +553,7 @@ impl FabricInner {
         match lock(slot).as_ref() {
             Some(tx) => {
                 // A closed receiver means the port is closing: the frame is lost, as on a real port.
-                let _ = tx.send(super::endpoint::Msg::frame(qp, pkt, delay, &*self.clock));
+                let _ = tx.send(Msg::frame(qp, pkt, delay, &*self.clock));
                 true
             }
             None => false,

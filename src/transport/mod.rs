@@ -22,13 +22,14 @@ pub mod registry;
 #[cfg(feature = "roce")]
 #[cfg_attr(docsrs, doc(cfg(feature = "roce")))]
 pub mod roce;
+pub mod sim;
 #[cfg(feature = "verbs")]
 #[cfg_attr(docsrs, doc(cfg(feature = "verbs")))]
 pub mod verbs;
 
 use std::io;
 use std::os::fd::BorrowedFd;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::engine::{AgentSpec, RecvMeta, Transmit};
@@ -234,16 +235,4 @@ impl core::fmt::Debug for Waker {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.write_str("Waker")
     }
-}
-
-/// The process-wide registry ([`registry::global`]): its default CAs are the
-/// embedded fabric's pair ([`crate::subnet::DefaultPair`]), built when first asked for, so a
-/// host without CAs of its own still has a fabric to open.
-fn global_registry() -> &'static Arc<registry::Registry> {
-    static GLOBAL: OnceLock<Arc<registry::Registry>> = OnceLock::new();
-    GLOBAL.get_or_init(|| {
-        Arc::new(registry::Registry::with_default(Arc::new(
-            crate::subnet::DefaultPair,
-        )))
-    })
 }

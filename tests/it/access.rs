@@ -4,7 +4,8 @@
 //! the network in `hostile.rs` (victim LID 1, legitimate peer LID 2, hostile LID 3).
 
 use vmad::engine::{AgentSpec, Event, SendRequest};
-use vmad::subnet::{MkeyConfig, PortCounters, RawFrame};
+use vmad::subnet::{MkeyConfig, PortCounters};
+use vmad::transport::sim::RawFrame;
 use vmad::transport::Transport;
 use vmad::types::Qp;
 use vmad::wire::smp::port_info;

@@ -337,7 +337,7 @@ fn pma_counts_real_traffic_and_drops_and_resets_on_set() {
         .unwrap();
     let mut a = f.open("pmc0", 1).unwrap();
     let mut b = f.open("pmc1", 1).unwrap();
-    let ask = |a: &mut vmad::subnet::SimTransport, lid: u16, mad: &[u8; 256]| {
+    let ask = |a: &mut vmad::transport::sim::SimTransport, lid: u16, mad: &[u8; 256]| {
         send(a, Qp::Gsi, gsi(lid), mad);
         let (_, resp) = recv(a);
         assert_eq!(be16(&resp, 4), 0, "status");
