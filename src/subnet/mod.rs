@@ -20,6 +20,16 @@
 //! (`set_sm`, as opening `issm`) makes it step aside. Every node also runs a
 //! PMA whose counters count the fabric's real traffic and drops.
 //!
+//! **The subnet administrator.** While the built-in SM is master, SA MADs
+//! (class 0x03) to its port go to the built-in SA, which answers from what the
+//! last sweep found: ClassPortInfo, NodeRecord, PortInfoRecord, PathRecord,
+//! LinkRecord, SwitchInfoRecord and GUIDInfoRecord queries (Get, and GetTable
+//! answered over RMPP), MCMemberRecord joins and leaves, ServiceRecord
+//! registrations with their leases, and InformInfo subscriptions, to which it
+//! reports traps the SM receives and the groups it creates and deletes. A
+//! port's owner that registers an SA-class agent serving a method gets those
+//! requests instead, as the kernel hands them to the registered agent.
+//!
 //! **Subnet management agents.** Every node answers SubnGet/SubnSet of
 //! NodeInfo, NodeDescription, PortInfo and P_KeyTable itself (a switch also
 //! SwitchInfo and its linear and multicast forwarding tables), LID-routed or
@@ -57,15 +67,13 @@ mod builder;
 mod fault;
 mod pma;
 mod route;
-#[allow(dead_code)] // poll_transmit, stats, subscriptions: for callers other than the fabric
 mod sa;
-#[cfg(test)]
-mod sa_port_test;
 mod sm;
 mod sma;
 mod state;
-#[allow(dead_code)] // filled by the built-in SM; the SA (being written) reads the rest
 pub(crate) mod subnet_db;
+#[cfg(test)]
+mod tests;
 mod topo;
 
 use std::collections::BTreeMap;
@@ -197,8 +205,9 @@ pub(crate) struct FabricInner {
     pub(crate) lid_map: RwLock<BTreeMap<u16, (usize, u8)>>,
     /// The built-in SM.
     pub(crate) sm: sm::Sm,
-    /// The in-fabric SA, once one is plugged in: see [`SaPort`].
-    pub(crate) sa: RwLock<Option<Arc<dyn SaPort>>>,
+    /// The in-fabric SA: the built-in one ([`SaSlot`]), or a stand-in a test puts
+    /// there; see [`SaPort`].
+    pub(crate) sa: RwLock<Arc<dyn SaPort>>,
     /// (TID, peer LID) of the last MADs the SA sent: what answers them is the SA's.
     pub(crate) sa_sent: Mutex<std::collections::VecDeque<(u64, u16)>>,
     /// SA-class (0x03) agents the ports' owners serve methods with: (node, port, the

@@ -287,6 +287,7 @@ impl Reply {
             .unwrap_or_default()
     }
     /// The SA status code.
+    #[cfg(test)]
     pub(crate) fn sa_status(&self) -> wsa::SaStatus {
         wsa::SaStatus::of(self.hdr.status)
     }
