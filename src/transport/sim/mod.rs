@@ -1,8 +1,8 @@
 //! The in-process link layer: [`SimTransport`], one open CA port of a fabric that
 //! lives in the process, and the frames it exchanges with that fabric.
 //!
-//! A port's owner sends by handing a frame ([`Pkt`], with the LRH/BTH/DETH values a
-//! receiver would see) to the [`Medium`] behind the port; the medium delivers frames
+//! A [`SimTransport`] sends by handing a frame (`Pkt`, with the LRH/BTH/DETH values a
+//! receiver would see) to the `Medium` behind the port; the medium delivers frames
 //! for the port on its channel (crossbeam, one per open port), inline and possibly
 //! held back until a due time on the fabric's clock. Nothing here knows what carries
 //! the frames between ports: the managed subnet of [`crate::subnet`] (its graph of
