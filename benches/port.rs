@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use vmad::engine::{AgentId, AgentSpec, Event, SendRequest};
 use vmad::port::{Port, PortConfig};
-use vmad::transport::sim::Fabric;
+use vmad::subnet::Fabric;
 use vmad::types::{MadAddr, Qp, GSI_QKEY};
 
 const PERF: u8 = 0x04;

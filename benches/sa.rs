@@ -9,7 +9,7 @@
 use core::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use vmad::transport::sim::SaBench;
+use vmad::subnet::SaBench;
 
 fn all_paths(c: &mut Criterion) {
     let mut sa = SaBench::fat_tree(40, 24, 12, 128 << 20);

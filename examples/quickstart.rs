@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use vmad::transport::sim::{Fabric, FaultConfig};
+use vmad::subnet::{Fabric, FaultConfig};
 use vmad::types::GSI_QKEY;
 use vmad::umad::{self, AgentId, PortConfig, PortId};
 use vmad::wire::mad::{self, MadStatus, Method, MgmtClass};

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use vmad::engine::{AgentId, AgentSpec, EngineConfig, Event, SendRequest};
 use vmad::port::audit::PortAudit;
 use vmad::port::{Port, PortConfig};
-use vmad::transport::sim::{Fabric, FaultConfig};
+use vmad::subnet::{Fabric, FaultConfig};
 use vmad::types::{MadAddr, Qp, GSI_QKEY};
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;

@@ -8,7 +8,7 @@
 
 use std::time::Instant;
 
-use vmad::transport::sim::FabricBuilder;
+use vmad::subnet::FabricBuilder;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);

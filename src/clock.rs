@@ -11,7 +11,7 @@
 //! # use std::time::Duration;
 //! use vmad::clock::VirtualClock;
 //! let clock = VirtualClock::new();
-//! let fabric = vmad::transport::sim::Fabric::default_builder()
+//! let fabric = vmad::subnet::Fabric::default_builder()
 //!     .clock(clock.clone())
 //!     .build_private()?;
 //! // Ports opened on `fabric` read `clock`. Each advance runs every such port's

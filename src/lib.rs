@@ -41,7 +41,7 @@
 //! way (`ib_user_mad` buffers: a 64-byte header, then the MAD).
 //!
 //! ```
-//! use vmad::transport::sim::Fabric;
+//! use vmad::subnet::Fabric;
 //! use vmad::umad;
 //!
 //! # fn main() -> vmad::Result<()> {
@@ -119,6 +119,7 @@ mod entropy;
 pub mod error;
 pub mod pcap;
 pub mod port;
+pub mod subnet;
 pub mod transport;
 pub mod umad;
 
@@ -133,3 +134,15 @@ pub use error::{Error, Result};
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
+
+/// The process-wide registry ([`transport::registry::global`]): its default CAs are
+/// the embedded subnet's pair ([`subnet::DefaultPair`]), built when first asked for,
+/// so a host without CAs of its own still has a fabric to open. It lives here, above
+/// both: the registry is the transports', the default pair the subnet's, and the
+/// subnet is built on the transports.
+fn global_registry() -> &'static std::sync::Arc<transport::registry::Registry> {
+    use std::sync::{Arc, OnceLock};
+    use transport::registry::Registry;
+    static GLOBAL: OnceLock<Arc<Registry>> = OnceLock::new();
+    GLOBAL.get_or_init(|| Arc::new(Registry::with_default(Arc::new(subnet::DefaultPair))))
+}

@@ -22,9 +22,9 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use vmad::error::errno::EIO;
+use vmad::subnet::{Fabric, FabricBuilder, FaultConfig};
 use vmad::transport::ibsim::{IbsimConfig, IbsimTransport};
 use vmad::transport::registry::{self, CaInfo, CaProvider};
-use vmad::transport::sim::{Fabric, FabricBuilder, FaultConfig};
 use vmad::transport::Transport;
 use vmad::umad;
 use vmad::{Error, Result};

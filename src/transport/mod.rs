@@ -36,7 +36,7 @@ pub mod verbs;
 
 use std::io;
 use std::os::fd::BorrowedFd;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::engine::{AgentSpec, RecvMeta, Transmit};
@@ -165,7 +165,7 @@ pub trait Transport: Send {
     }
 
     /// The clock a port driving this transport reads, when the fabric behind it keeps
-    /// its own (a sim fabric built with [`crate::transport::sim::FabricBuilder::clock`]);
+    /// its own (a sim fabric built with [`crate::subnet::FabricBuilder::clock`]);
     /// [`crate::port::PortConfig::clock`] overrides it. `None` (the default): the OS's.
     fn clock(&self) -> Option<Arc<dyn crate::clock::Clock>> {
         None
@@ -253,12 +253,4 @@ impl core::fmt::Debug for Waker {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.write_str("Waker")
     }
-}
-
-/// The process-wide registry ([`registry::global`]): its default CAs are the
-/// embedded fabric's pair ([`sim::DefaultPair`]), built when first asked for, so a
-/// host without CAs of its own still has a fabric to open.
-fn global_registry() -> &'static Arc<registry::Registry> {
-    static GLOBAL: OnceLock<Arc<registry::Registry>> = OnceLock::new();
-    GLOBAL.get_or_init(|| Arc::new(registry::Registry::with_default(Arc::new(sim::DefaultPair))))
 }

@@ -1,13 +1,13 @@
 //! Registries of named CAs, and the process-wide one.
 //!
 //! Whatever can be opened by name (`umad::open_port("vmadsim0", 1)`)
-//! registers in a [`Registry`]: every [`crate::transport::sim::Fabric`] built with
+//! registers in a [`Registry`]: every [`crate::subnet::Fabric`] built with
 //! `build()` (in the process-wide registry, [`global`]), and any other transport
 //! that wants to be found by name. Names are unique: registering a taken name fails.
 //!
 //! A registry may have [`DefaultCas`]: what it offers when asked for CAs before any
 //! of the default's are registered (the process-wide registry's is the embedded
-//! fabric's pair, `vmadsim0` and `vmadsim1`; see [`crate::transport`]). The layers
+//! fabric's pair, `vmadsim0` and `vmadsim1`: [`crate::subnet::DefaultPair`]). The layers
 //! above choose a transport by CA name only, never by naming one.
 
 use std::collections::BTreeMap;
@@ -88,7 +88,7 @@ impl core::fmt::Debug for Registry {
 
 /// The process-wide registry (whose default is the embedded fabric's pair).
 pub fn global() -> &'static Arc<Registry> {
-    super::global_registry()
+    crate::global_registry()
 }
 
 impl Registry {

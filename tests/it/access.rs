@@ -5,7 +5,8 @@
 
 use vmad::engine::{AgentSpec, Event, SendRequest};
 use vmad::port::audit::PortAudit;
-use vmad::transport::sim::{MkeyConfig, PortCounters, RawFrame};
+use vmad::subnet::{MkeyConfig, PortCounters};
+use vmad::transport::sim::RawFrame;
 use vmad::transport::Transport;
 use vmad::types::Qp;
 use vmad::wire::smp::port_info;

@@ -7,7 +7,7 @@ use std::time::Duration;
 use vmad::clock::VirtualClock;
 use vmad::engine::{AgentSpec, Event, SendRequest};
 use vmad::port::{Port, PortConfig};
-use vmad::transport::sim::{Fabric, FaultConfig};
+use vmad::subnet::{Fabric, FaultConfig};
 use vmad::types::{MadAddr, Qp, GSI_QKEY};
 
 fn get(tid: u32) -> [u8; 256] {

@@ -1,6 +1,6 @@
 //! Directed-route SMP walks over several switches, answered by the fabric's own SMAs.
 
-use vmad::transport::sim::Fabric;
+use vmad::subnet::Fabric;
 use vmad::transport::Transport;
 use vmad::types::Qp;
 
@@ -237,7 +237,7 @@ fn dr_walk_through_the_umad_api() {
 fn dr_walk_survives_a_lossy_middle_link() {
     use std::time::Duration;
     use vmad::error::errno::EWOULDBLOCK;
-    use vmad::transport::sim::FaultConfig;
+    use vmad::subnet::FaultConfig;
     use vmad::umad;
     // In virtual time: each lost attempt's 20 ms pass when the test advances the clock.
     let clock = vmad::clock::VirtualClock::new();

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use vmad::clock::{Clock, VirtualClock};
 use vmad::error::errno::{EINVAL, ENOSPC};
-use vmad::transport::sim::FaultConfig;
+use vmad::subnet::FaultConfig;
 use vmad::umad::{self, PortConfig, PortId};
 
 use crate::util::*;

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use vmad::clock::VirtualClock;
-use vmad::transport::sim::{Fabric, FaultConfig};
+use vmad::subnet::{Fabric, FaultConfig};
 use vmad::transport::{registry, Transport};
 use vmad::types::{GrhAddr, MadAddr, Qp};
 

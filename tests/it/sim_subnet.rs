@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use vmad::transport::sim::{Fabric, FabricBuilder, FaultConfig, MkeyConfig};
+use vmad::subnet::{Fabric, FabricBuilder, FaultConfig, MkeyConfig};
 use vmad::transport::Transport;
 use vmad::types::Qp;
 use vmad::wire::perf::{port_counters, port_counters_ext};

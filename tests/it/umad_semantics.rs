@@ -585,7 +585,7 @@ fn ports_draw_different_tid_high_words_unless_seeded() {
 #[test]
 fn a_umad_handle_opens_the_cas_of_its_own_registry() {
     use vmad::engine::{AgentSpec, Event, SendRequest};
-    use vmad::transport::sim::Fabric;
+    use vmad::subnet::Fabric;
     use vmad::types::Qp;
     use vmad::umad::{Registry, Umad};
 

@@ -124,7 +124,7 @@ pub(crate) fn gsi(lid: u16) -> MadAddr {
 
 /// Two CAs `{prefix}0` (LID 1) and `{prefix}1` (LID 2), linked, registered, both ports open.
 pub(crate) struct Pair {
-    pub(crate) fabric: vmad::transport::sim::Fabric,
+    pub(crate) fabric: vmad::subnet::Fabric,
     pub(crate) a: vmad::umad::PortId,
     pub(crate) b: vmad::umad::PortId,
 }
@@ -138,42 +138,37 @@ impl Drop for Pair {
 }
 
 pub(crate) fn pair(prefix: &str) -> Pair {
-    pair_with(prefix, vmad::transport::sim::FaultConfig::default())
+    pair_with(prefix, vmad::subnet::FaultConfig::default())
 }
 
-pub(crate) fn pair_with(prefix: &str, faults: vmad::transport::sim::FaultConfig) -> Pair {
+pub(crate) fn pair_with(prefix: &str, faults: vmad::subnet::FaultConfig) -> Pair {
     pair_config(prefix, faults, vmad::umad::PortConfig::default())
 }
 
 pub(crate) fn pair_config(
     prefix: &str,
-    faults: vmad::transport::sim::FaultConfig,
+    faults: vmad::subnet::FaultConfig,
     config: vmad::umad::PortConfig,
 ) -> Pair {
-    pair_built(
-        prefix,
-        faults,
-        config,
-        vmad::transport::sim::Fabric::builder(),
-    )
+    pair_built(prefix, faults, config, vmad::subnet::Fabric::builder())
 }
 
 /// A [`Pair`] whose fabric and ports run in virtual time, on the clock returned.
 pub(crate) fn pair_in_virtual_time(
     prefix: &str,
-    faults: vmad::transport::sim::FaultConfig,
+    faults: vmad::subnet::FaultConfig,
     config: vmad::umad::PortConfig,
 ) -> (Pair, vmad::clock::VirtualClock) {
     let clock = vmad::clock::VirtualClock::new();
-    let builder = vmad::transport::sim::Fabric::builder().clock(clock.clone());
+    let builder = vmad::subnet::Fabric::builder().clock(clock.clone());
     (pair_built(prefix, faults, config, builder), clock)
 }
 
 fn pair_built(
     prefix: &str,
-    faults: vmad::transport::sim::FaultConfig,
+    faults: vmad::subnet::FaultConfig,
     config: vmad::umad::PortConfig,
-    builder: vmad::transport::sim::FabricBuilder,
+    builder: vmad::subnet::FabricBuilder,
 ) -> Pair {
     let (n0, n1) = (format!("{prefix}0"), format!("{prefix}1"));
     let fabric = builder

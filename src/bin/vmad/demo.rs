@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use vmad::engine::{AgentId, AgentSpec, Event, SendRequest};
 use vmad::port::{Port, PortConfig};
-use vmad::transport::sim::{Fabric, FabricBuilder};
+use vmad::subnet::{Fabric, FabricBuilder};
 use vmad::types::{MadAddr, Qp};
 use vmad::wire::mad::{self, MadStatus};
 use vmad::wire::sa::{self, node_record, path_record};

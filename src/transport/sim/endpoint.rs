@@ -1,4 +1,4 @@
-//! One open CA port of the simulated fabric: the [`SimTransport`].
+//! One open CA port of an in-process fabric: the [`SimTransport`].
 
 use core::cmp::Reverse;
 use core::time::Duration;
@@ -14,10 +14,9 @@ use crate::time::Instant;
 use crate::transport::{Caps, PortAttrs, Transport, Waker};
 use crate::types::{GrhAddr, MadAddr, Qp, DEFAULT_PKEY, GSI_QKEY};
 use crate::wire::MAD_SIZE;
-use crate::{Error, Result};
+use crate::Result;
 
-use super::packet::Pkt;
-use super::{lock, FabricInner, RawFrame, GID_PREFIX};
+use super::{Medium, Pkt, RawFrame};
 
 /// A frame waiting in a port's queue.
 #[derive(Debug, Clone)]
@@ -98,7 +97,7 @@ impl Ord for Held {
 /// the port (frames sent to it are then lost, and its SMA keeps answering).
 #[derive(Debug)]
 pub struct SimTransport {
-    fabric: Arc<FabricInner>,
+    fabric: Arc<dyn Medium>,
     node: usize,
     port: u8,
     attrs: PortAttrs,
@@ -115,23 +114,14 @@ pub struct SimTransport {
 }
 
 impl SimTransport {
-    pub(crate) fn open(
-        fabric: Arc<FabricInner>,
-        node: usize,
-        port: u8,
-        attrs: PortAttrs,
-    ) -> Result<SimTransport> {
+    /// Open `node`'s `port` of `fabric`.
+    ///
+    /// # Errors
+    /// What [`Medium::attach`] refuses (EADDRINUSE: the port is already open).
+    pub(crate) fn open(fabric: Arc<dyn Medium>, node: usize, port: u8) -> Result<SimTransport> {
         let (tx, rx) = crossbeam_channel::unbounded();
-        {
-            let mut slot = lock(&fabric.nodes[node].endpoints[usize::from(port)]);
-            if slot.is_some() {
-                return Err(Error::AddressInUse(format!(
-                    "{}:{} is already open",
-                    attrs.ca_name, port
-                )));
-            }
-            *slot = Some(tx.clone());
-        }
+        fabric.attach(node, port, tx.clone())?;
+        let attrs = fabric.port_attrs(node, port);
         Ok(SimTransport {
             fabric,
             node,
@@ -157,7 +147,7 @@ impl SimTransport {
     /// This port's GID (GID prefix + port GUID).
     pub fn gid(&self) -> [u8; 16] {
         let mut gid = [0u8; 16];
-        gid[..8].copy_from_slice(&GID_PREFIX.to_be_bytes());
+        gid[..8].copy_from_slice(&self.attrs.gid_prefix.to_be_bytes());
         gid[8..].copy_from_slice(&self.attrs.port_guid.to_be_bytes());
         gid
     }
@@ -183,8 +173,7 @@ impl SimTransport {
             duplicate: false,
             from_sa: false,
         };
-        self.fabric
-            .originate(self.node, self.port, pkt, Duration::ZERO);
+        self.fabric.send(self.node, self.port, pkt);
     }
 
     fn stash(&mut self, msg: Msg) {
@@ -215,7 +204,7 @@ impl SimTransport {
         if self.held.is_empty() {
             return;
         }
-        let now = self.fabric.clock.now();
+        let now = self.fabric.clock().now();
         while self.held.peek().is_some_and(|h| h.0.due <= now) {
             if let Some(Reverse(h)) = self.held.pop() {
                 self.ready.push_back(h.frame);
@@ -226,15 +215,10 @@ impl SimTransport {
 
 impl Drop for SimTransport {
     fn drop(&mut self) {
-        *lock(&self.fabric.nodes[self.node].endpoints[usize::from(self.port)]) = None;
-        let (node, port) = (self.node, self.port);
-        lock(&self.fabric.sa_local).retain(|&(n, p, _, _)| (n, p) != (node, port));
+        self.fabric.detach(self.node, self.port);
         if self.holds_sm {
-            // Closing issm gives the role back; the built-in SM re-sweeps.
-            let _ = self
-                .fabric
-                .sm
-                .set_owner(&self.fabric, self.node, self.port, false);
+            // Closing issm gives the role back (the fabric's own SM may take it again).
+            let _ = self.fabric.set_sm(self.node, self.port, false);
         }
     }
 }
@@ -327,8 +311,7 @@ impl Transport for SimTransport {
             duplicate: false,
             from_sa: false,
         };
-        self.fabric
-            .originate(self.node, self.port, pkt, Duration::ZERO);
+        self.fabric.send(self.node, self.port, pkt);
         Ok(true)
     }
 
@@ -340,7 +323,7 @@ impl Transport for SimTransport {
         let until_held = self
             .held
             .peek()
-            .and_then(|h| self.fabric.clock.park_limit(h.0.due));
+            .and_then(|h| self.fabric.clock().park_limit(h.0.due));
         let limit = match (timeout, until_held) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -359,36 +342,29 @@ impl Transport for SimTransport {
         Ok(())
     }
 
-    /// `on`: this port's owner takes the SM role, as opening `issm` does: IsSM is set in
-    /// its PortInfo and the built-in SM steps aside (with its SA): SMInfo and SA requests
-    /// then reach this port's owner, and its own SubnSets configure the fabric. `off`
-    /// (or closing the port): the built-in SM takes the role back and sweeps.
     fn register_agent(&mut self, spec: &crate::engine::AgentSpec, hi_tid: u32) -> Result<()> {
-        if spec.qp == crate::types::Qp::Gsi
-            && spec.mgmt_class == crate::wire::mad::MgmtClass::SubnAdm
-            && spec.method_mask != [0; 2]
-        {
-            lock(&self.fabric.sa_local).push((self.node, self.port, hi_tid, spec.method_mask));
-        }
+        self.fabric
+            .register_agent(self.node, self.port, spec, hi_tid);
         Ok(())
     }
 
     fn unregister_agent(&mut self, hi_tid: u32) {
-        let (node, port) = (self.node, self.port);
-        lock(&self.fabric.sa_local).retain(|&(n, p, h, _)| (n, p, h) != (node, port, hi_tid));
+        self.fabric.unregister_agent(self.node, self.port, hi_tid);
     }
 
+    /// `on`: this port's owner takes the SM role, as opening `issm` does: IsSM is set in
+    /// its PortInfo and the fabric's built-in SM steps aside (with its SA): SMInfo and SA
+    /// requests then reach this port's owner, and its own SubnSets configure the fabric.
+    /// `off` (or closing the port): the built-in SM takes the role back and sweeps.
     fn set_sm(&mut self, on: bool) -> Result<()> {
-        self.fabric
-            .sm
-            .set_owner(&self.fabric, self.node, self.port, on)?;
+        self.fabric.set_sm(self.node, self.port, on)?;
         self.holds_sm = on;
         self.refresh_attrs();
         Ok(())
     }
 
     fn clock(&self) -> Option<Arc<dyn Clock>> {
-        Some(self.fabric.clock.clone())
+        Some(self.fabric.clock().clone())
     }
 
     fn waker(&self) -> Option<Waker> {

@@ -1,7 +1,9 @@
-//! A frame in flight through the simulated fabric, read through the wire views by
-//! every node component (router, SMA, PMA, endpoint, SM).
+//! Frames on the in-process link: [`Pkt`], a frame in flight, read through the wire
+//! views by every part of the fabric that handles it (the subnet's router, SMAs, PMAs
+//! and SM; the endpoint), and [`RawFrame`], one a port's owner puts on the link as it
+//! likes.
 
-use crate::types::GrhAddr;
+use crate::types::{GrhAddr, GSI_QKEY};
 use crate::wire::mad::{self, MgmtClass};
 use crate::wire::smp;
 use crate::wire::MAD_SIZE;
@@ -84,5 +86,49 @@ impl Pkt {
     pub(crate) fn is_request(&self) -> bool {
         let response = self.header().method().is_response_bit();
         !(response || self.is_dr_smp() && self.smp_view().is_returning())
+    }
+}
+
+/// A frame a hostile (or test) node puts on the fabric as it likes, bypassing any
+/// engine: see [`super::SimTransport::inject`].
+#[derive(Debug, Clone, Copy)]
+pub struct RawFrame {
+    /// The MAD bytes (the first `len` are sent).
+    pub mad: [u8; MAD_SIZE],
+    /// Bytes of `mad` to send (at most 256).
+    pub len: usize,
+    /// Source QP number written in the frame.
+    pub src_qpn: u32,
+    /// Source LID written in the frame; `None`: the sending port's own LID.
+    pub src_lid: Option<u16>,
+    /// Destination LID.
+    pub dest_lid: u16,
+    /// Destination QP number.
+    pub dest_qpn: u32,
+    /// Q_Key carried in the frame.
+    pub qkey: u32,
+    /// P_Key carried in the frame.
+    pub pkey: u16,
+    /// Service level.
+    pub sl: u8,
+    /// A GRH with this source GID (and the other GRH fields), if any.
+    pub grh: Option<GrhAddr>,
+}
+
+impl RawFrame {
+    /// A well-formed GMP frame to QP1 of `dest_lid`: GSI Q_Key, default P_Key, source QP1.
+    pub fn gsi(mad: [u8; MAD_SIZE], dest_lid: u16) -> RawFrame {
+        RawFrame {
+            mad,
+            len: MAD_SIZE,
+            src_qpn: 1,
+            src_lid: None,
+            dest_lid,
+            dest_qpn: 1,
+            qkey: GSI_QKEY,
+            pkey: crate::types::DEFAULT_PKEY,
+            sl: 0,
+            grh: None,
+        }
     }
 }

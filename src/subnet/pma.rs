@@ -16,9 +16,9 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::packet::Pkt;
 use super::sma::respond;
 use super::FabricInner;
+use crate::transport::sim::Pkt;
 use crate::wire::class_port_info;
 use crate::wire::mad::Method;
 use crate::wire::perf::{self, port_counters as pc, port_counters_ext as pce};

@@ -1,10 +1,6 @@
 //! What a simulated CA port refuses before any software sees a frame, as an
 //! HCA does: Q_Key and P_Key checks on QP1 (IBA 9.6.1.1, 10.9.3), the SMA's
-//! M_Key check (IBA 14.2.4), their violation counters, and raw frames that
-//! a hostile node injects with any addressing.
-
-use crate::types::{GrhAddr, GSI_QKEY};
-use crate::wire::MAD_SIZE;
+//! M_Key check (IBA 14.2.4) and their violation counters.
 
 /// M_Key protection of a simulated port (PortInfo:M_Key and M_KeyProtectBits).
 ///
@@ -57,50 +53,6 @@ pub struct PortCounters {
     pub qkey_violations: u64,
     /// SMPs discarded by the SMA's M_Key check.
     pub mkey_violations: u64,
-}
-
-/// A frame a hostile (or test) node puts on the fabric as it likes, bypassing any
-/// engine: see [`super::SimTransport::inject`].
-#[derive(Debug, Clone, Copy)]
-pub struct RawFrame {
-    /// The MAD bytes (the first `len` are sent).
-    pub mad: [u8; MAD_SIZE],
-    /// Bytes of `mad` to send (at most 256).
-    pub len: usize,
-    /// Source QP number written in the frame.
-    pub src_qpn: u32,
-    /// Source LID written in the frame; `None`: the sending port's own LID.
-    pub src_lid: Option<u16>,
-    /// Destination LID.
-    pub dest_lid: u16,
-    /// Destination QP number.
-    pub dest_qpn: u32,
-    /// Q_Key carried in the frame.
-    pub qkey: u32,
-    /// P_Key carried in the frame.
-    pub pkey: u16,
-    /// Service level.
-    pub sl: u8,
-    /// A GRH with this source GID (and the other GRH fields), if any.
-    pub grh: Option<GrhAddr>,
-}
-
-impl RawFrame {
-    /// A well-formed GMP frame to QP1 of `dest_lid`: GSI Q_Key, default P_Key, source QP1.
-    pub fn gsi(mad: [u8; MAD_SIZE], dest_lid: u16) -> RawFrame {
-        RawFrame {
-            mad,
-            len: MAD_SIZE,
-            src_qpn: 1,
-            src_lid: None,
-            dest_lid,
-            dest_qpn: 1,
-            qkey: GSI_QKEY,
-            pkey: crate::types::DEFAULT_PKEY,
-            sl: 0,
-            grh: None,
-        }
-    }
 }
 
 /// Whether two P_Keys let their holders talk (IBA 10.9.3): same partition (low

@@ -322,7 +322,7 @@ impl FabricBuilder {
                 links,
                 lid_map: RwLock::new(BTreeMap::new()),
                 sm: sm::Sm::new(seat, plan),
-                sa: RwLock::new(Some(Arc::new(SaSlot::new(clock.clone())) as Arc<dyn SaPort>)),
+                sa: RwLock::new(Arc::new(SaSlot::new(clock.clone())) as Arc<dyn SaPort>),
                 sa_sent: Mutex::new(std::collections::VecDeque::new()),
                 sa_local: Mutex::new(Vec::new()),
                 registered: Mutex::new((std::sync::Weak::new(), Vec::new())),

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 
 use super::db::Index;
 use super::{Outcome, Query};
-use crate::transport::sim::subnet_db::SubnetDb;
+use crate::subnet::subnet_db::SubnetDb;
 use crate::wire::mad::{MadStatus, Method};
 use crate::wire::sa::comp;
 use crate::wire::sa::mcmember_record::{self as mcr, comp as c, JOIN_FULL};

@@ -19,9 +19,9 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
-use super::packet::Pkt;
 use super::subnet_db::{NodeEntry, PortEntry, SubnetDb};
 use super::{lock, read, write, FabricInner, GID_PREFIX};
+use crate::transport::sim::Pkt;
 use crate::wire::mad::{self, MadStatus, Method, MgmtClass};
 use crate::wire::smp::{self, lft, node_desc, node_info, pkey_table, port_info, switch_info};
 use crate::wire::smp::{node_info::NodeType, port_info::PortState, sm_info, AttrId};

@@ -244,7 +244,7 @@ impl SaService {
     pub(crate) fn drain(&mut self, now: Instant) -> Vec<(Transmit, Box<[u8; MAD_SIZE]>)> {
         let mut out = Vec::new();
         let mut buf = Box::new([0u8; MAD_SIZE]);
-        while let Some(tx) = self.engine.poll_transmit(now, &mut buf) {
+        while let Some(tx) = self.poll_transmit(now, &mut buf) {
             out.push((tx, core::mem::replace(&mut buf, Box::new([0u8; MAD_SIZE]))));
         }
         out
@@ -283,11 +283,13 @@ impl SaService {
     }
 
     /// InformInfo subscriptions held.
+    #[cfg(test)]
     pub(crate) fn subscriptions(&self) -> usize {
         self.informs.len()
     }
 
     /// What the SA did so far.
+    #[cfg(test)]
     pub(crate) fn stats(&self) -> SaStats {
         self.stats
     }

@@ -13,7 +13,7 @@
 
 use super::db::{self, end_ports, is_switch, EndPort, Index};
 use super::{Outcome, Query};
-use crate::transport::sim::subnet_db::{PortEntry, SubnetDb};
+use crate::subnet::subnet_db::{PortEntry, SubnetDb};
 use crate::wire::sa::path_record::{self, comp};
 use crate::wire::sa::SaStatus;
 

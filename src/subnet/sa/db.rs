@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use crate::transport::sim::subnet_db::{NodeEntry, PortEntry, SubnetDb};
+use crate::subnet::subnet_db::{NodeEntry, PortEntry, SubnetDb};
 use crate::wire::smp::node_info::{self, NodeType};
 use crate::wire::smp::port_info;
 

@@ -3,7 +3,7 @@
 use super::fixture::{self, Client, Reply};
 use super::SaService;
 use crate::engine::EngineConfig;
-use crate::transport::sim::subnet_db::SubnetDb;
+use crate::subnet::subnet_db::SubnetDb;
 use crate::wire::mad::{MadStatus, Method};
 use crate::wire::sa::{
     self as wsa, guid_info_record, link_record, node_record, path_record, port_info_record,

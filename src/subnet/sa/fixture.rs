@@ -7,8 +7,8 @@ use std::collections::VecDeque;
 
 use super::SaService;
 use crate::engine::{AgentId, AgentSpec, Engine, EngineConfig, Event, RecvMeta, SendRequest};
+use crate::subnet::subnet_db::{NodeEntry, PortEntry, SubnetDb};
 use crate::time::Instant;
-use crate::transport::sim::subnet_db::{NodeEntry, PortEntry, SubnetDb};
 use crate::types::{MadAddr, Qp, GSI_QKEY};
 use crate::wire::mad::{self, MadStatus, Method, MgmtClass};
 use crate::wire::sa as wsa;
@@ -287,6 +287,7 @@ impl Reply {
             .unwrap_or_default()
     }
     /// The SA status code.
+    #[cfg(test)]
     pub(crate) fn sa_status(&self) -> wsa::SaStatus {
         wsa::SaStatus::of(self.hdr.status)
     }

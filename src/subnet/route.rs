@@ -11,8 +11,8 @@ use crate::engine::RecvMeta;
 use crate::types::{MadAddr, Qp, GSI_QKEY};
 use crate::wire::MAD_SIZE;
 
-use super::packet::{Pkt, PERMISSIVE};
 use super::{access, lock, pma, sma, FabricInner, Link, Node};
+use crate::transport::sim::{Msg, Pkt, PERMISSIVE};
 use crate::wire::mad::{self, Method, MgmtClass};
 use crate::wire::smp;
 use crate::wire::smp::dr::{Next, Smi, Verdict};
@@ -373,10 +373,9 @@ impl FabricInner {
             }
         }
         if self.sm.master_seat() == Some((node, port)) && self.for_sa(node, port, &pkt) {
-            if let Some(sa) = super::read(&self.sa).clone() {
-                self.serve_sa(sa.as_ref(), node, port, &pkt, delay);
-                return;
-            }
+            let sa = super::read(&self.sa).clone();
+            self.serve_sa(sa.as_ref(), node, port, &pkt, delay);
+            return;
         }
         if is_smp && is_request {
             match sma::answer(self, node, port, &pkt) {
@@ -408,11 +407,10 @@ impl FabricInner {
             .data_mut()
             .copy_from_slice(pkt.smp_view().data());
         self.respond(node, port, repress, delay);
-        if let Some(sa) = super::read(&self.sa).clone() {
-            let db = self.subnet_db();
-            let sends = sa.trap(pkt.smp_view().data(), &db);
-            self.send_from_sm(node, port, sends, delay);
-        }
+        let sa = super::read(&self.sa).clone();
+        let db = self.subnet_db();
+        let sends = sa.trap(pkt.smp_view().data(), &db);
+        self.send_from_sm(node, port, sends, delay);
     }
 
     /// Whether a MAD at the master SM's port is the SA's, as the kernel's MAD layer
@@ -553,7 +551,7 @@ impl FabricInner {
         match lock(slot).as_ref() {
             Some(tx) => {
                 // A closed receiver means the port is closing: the frame is lost, as on a real port.
-                let _ = tx.send(super::endpoint::Msg::frame(qp, pkt, delay, &*self.clock));
+                let _ = tx.send(Msg::frame(qp, pkt, delay, &*self.clock));
                 true
             }
             None => false,

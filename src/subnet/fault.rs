@@ -11,7 +11,7 @@ use core::time::Duration;
 /// What can go wrong on a link. All probabilities are in `0.0..=1.0`.
 ///
 /// ```
-/// use vmad::transport::sim::FaultConfig;
+/// use vmad::subnet::FaultConfig;
 /// let lossy = FaultConfig { loss: 0.05, seed: 7, ..FaultConfig::default() };
 /// assert!(lossy.is_active());
 /// assert!(!FaultConfig::default().is_active());

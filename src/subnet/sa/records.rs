@@ -5,7 +5,7 @@
 
 use super::db::{self, end_ports};
 use super::{Outcome, Query};
-use crate::transport::sim::subnet_db::SubnetDb;
+use crate::subnet::subnet_db::SubnetDb;
 use crate::wire::class_port_info;
 use crate::wire::sa::comp::{self, Component};
 use crate::wire::sa::{

@@ -209,7 +209,7 @@ impl Topology {
 mod tests {
     use super::*;
 
-    const SMALL: &str = include_str!("../../../tests/topo/small.net");
+    const SMALL: &str = include_str!("../../tests/topo/small.net");
 
     #[test]
     fn small_net_has_ibsims_guids_and_each_link_once() {

@@ -4,7 +4,7 @@
 use super::super::fixture::{self, Reply};
 use super::{ask, setup};
 use crate::engine::{AgentId, AgentSpec, Event, SendRequest};
-use crate::transport::sim::subnet_db::SubnetDb;
+use crate::subnet::subnet_db::SubnetDb;
 use crate::types::{MadAddr, Qp, GSI_QKEY};
 use crate::wire::mad::MgmtClass;
 use crate::wire::mad::{self, MadStatus, Method};

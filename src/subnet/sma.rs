@@ -10,8 +10,8 @@
 //! unclaimed requests.
 
 use super::access::MkeyVerdict;
-use super::packet::Pkt;
 use super::{read, write, FabricInner, Node, NodeKind};
+use crate::transport::sim::Pkt;
 use crate::types::GSI_QKEY;
 use crate::wire::mad::{self, MadStatus, Method};
 use crate::wire::smp::node_info::{self, NodeType};

@@ -108,7 +108,7 @@ fn sa_mads_reach_the_sa_port_while_the_built_in_sm_is_master() {
         .unwrap();
     let calls = Arc::new(AtomicUsize::new(0));
     // In place of the fabric's own SA.
-    *super::write(&f.inner.sa) = Some(Arc::new(Echo(calls.clone())));
+    *super::write(&f.inner.sa) = Arc::new(Echo(calls.clone()));
     let mut client = f.open("sap1", 1).unwrap();
     send(&mut client, &sa_get(1), 1);
     let (meta, mad) = recv(&mut client).expect("the SA answered");

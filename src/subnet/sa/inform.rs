@@ -133,6 +133,7 @@ impl Informs {
     }
 
     /// Subscriptions held.
+    #[cfg(test)]
     pub(super) fn len(&self) -> usize {
         self.subs.len()
     }
