@@ -88,6 +88,7 @@ mod events;
 mod ffi;
 mod recovery;
 mod ring;
+mod slots;
 mod wake;
 
 use std::io;
@@ -105,6 +106,7 @@ use self::ah_cache::AhCache;
 use self::attrs::gid_rank;
 use self::ffi::{Ah, Channel, Context, Cq, Pd, Qp as QueuePair, UdSend};
 use self::ring::{Layout, Ring};
+use self::slots::SendSlots;
 use super::{Caps, LinkLayer, PortAttrs, Transport, Waker};
 use crate::engine::{RecvMeta, Transmit};
 use crate::types::{GrhAddr, Qp};
@@ -168,7 +170,8 @@ pub struct VerbsTransport {
     config: VerbsConfig,
     sgid_index: u8,
     sgid: [u8; 16],
-    free_send: Vec<u32>,
+    /// Free and posted send slots (see `slots.rs`).
+    send_slots: SendSlots,
     /// Filled send slots not posted yet (see `queue`).
     pending: Vec<Pending>,
     /// Consumed receive slots waiting to be reposted: (wr_id, addr, len).
@@ -358,9 +361,7 @@ impl VerbsTransport {
         };
         attrs::apply(&mut attrs, &pattr);
         Ok(VerbsTransport {
-            free_send: (0..u32::try_from(config.send_slots).unwrap_or(u32::MAX))
-                .rev()
-                .collect(),
+            send_slots: SendSlots::new(config.send_slots),
             repost: Vec::with_capacity(config.recv_slots),
             pending: Vec::with_capacity(config.send_batch),
             stash: Vec::new(),
@@ -485,13 +486,19 @@ impl VerbsTransport {
     /// Free the send slots whose sends completed.
     fn reap_sends(&mut self) -> io::Result<()> {
         let n = self.send_cq.poll(&mut self.wcs)?;
+        let mut completed = 0;
         for wc in &self.wcs[..n] {
+            if !self.send_slots.complete(wc.wr_id()) {
+                // A post from before a recovery: its slot is free or posted anew.
+                self.stats.send_stale += 1;
+                continue;
+            }
+            completed += 1;
             if !wc.is_valid() {
                 self.stats.send_errors += 1;
             }
-            self.free_send.push(u32::try_from(wc.wr_id()).unwrap_or(0));
         }
-        self.completed_sends += n as u64;
+        self.completed_sends += completed;
         self.ahs.release(self.completed_sends);
         Ok(())
     }
@@ -530,14 +537,14 @@ impl VerbsTransport {
         if self.pending.is_empty() {
             return Ok(());
         }
-        let (ring, ahs, qkey) = (&self.ring, &self.ahs, self.config.qkey);
+        let (ring, ahs, slots, qkey) = (&self.ring, &self.ahs, &self.send_slots, self.config.qkey);
         // Every queued key is live: `cache_ah` posts the queue before it evicts.
         let sends: Vec<UdSend<'_>> = self
             .pending
             .iter()
             .filter_map(|p| {
                 Some(UdSend {
-                    wr_id: u64::from(p.slot),
+                    wr_id: slots.wr_id(p.slot),
                     addr: ring.send_addr(p.slot as usize),
                     len: p.len,
                     lkey: ring.lkey(),
@@ -560,9 +567,12 @@ impl VerbsTransport {
         };
         self.stats.sent += posted as u64;
         self.posted_sends += posted as u64;
+        for p in &self.pending[..posted] {
+            self.send_slots.posted(p.slot);
+        }
         for p in self.pending.drain(posted..) {
             self.stats.send_errors += 1;
-            self.free_send.push(p.slot);
+            self.send_slots.put_back(p.slot);
         }
         self.pending.clear();
         if result.is_err() {
@@ -670,10 +680,10 @@ impl Transport for VerbsTransport {
         &mut self,
         fill: &mut dyn FnMut(&mut [u8; MAD_SIZE]) -> Option<Transmit>,
     ) -> io::Result<bool> {
-        if self.free_send.len() * 2 < self.config.send_slots {
+        if self.send_slots.free_len() * 2 < self.config.send_slots {
             self.reap_sends()?;
         }
-        let Some(slot) = self.free_send.pop() else {
+        let Some(slot) = self.send_slots.take() else {
             // Every slot is in flight: the MAD stays in the engine for the next turn.
             self.flush_sends()?;
             return Ok(false);
@@ -682,18 +692,18 @@ impl Transport for VerbsTransport {
         // (`reap_sends`), or the QP was reset since (`recovery.rs`); it is posted
         // (`queue`, `flush_sends`) only after `fill` returns.
         let Some(t) = fill(unsafe { self.ring.send_slot(slot as usize) }) else {
-            self.free_send.push(slot);
+            self.send_slots.put_back(slot);
             self.flush_sends()?;
             return Ok(false);
         };
         match self.queue(slot, &t) {
             Ok(true) => {}
             Ok(false) => {
-                self.free_send.push(slot);
+                self.send_slots.put_back(slot);
                 return Ok(true);
             }
             Err(e) => {
-                self.free_send.push(slot);
+                self.send_slots.put_back(slot);
                 return Err(e);
             }
         }
