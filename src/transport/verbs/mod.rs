@@ -457,6 +457,11 @@ impl VerbsTransport {
         self.stats
     }
 
+    /// [`VerbsStats::unroutable`] alone (the hybrid transport reads it on every send).
+    pub(crate) fn unroutable(&self) -> u64 {
+        self.stats.unroutable
+    }
+
     /// Put the QP in the error state, as a fatal QP error would, to test
     /// recovery: the transport finds it and resets the QP by itself.
     ///
