@@ -408,9 +408,9 @@ impl Transport for HybridTransport {
     }
 
     fn wait(&mut self, timeout: Option<Duration>) -> io::Result<()> {
-        // Neither a retry the kernel holds nor a MAD held for a verbs slot has a
-        // descriptor that says when it can go.
-        let timeout = match self.kernel.holds_sends() || self.held.is_some() {
+        // A retry the kernel holds has no descriptor that says when it can go. (A MAD
+        // held for a verbs slot has: the verbs wait ends at the next send completion.)
+        let timeout = match self.kernel.holds_sends() {
             true => Some(timeout.map_or(Duration::from_millis(1), |t| {
                 t.min(Duration::from_millis(1))
             })),

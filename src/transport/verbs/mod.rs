@@ -180,6 +180,11 @@ pub struct VerbsTransport {
     stash: Vec<sys::ibv_wc>,
     wcs: Vec<sys::ibv_wc>,
     armed: bool,
+    /// The send CQ is armed (only while `send_starved`).
+    send_armed: bool,
+    /// A transmit found every send slot in flight: a wait must end at the next send
+    /// completion (a slot comes free), not sleep until the liveness check.
+    send_starved: bool,
     wake: wake::Wake,
     /// Another descriptor an idle wait also sleeps on (see `also_wake_on`).
     extra_fd: Option<OwnedFd>,
@@ -295,8 +300,10 @@ impl VerbsTransport {
         let async_fd = ctx
             .async_fd_nonblocking()
             .map_err(step("fcntl(async_fd)"))?;
-        let send_cq =
-            Cq::new(&ctx, config.send_slots, None).map_err(step("ibv_create_cq(send)"))?;
+        // Both CQs signal the one channel: a send completion must end a wait while
+        // sends wait for a free slot (see `send_starved`).
+        let send_cq = Cq::new(&ctx, config.send_slots, Some(&channel))
+            .map_err(step("ibv_create_cq(send)"))?;
         let recv_cq = Cq::new(&ctx, config.recv_slots, Some(&channel))
             .map_err(step("ibv_create_cq(recv)"))?;
         let mut qp = QueuePair::new_ud(
@@ -395,6 +402,8 @@ impl VerbsTransport {
             sgid,
             config,
             armed: false,
+            send_armed: false,
+            send_starved: false,
             wake: wake::Wake::new().map_err(step("socketpair"))?,
             extra_fd: None,
             stats: VerbsStats::default(),
@@ -586,6 +595,19 @@ impl VerbsTransport {
         Ok(())
     }
 
+    /// For a transmit that found no free send slot: reap, and say whether a slot came
+    /// free (the wait then ends, so the port transmits again; `send_starved` is cleared
+    /// until a transmit finds none again).
+    fn slot_freed(&mut self) -> io::Result<bool> {
+        if !self.send_starved {
+            return Ok(false);
+        }
+        self.reap_sends()?;
+        let freed = self.send_slots.free_len() > 0;
+        self.send_starved = !freed;
+        Ok(freed)
+    }
+
     /// Take receive completions into the stash (used by `wait`); returns whether any.
     fn peek_recv(&mut self) -> io::Result<bool> {
         let n = self.recv_cq.poll(&mut self.wcs[..1])?;
@@ -689,7 +711,9 @@ impl Transport for VerbsTransport {
             self.reap_sends()?;
         }
         let Some(slot) = self.send_slots.take() else {
-            // Every slot is in flight: the MAD stays in the engine for the next turn.
+            // Every slot is in flight: the MAD stays in the engine for the next turn,
+            // which a send completion starts (see `wait`).
+            self.send_starved = true;
             self.flush_sends()?;
             return Ok(false);
         };
@@ -723,7 +747,7 @@ impl Transport for VerbsTransport {
         self.flush_sends()?;
         // Reposts held back for batching must not starve an idle port.
         self.flush_reposts(true)?;
-        if !self.stash.is_empty() || self.wake.take() {
+        if !self.stash.is_empty() || self.wake.take() || self.slot_freed()? {
             return Ok(());
         }
         let start = Clock::now();
@@ -733,7 +757,7 @@ impl Transport for VerbsTransport {
             let spin_until = start + self.config.idle_spin;
             let until = deadline.map_or(spin_until, |d| d.min(spin_until));
             while !self.peek_recv()? {
-                if self.wake.take() {
+                if self.wake.take() || self.slot_freed()? {
                     return Ok(());
                 }
                 if Clock::now() >= until {
@@ -749,10 +773,15 @@ impl Transport for VerbsTransport {
             self.recv_cq.arm()?;
             self.armed = true;
         }
+        if self.send_starved && !self.send_armed {
+            self.send_cq.arm()?;
+            self.send_armed = true;
+        }
         // A completion that landed before the arm raises no event: look first.
-        if self.peek_recv()? {
+        if self.peek_recv()? || self.slot_freed()? {
             return Ok(());
         }
+        let starved = self.send_starved;
         // Sleep, but wake to look for the device now and then (see `events.rs`).
         let left = deadline.map(|d| d.saturating_duration_since(Clock::now()));
         let limit = left.map_or(events::LIVENESS_EVERY, |l| l.min(events::LIVENESS_EVERY));
@@ -769,15 +798,24 @@ impl Transport for VerbsTransport {
         let Some(asleep) = self.wake.sleep() else {
             return Ok(());
         };
-        let [event, woken, async_ready, _extra] = wake::readable(fds, Some(limit))?;
+        let [event, woken, async_ready, extra] = wake::readable(fds, Some(limit))?;
         self.async_ready |= async_ready;
+        let at_liveness = left.is_none_or(|l| l >= events::LIVENESS_EVERY);
+        if starved && at_liveness && !(event || woken || async_ready || extra) {
+            self.stats.starved_timeouts += 1;
+        }
         if woken {
             asleep.woken();
         } else {
             drop(asleep);
         }
-        if event && self.channel.take_event(&self.recv_cq) {
-            self.armed = false;
+        if event {
+            while let Some(which) = self.channel.take_event(&[&self.recv_cq, &self.send_cq]) {
+                match which {
+                    0 => self.armed = false,
+                    _ => self.send_armed = false,
+                }
+            }
         }
         // Async events are read by the next call (`poll_events`), liveness too.
         Ok(())

@@ -63,6 +63,7 @@ impl VerbsTransport {
         self.qp.post_recvs(self.ring.lkey(), &all)?;
         self.recv_posted = self.config.recv_slots;
         self.armed = false;
+        self.send_armed = false;
         self.stats.qp_recoveries += 1;
         Ok(())
     }
