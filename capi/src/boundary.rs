@@ -45,25 +45,25 @@ extern "C" {
     fn vmad_capi_cancel_restore(old: c_int);
 }
 
+// Unit tests link no wait.c, and nothing cancels their threads.
+#[cfg(test)]
+unsafe fn vmad_capi_cancel_off() -> c_int {
+    0
+}
+#[cfg(test)]
+unsafe fn vmad_capi_cancel_restore(_old: c_int) {}
+
 impl CancelOff {
     fn new() -> CancelOff {
         // SAFETY: pthread_setcancelstate on the calling thread; no pointer crosses.
-        #[cfg(not(test))]
-        let old = unsafe { vmad_capi_cancel_off() };
-        // Unit tests link no wait.c, and nothing cancels their threads.
-        #[cfg(test)]
-        let old = 0;
-        CancelOff(old)
+        CancelOff(unsafe { vmad_capi_cancel_off() })
     }
 }
 
 impl Drop for CancelOff {
     fn drop(&mut self) {
         // SAFETY: as in `new`; restores the state `new` found.
-        #[cfg(not(test))]
-        unsafe {
-            vmad_capi_cancel_restore(self.0)
-        };
+        unsafe { vmad_capi_cancel_restore(self.0) };
     }
 }
 
