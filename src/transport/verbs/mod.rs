@@ -24,7 +24,9 @@
 //!   sleeps in the kernel on a completion channel (at once with
 //!   [`VerbsConfig::completion_channel`]; on a CPU-starved host, e.g. the
 //!   TCG-emulated test VM, that is also the faster mode). Either way
-//!   [`Transport::waker`] ends a wait at once.
+//!   [`Transport::waker`] ends a wait at once, and so does a send completion
+//!   while a transmit found every send slot in flight (both CQs signal the
+//!   channel; `send.rs`).
 //! - Address handles are cached per destination, at most
 //!   [`VerbsConfig::max_address_handles`] (least recently used out first,
 //!   `ah_cache.rs`); a send's GRH always uses this port's source GID index,
