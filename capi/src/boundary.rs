@@ -15,14 +15,55 @@ pub(crate) fn fail(e: &vmad::Error) -> c_int {
     -n
 }
 
-/// Run `f`; a panic inside becomes `fallback` (and errno EIO) instead of aborting the C caller.
+/// Run `f` with thread cancellation disabled; a panic inside becomes `fallback` (and
+/// errno EIO) instead of aborting the C caller.
+///
+/// Cancellation: the C caller may `pthread_cancel` this thread (OpenSM stops its threads
+/// so); a cancellation point reached inside `f` would unwind through Rust frames, which
+/// Rust cannot do (the process aborts). So it is off while `f` runs and restored after;
+/// a cancel that came meanwhile acts at the caller's next cancellation point
+/// (`src/wait.c`'s poll() for a blocked `umad_recv`/`umad_poll`).
 pub(crate) fn guard<R>(fallback: R, f: impl FnOnce() -> R) -> R {
+    let _off = CancelOff::new();
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(r) => r,
         Err(_) => {
             set_errno(vmad::error::errno::EIO);
             fallback
         }
+    }
+}
+
+/// Thread cancellation disabled from `new` to drop, then as it was (`src/wait.c`'s helpers:
+/// `libc` does not declare `pthread_setcancelstate`).
+struct CancelOff(c_int);
+
+#[cfg(not(test))]
+extern "C" {
+    // Defined in src/wait.c, linked into the cdylib only.
+    fn vmad_capi_cancel_off() -> c_int;
+    fn vmad_capi_cancel_restore(old: c_int);
+}
+
+// Unit tests link no wait.c, and nothing cancels their threads.
+#[cfg(test)]
+unsafe fn vmad_capi_cancel_off() -> c_int {
+    0
+}
+#[cfg(test)]
+unsafe fn vmad_capi_cancel_restore(_old: c_int) {}
+
+impl CancelOff {
+    fn new() -> CancelOff {
+        // SAFETY: pthread_setcancelstate on the calling thread; no pointer crosses.
+        CancelOff(unsafe { vmad_capi_cancel_off() })
+    }
+}
+
+impl Drop for CancelOff {
+    fn drop(&mut self) {
+        // SAFETY: as in `new`; restores the state `new` found.
+        unsafe { vmad_capi_cancel_restore(self.0) };
     }
 }
 

@@ -34,6 +34,29 @@ void vmad_capi_wait_end(void *token);
 int vmad_capi_spin_us(int portid);
 void vmad_capi_waited(int portid, long us);
 
+/*
+ * Cancellation off while Rust runs (boundary.rs's guard calls these around every entry
+ * point's body): a cancellation point reached inside Rust (a read, write or sendto of a
+ * turn, the verbs doorbell) would otherwise start a forced unwind through Rust frames,
+ * which Rust cannot unwind (glibc aborts: "exception not rethrown"). A cancel that comes
+ * meanwhile stays pending, and acts at the caller's next cancellation point: for a
+ * blocked umad_recv/umad_poll, the poll() below.
+ */
+__attribute__((visibility("hidden"))) int vmad_capi_cancel_off(void)
+{
+	int old = PTHREAD_CANCEL_ENABLE;
+
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
+	return old;
+}
+
+__attribute__((visibility("hidden"))) void vmad_capi_cancel_restore(int old)
+{
+	int ignored;
+
+	pthread_setcancelstate(old, &ignored);
+}
+
 /* A yield that kept us off the CPU this long: other threads want the core, stop spinning. */
 #define YIELD_LOADED_US 50
 

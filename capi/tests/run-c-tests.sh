@@ -7,6 +7,7 @@
 #    library, in an AddressSanitizer build and once under valgrind, plus its env modes;
 #  - src/wait.c on its own against stand-ins for the Rust side (wait_unit.c);
 #  - uninit.c: every buffer-filling call given fresh malloc memory, under ASan and valgrind;
+#  - cancel.c: threads cancelled inside umad_recv, umad_poll and umad_send, under ASan;
 #  - the same program built against vmad's own header through capi/libibumad.pc;
 #  - vmad's whole umad*.h set against the system's (headers.sh).
 # Usage: capi/tests/run-c-tests.sh [--no-valgrind]
@@ -57,6 +58,8 @@ cc "${cflags[@]}" -fsanitize=address -fno-omit-frame-pointer -o "$out/opens-asan
 cc "${cflags[@]}" -fsanitize=address -fno-omit-frame-pointer -o "$out/uninit-asan" \
   capi/tests/c/uninit.c "${link[@]}"
 cc "${cflags[@]}" -o "$out/uninit" capi/tests/c/uninit.c "${link[@]}"
+cc "${cflags[@]}" -fsanitize=address -fno-omit-frame-pointer -o "$out/cancel-asan" \
+  capi/tests/c/cancel.c "${link[@]}"
 # wait.c alone, against stand-ins for the Rust side (no library: it defines umad_recv/_poll).
 cc "${cflags[@]}" -fsanitize=address -fno-omit-frame-pointer -o "$out/wait_unit-asan" \
   capi/tests/c/wait_unit.c -lpthread
@@ -82,6 +85,7 @@ run "robust: NULL/misaligned/short/closed/unregistered/double close/panic (ASan)
 run "wait.c: a readable descriptor that never brings a message still times out (ASan)" "${asan[@]}" "$out/wait_unit-asan"
 run "opens: several opens of one port, umad_poll(0) (ASan)" "${asan[@]}" "$out/opens-asan" sim
 run "uninit: receive buffers, umad buffers and structs fresh from malloc (ASan)" "${asan[@]}" "$out/uninit-asan"
+run "cancel: pthread_cancel in umad_recv(-1), umad_poll(-1), umad_send, 200 rounds (ASan)" "${asan[@]}" "$out/cancel-asan"
 run "umad_test faults (ASan)" "${asan[@]}" VMAD_SIM_FAULTS=loss=1,seed=3 "$out/umad_test-asan" faults
 run "umad_test lossy link (ASan)" "${asan[@]}" VMAD_SIM_FAULTS=loss=0.1,dup=0.05,reorder=0.1,seed=7 "$out/umad_test-asan" lossy
 run "umad_test bad VMAD_TRANSPORT (ASan)" "${asan[@]}" VMAD_TRANSPORT=bogus "$out/umad_test-asan" badenv

@@ -14,6 +14,10 @@
 //! In [`Transport::transmit`], the engine writes the MAD straight into a verbs
 //! send slot; if it must go through the kernel it is copied into the kernel's
 //! buffer instead (256 bytes) and the verbs slot is handed back unused.
+//! While every verbs slot is in flight the engine writes into a buffer of the
+//! transport's own: a MAD for the kernel goes out at once (the kernel path does
+//! not wait for verbs slots), a MAD for verbs is held (one) and leaves first
+//! when a slot frees, so each path keeps its order.
 //!
 //! | MAD | path |
 //! |---|---|
@@ -121,6 +125,8 @@ pub struct HybridTransport {
     counters: Arc<PathCounters>,
     /// The last MAD `transmit` took went over verbs (see `sent_via`).
     last_via_verbs: bool,
+    /// A MAD for verbs taken while every verbs slot was in flight (see `split`).
+    held: Option<Held>,
 }
 
 impl core::fmt::Debug for HybridTransport {
@@ -159,6 +165,7 @@ impl HybridTransport {
             via_verbs_order: VecDeque::new(),
             burst_requests: Vec::new(),
             last_via_verbs: false,
+            held: None,
             counters: Arc::default(),
         })
     }
@@ -184,6 +191,140 @@ impl HybridTransport {
             }
         }
     }
+}
+
+/// A MAD and where it goes, out of the engine and not sent yet.
+type Held = ([u8; MAD_SIZE], Transmit);
+
+/// What the verbs path did with one `transmit`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum VerbsTook {
+    /// Every send slot in flight: `fill` was not called.
+    NoSlot,
+    /// `fill` gave nothing (or a MAD for the kernel).
+    Nothing,
+    /// Queued for the device.
+    Queued,
+    /// Taken and dropped: the verbs QP cannot address it ([`VerbsStats::unroutable`](super::verbs::VerbsStats)).
+    Dropped,
+}
+
+/// The two paths as [`split`] uses them (a trait so that tests can stand in for the devices).
+trait Paths {
+    fn verbs(
+        &mut self,
+        fill: &mut dyn FnMut(&mut [u8; MAD_SIZE]) -> Option<Transmit>,
+    ) -> io::Result<VerbsTook>;
+    /// Whether the kernel took the MAD.
+    fn kernel(&mut self, mad: &[u8; MAD_SIZE], t: Transmit) -> io::Result<bool>;
+}
+
+struct Devices<'a> {
+    verbs: &'a mut VerbsTransport,
+    kernel: &'a mut KernelTransport,
+}
+
+impl Paths for Devices<'_> {
+    fn verbs(
+        &mut self,
+        fill: &mut dyn FnMut(&mut [u8; MAD_SIZE]) -> Option<Transmit>,
+    ) -> io::Result<VerbsTook> {
+        let dropped = self.verbs.unroutable();
+        let mut asked = false;
+        let took = self.verbs.transmit(&mut |slot| {
+            asked = true;
+            fill(slot)
+        })?;
+        Ok(match (asked, took) {
+            (false, _) => VerbsTook::NoSlot,
+            (true, false) => VerbsTook::Nothing,
+            (true, true) if self.verbs.unroutable() != dropped => VerbsTook::Dropped,
+            (true, true) => VerbsTook::Queued,
+        })
+    }
+
+    fn kernel(&mut self, mad: &[u8; MAD_SIZE], t: Transmit) -> io::Result<bool> {
+        let mut once = Some(t);
+        self.kernel.transmit(&mut |slot| {
+            let t = once.take()?;
+            *slot = *mad;
+            Some(t)
+        })
+    }
+}
+
+/// Where one `transmit` put a MAD.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Sent {
+    /// None taken.
+    Nothing,
+    /// Queued on verbs.
+    Verbs,
+    /// Taken for verbs, held until a slot frees.
+    Held,
+    /// Taken for verbs and dropped there (not sent).
+    Dropped,
+    /// Written to the kernel.
+    Kernel,
+}
+
+/// One MAD out of `held` or the engine (`fill`), down the path `to_verbs` picks. A held
+/// MAD goes first; while it waits for a slot nothing else is taken (one is held at
+/// most, and a MAD for verbs could come next). With no verbs slot free the engine
+/// writes into a local buffer, so a MAD for the kernel is not held up by verbs.
+fn split(
+    paths: &mut dyn Paths,
+    held: &mut Option<Held>,
+    to_verbs: &dyn Fn(&[u8; MAD_SIZE], &Transmit) -> bool,
+    fill: &mut dyn FnMut(&mut [u8; MAD_SIZE]) -> Option<Transmit>,
+) -> io::Result<Sent> {
+    let verbs_sent = |took| match took {
+        VerbsTook::Dropped => Sent::Dropped,
+        _ => Sent::Verbs,
+    };
+    if held.is_some() {
+        let took = paths.verbs(&mut |slot| {
+            let (mad, t) = held.take()?;
+            *slot = mad;
+            Some(t)
+        })?;
+        return Ok(match took {
+            VerbsTook::NoSlot | VerbsTook::Nothing => Sent::Nothing,
+            took => verbs_sent(took),
+        });
+    }
+    let mut for_kernel: Option<Held> = None;
+    let took = paths.verbs(&mut |slot| {
+        let t = fill(slot)?;
+        if to_verbs(slot, &t) {
+            Some(t)
+        } else {
+            for_kernel = Some((*slot, t));
+            None
+        }
+    })?;
+    match took {
+        VerbsTook::Queued | VerbsTook::Dropped => return Ok(verbs_sent(took)),
+        VerbsTook::Nothing => {}
+        VerbsTook::NoSlot => {
+            let mut mad = [0u8; MAD_SIZE];
+            let Some(t) = fill(&mut mad) else {
+                return Ok(Sent::Nothing);
+            };
+            if to_verbs(&mad, &t) {
+                *held = Some((mad, t));
+                return Ok(Sent::Held);
+            }
+            for_kernel = Some((mad, t));
+        }
+    }
+    let Some((mad, t)) = for_kernel else {
+        return Ok(Sent::Nothing);
+    };
+    Ok(match paths.kernel(&mad, t)? {
+        true => Sent::Kernel,
+        false => Sent::Nothing,
+    })
 }
 
 /// Whether a MAD the engine wrote goes through verbs (see the table in the module docs).
@@ -245,42 +386,30 @@ impl Transport for HybridTransport {
         &mut self,
         fill: &mut dyn FnMut(&mut [u8; MAD_SIZE]) -> Option<Transmit>,
     ) -> io::Result<bool> {
-        // The engine writes into a verbs slot; a MAD for the kernel is moved out of
-        // it (the slot goes back unused) and written through the kernel below.
-        let mut for_kernel: Option<([u8; MAD_SIZE], Transmit)> = None;
         let (via_verbs, pkey_index) = (&self.via_verbs, self.verbs_pkey_index);
-        let sent_verbs = self.verbs.transmit(&mut |slot| {
-            let t = fill(slot)?;
-            if goes_via_verbs(via_verbs, pkey_index, slot, &t) {
-                Some(t)
-            } else {
-                for_kernel = Some((*slot, t));
-                None
-            }
-        })?;
-        self.last_via_verbs = sent_verbs;
-        if sent_verbs {
-            self.counters.verbs_sent.fetch_add(1, Ordering::Relaxed);
-            return Ok(true);
-        }
-        let Some((mad, t)) = for_kernel else {
-            // Nothing to send, or every verbs slot in flight (the MAD stays queued
-            // in the engine for the next turn).
-            return Ok(false);
+        let mut paths = Devices {
+            verbs: &mut self.verbs,
+            kernel: &mut self.kernel,
         };
-        let mut once = Some((mad, t));
-        let sent = self.kernel.transmit(&mut |slot| {
-            let (mad, t) = once.take()?;
-            *slot = mad;
-            Some(t)
-        })?;
-        if sent {
-            self.counters.kernel_sent.fetch_add(1, Ordering::Relaxed);
-        }
-        Ok(sent)
+        let to_verbs =
+            |mad: &[u8; MAD_SIZE], t: &Transmit| goes_via_verbs(via_verbs, pkey_index, mad, t);
+        let sent = split(&mut paths, &mut self.held, &to_verbs, fill)?;
+        // A held MAD will leave from the verbs QP: the capture says so when it is taken.
+        self.last_via_verbs = matches!(sent, Sent::Verbs | Sent::Held);
+        let c = &self.counters;
+        match sent {
+            Sent::Nothing => return Ok(false),
+            // Counted when queued, not when held; a dropped one was not sent.
+            Sent::Verbs => c.verbs_sent.fetch_add(1, Ordering::Relaxed),
+            Sent::Kernel => c.kernel_sent.fetch_add(1, Ordering::Relaxed),
+            Sent::Held | Sent::Dropped => 0,
+        };
+        Ok(true)
     }
 
     fn wait(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+        // A retry the kernel holds has no descriptor that says when it can go. (A MAD
+        // held for a verbs slot has: the verbs wait ends at the next send completion.)
         let timeout = match self.kernel.holds_sends() {
             true => Some(timeout.map_or(Duration::from_millis(1), |t| {
                 t.min(Duration::from_millis(1))
@@ -458,6 +587,122 @@ mod tests {
         assert!(!go(mad(0x09, 0x81, 0x1234_0000_0008), tx(Qp::Gsi, 0)));
         // TrapRepress is a response: it answers a trap that came through the kernel.
         assert!(!go(mad(0x03, 0x07, 9), tx(Qp::Gsi, 0)));
+    }
+
+    /// Stands in for the devices: `free` verbs slots (a send uses one for good), MADs
+    /// with a TID in `unroutable` dropped by verbs; the TIDs each path took.
+    #[derive(Default)]
+    struct FakePaths {
+        free: usize,
+        unroutable: Vec<u64>,
+        verbs: Vec<u64>,
+        kernel: Vec<u64>,
+    }
+
+    fn tid(mad: &[u8; MAD_SIZE]) -> u64 {
+        Mad::new_unchecked(&mad[..]).tid()
+    }
+
+    impl Paths for FakePaths {
+        fn verbs(
+            &mut self,
+            fill: &mut dyn FnMut(&mut [u8; MAD_SIZE]) -> Option<Transmit>,
+        ) -> io::Result<VerbsTook> {
+            if self.free == 0 {
+                return Ok(VerbsTook::NoSlot);
+            }
+            let mut slot = [0xa5; MAD_SIZE];
+            if fill(&mut slot).is_none() {
+                return Ok(VerbsTook::Nothing);
+            }
+            if self.unroutable.contains(&tid(&slot)) {
+                return Ok(VerbsTook::Dropped);
+            }
+            self.free -= 1;
+            self.verbs.push(tid(&slot));
+            Ok(VerbsTook::Queued)
+        }
+
+        fn kernel(&mut self, mad: &[u8; MAD_SIZE], _t: Transmit) -> io::Result<bool> {
+            self.kernel.push(tid(mad));
+            Ok(true)
+        }
+    }
+
+    /// An engine queue of (TID, to verbs) MADs: requests, on P_Key index 0 (verbs) or 1 (kernel).
+    fn engine(queue: &[(u64, bool)]) -> VecDeque<([u8; MAD_SIZE], Transmit)> {
+        queue
+            .iter()
+            .map(|&(tid, verbs)| (mad(0x09, 0x01, tid), tx(Qp::Gsi, u16::from(!verbs))))
+            .collect()
+    }
+
+    fn turn(
+        paths: &mut FakePaths,
+        held: &mut Option<Held>,
+        queue: &mut VecDeque<([u8; MAD_SIZE], Transmit)>,
+    ) -> Sent {
+        let via = HashSet::new();
+        let to_verbs = |m: &[u8; MAD_SIZE], t: &Transmit| goes_via_verbs(&via, 0, m, t);
+        split(paths, held, &to_verbs, &mut |slot| {
+            let (m, t) = queue.pop_front()?;
+            *slot = m;
+            Some(t)
+        })
+        .unwrap()
+    }
+
+    /// The bug: with every verbs slot in flight the engine was not even asked, so a
+    /// MAD for the kernel waited behind verbs slots. Now it goes; a MAD for verbs is
+    /// held and leaves first when a slot frees; each path keeps its order.
+    #[test]
+    fn the_kernel_path_is_not_held_up_by_full_verbs_slots() {
+        let mut paths = FakePaths::default();
+        let mut held = None;
+        let mut q = engine(&[(1, false), (2, true), (3, false), (4, true)]);
+        assert_eq!(turn(&mut paths, &mut held, &mut q), Sent::Kernel);
+        assert_eq!(turn(&mut paths, &mut held, &mut q), Sent::Held);
+        // One held at most: nothing more is taken while it waits.
+        assert_eq!(turn(&mut paths, &mut held, &mut q), Sent::Nothing);
+        assert_eq!((paths.kernel.clone(), q.len()), (vec![1], 2));
+        paths.free = 1;
+        assert_eq!(turn(&mut paths, &mut held, &mut q), Sent::Verbs);
+        assert!(held.is_none());
+        assert_eq!(turn(&mut paths, &mut held, &mut q), Sent::Kernel);
+        assert_eq!(turn(&mut paths, &mut held, &mut q), Sent::Held);
+        paths.free = 5;
+        assert_eq!(turn(&mut paths, &mut held, &mut q), Sent::Verbs);
+        assert_eq!(turn(&mut paths, &mut held, &mut q), Sent::Nothing);
+        assert_eq!(paths.verbs, vec![2, 4]);
+        assert_eq!(paths.kernel, vec![1, 3]);
+    }
+
+    /// With free slots, MADs go straight down their paths; a MAD verbs cannot address
+    /// is reported as dropped, not sent (it was counted in `verbs_sent`).
+    #[test]
+    fn a_mad_verbs_drops_is_not_sent() {
+        let mut paths = FakePaths {
+            free: 8,
+            unroutable: vec![2],
+            ..FakePaths::default()
+        };
+        let mut held = None;
+        let mut q = engine(&[(1, true), (2, true), (3, false)]);
+        assert_eq!(turn(&mut paths, &mut held, &mut q), Sent::Verbs);
+        assert_eq!(turn(&mut paths, &mut held, &mut q), Sent::Dropped);
+        assert_eq!(turn(&mut paths, &mut held, &mut q), Sent::Kernel);
+        assert_eq!(turn(&mut paths, &mut held, &mut q), Sent::Nothing);
+        assert_eq!((paths.verbs, paths.kernel), (vec![1], vec![3]));
+        // A held MAD that turns out unroutable is dropped too, not counted as sent.
+        let mut paths = FakePaths {
+            unroutable: vec![5],
+            ..FakePaths::default()
+        };
+        let mut q = engine(&[(5, true)]);
+        assert_eq!(turn(&mut paths, &mut held, &mut q), Sent::Held);
+        paths.free = 1;
+        assert_eq!(turn(&mut paths, &mut held, &mut q), Sent::Dropped);
+        assert!(held.is_none() && paths.verbs.is_empty());
     }
 
     #[test]

@@ -291,3 +291,36 @@ fn hybrid_unsolicited_request_arrives_through_the_kernel() {
         "nothing through the verbs QP {qpn:#x}"
     );
 }
+
+/// A request the verbs QP cannot address (no GID on a RoCE port) is dropped there and
+/// times out; it was counted as sent over verbs. Now nothing is counted on either path.
+#[test]
+#[ignore = "needs the rxe VM: run by scripts/rxe-test"]
+fn hybrid_unroutable_request_is_not_counted_as_sent() {
+    let _g = serial();
+    let (port, counters, _) = hybrid_port_capturing("RXE0_DEV", None);
+    let a = port.register(spec(0x09, false, &[])).unwrap();
+    let no_gid = MadAddr {
+        grh: None,
+        ..to("RXE1_GID")
+    };
+    request(
+        &port,
+        a,
+        no_gid,
+        &mad(0x09, 0x01, 0x7e, SILENT_COUNT, 0, false, &[]),
+        300,
+        0,
+    );
+    match port.recv(Some(Duration::from_secs(20))).expect("an event") {
+        Event::SendTimedOut { header, .. } => assert_eq!(tid_of(&header) & 0xffff_ffff, 0x7e),
+        other => panic!("expected the request to time out, got {other:?}"),
+    }
+    drop(port);
+    let (vs, vr, ks, kr) = counters.snapshot();
+    assert_eq!(
+        (vs, vr, ks, kr),
+        (0, 0, 0, 0),
+        "nothing was sent or received"
+    );
+}

@@ -426,3 +426,4 @@ fn rxe_ipv4_mapped_gids_answer_requests_but_stall_kernel_rmpp() {
 }
 
 mod faults;
+mod sends;

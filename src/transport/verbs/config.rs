@@ -95,6 +95,12 @@ pub struct VerbsStats {
     /// Sends dropped because this transport cannot address them: another
     /// P_Key index than the QP's, or no GID where a GRH is needed.
     pub unroutable: u64,
+    /// Send completions of posts from before a QP recovery, ignored: the
+    /// recovery freed their slots already.
+    pub send_stale: u64,
+    /// Waits that slept while a send waited for a free slot and ended only at the
+    /// liveness check (a second): no send completion woke them, as one should.
+    pub starved_timeouts: u64,
     /// Times the QP was found in the error state and reset to RTS.
     pub qp_recoveries: u64,
     /// Times the port's attributes were re-read after an event.

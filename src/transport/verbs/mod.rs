@@ -24,7 +24,9 @@
 //!   sleeps in the kernel on a completion channel (at once with
 //!   [`VerbsConfig::completion_channel`]; on a CPU-starved host, e.g. the
 //!   TCG-emulated test VM, that is also the faster mode). Either way
-//!   [`Transport::waker`] ends a wait at once.
+//!   [`Transport::waker`] ends a wait at once, and so does a send completion
+//!   while a transmit found every send slot in flight (both CQs signal the
+//!   channel; `send.rs`).
 //! - Address handles are cached per destination, at most
 //!   [`VerbsConfig::max_address_handles`] (least recently used out first,
 //!   `ah_cache.rs`); a send's GRH always uses this port's source GID index,
@@ -88,6 +90,8 @@ mod events;
 mod ffi;
 mod recovery;
 mod ring;
+mod send;
+mod slots;
 mod wake;
 
 use std::io;
@@ -103,11 +107,12 @@ pub use self::events::AsyncEventCounts;
 
 use self::ah_cache::AhCache;
 use self::attrs::gid_rank;
-use self::ffi::{Ah, Channel, Context, Cq, Pd, Qp as QueuePair, UdSend};
+use self::ffi::{Ah, Channel, Context, Cq, Pd, Qp as QueuePair};
 use self::ring::{Layout, Ring};
+use self::slots::SendSlots;
 use super::{Caps, LinkLayer, PortAttrs, Transport, Waker};
 use crate::engine::{RecvMeta, Transmit};
-use crate::types::{GrhAddr, Qp};
+use crate::types::GrhAddr;
 use crate::wire::{grh, MAD_SIZE};
 use crate::{Error, Result};
 
@@ -168,7 +173,8 @@ pub struct VerbsTransport {
     config: VerbsConfig,
     sgid_index: u8,
     sgid: [u8; 16],
-    free_send: Vec<u32>,
+    /// Free and posted send slots (see `slots.rs`).
+    send_slots: SendSlots,
     /// Filled send slots not posted yet (see `queue`).
     pending: Vec<Pending>,
     /// Consumed receive slots waiting to be reposted: (wr_id, addr, len).
@@ -177,6 +183,11 @@ pub struct VerbsTransport {
     stash: Vec<sys::ibv_wc>,
     wcs: Vec<sys::ibv_wc>,
     armed: bool,
+    /// The send CQ is armed (only while `send_starved`).
+    send_armed: bool,
+    /// A transmit found every send slot in flight: a wait must end at the next send
+    /// completion (a slot comes free), not sleep until the liveness check.
+    send_starved: bool,
     wake: wake::Wake,
     /// Another descriptor an idle wait also sleeps on (see `also_wake_on`).
     extra_fd: Option<OwnedFd>,
@@ -292,8 +303,10 @@ impl VerbsTransport {
         let async_fd = ctx
             .async_fd_nonblocking()
             .map_err(step("fcntl(async_fd)"))?;
-        let send_cq =
-            Cq::new(&ctx, config.send_slots, None).map_err(step("ibv_create_cq(send)"))?;
+        // Both CQs signal the one channel: a send completion must end a wait while
+        // sends wait for a free slot (see `send_starved`).
+        let send_cq = Cq::new(&ctx, config.send_slots, Some(&channel))
+            .map_err(step("ibv_create_cq(send)"))?;
         let recv_cq = Cq::new(&ctx, config.recv_slots, Some(&channel))
             .map_err(step("ibv_create_cq(recv)"))?;
         let mut qp = QueuePair::new_ud(
@@ -358,9 +371,7 @@ impl VerbsTransport {
         };
         attrs::apply(&mut attrs, &pattr);
         Ok(VerbsTransport {
-            free_send: (0..u32::try_from(config.send_slots).unwrap_or(u32::MAX))
-                .rev()
-                .collect(),
+            send_slots: SendSlots::new(config.send_slots),
             repost: Vec::with_capacity(config.recv_slots),
             pending: Vec::with_capacity(config.send_batch),
             stash: Vec::new(),
@@ -394,6 +405,8 @@ impl VerbsTransport {
             sgid,
             config,
             armed: false,
+            send_armed: false,
+            send_starved: false,
             wake: wake::Wake::new().map_err(step("socketpair"))?,
             extra_fd: None,
             stats: VerbsStats::default(),
@@ -456,6 +469,11 @@ impl VerbsTransport {
         self.stats
     }
 
+    /// [`VerbsStats::unroutable`] alone (the hybrid transport reads it on every send).
+    pub(crate) fn unroutable(&self) -> u64 {
+        self.stats.unroutable
+    }
+
     /// Put the QP in the error state, as a fatal QP error would, to test
     /// recovery: the transport finds it and resets the QP by itself.
     ///
@@ -479,95 +497,6 @@ impl VerbsTransport {
         }
         self.recv_posted += self.repost.len();
         self.repost.clear();
-        Ok(())
-    }
-
-    /// Free the send slots whose sends completed.
-    fn reap_sends(&mut self) -> io::Result<()> {
-        let n = self.send_cq.poll(&mut self.wcs)?;
-        for wc in &self.wcs[..n] {
-            if !wc.is_valid() {
-                self.stats.send_errors += 1;
-            }
-            self.free_send.push(u32::try_from(wc.wr_id()).unwrap_or(0));
-        }
-        self.completed_sends += n as u64;
-        self.ahs.release(self.completed_sends);
-        Ok(())
-    }
-
-    /// Queue a filled send slot; the queue is posted as one chain (one
-    /// doorbell, which on rxe is one system call) when it is full or the
-    /// engine has nothing more to send.
-    /// `Ok(false)`: dropped, unroutable (the slot is free again).
-    fn queue(&mut self, slot: u32, t: &Transmit) -> io::Result<bool> {
-        if t.qp == Qp::Smi {
-            return Err(io::Error::new(
-                io::ErrorKind::Unsupported,
-                "verbs: QP0 (SMPs) cannot be used from userspace verbs",
-            ));
-        }
-        let Some(key) = self.ah_key(&t.dest) else {
-            // Lost as on a fabric that cannot route it; the engine's timers report it.
-            self.stats.unroutable += 1;
-            return Ok(false);
-        };
-        self.cache_ah(key)?;
-        self.pending.push(Pending {
-            slot,
-            key,
-            len: u32::try_from(t.len.min(MAD_SIZE)).unwrap_or(0),
-            qpn: t.dest.qpn,
-        });
-        Ok(true)
-    }
-
-    /// Post the queued sends. A chain the device refuses loses its MADs as
-    /// a datagram network would (the engine's timers and retries cover
-    /// requests): counted, and the QP is checked (a QP in the error state
-    /// refuses posts; recovery resets it).
-    fn flush_sends(&mut self) -> io::Result<()> {
-        if self.pending.is_empty() {
-            return Ok(());
-        }
-        let (ring, ahs, qkey) = (&self.ring, &self.ahs, self.config.qkey);
-        // Every queued key is live: `cache_ah` posts the queue before it evicts.
-        let sends: Vec<UdSend<'_>> = self
-            .pending
-            .iter()
-            .filter_map(|p| {
-                Some(UdSend {
-                    wr_id: u64::from(p.slot),
-                    addr: ring.send_addr(p.slot as usize),
-                    len: p.len,
-                    lkey: ring.lkey(),
-                    ah: ahs.peek(&p.key)?,
-                    remote_qpn: p.qpn,
-                    // As the kernel's QP1: every send carries the GSI Q_Key,
-                    // whatever the caller put in `qkey`.
-                    remote_qkey: qkey,
-                })
-            })
-            .collect();
-        let result = match sends.len() == self.pending.len() {
-            true => self.qp.post_sends(&sends),
-            false => Err((0, io::ErrorKind::NotFound.into())),
-        };
-        drop(sends);
-        let posted = match &result {
-            Ok(()) => self.pending.len(),
-            Err((n, _)) => *n,
-        };
-        self.stats.sent += posted as u64;
-        self.posted_sends += posted as u64;
-        for p in self.pending.drain(posted..) {
-            self.stats.send_errors += 1;
-            self.free_send.push(p.slot);
-        }
-        self.pending.clear();
-        if result.is_err() {
-            self.qp_suspect = true;
-        }
         Ok(())
     }
 
@@ -670,11 +599,13 @@ impl Transport for VerbsTransport {
         &mut self,
         fill: &mut dyn FnMut(&mut [u8; MAD_SIZE]) -> Option<Transmit>,
     ) -> io::Result<bool> {
-        if self.free_send.len() * 2 < self.config.send_slots {
+        if self.send_slots.free_len() * 2 < self.config.send_slots {
             self.reap_sends()?;
         }
-        let Some(slot) = self.free_send.pop() else {
-            // Every slot is in flight: the MAD stays in the engine for the next turn.
+        let Some(slot) = self.send_slots.take() else {
+            // Every slot is in flight: the MAD stays in the engine for the next turn,
+            // which a send completion starts (see `wait`).
+            self.send_starved = true;
             self.flush_sends()?;
             return Ok(false);
         };
@@ -682,18 +613,18 @@ impl Transport for VerbsTransport {
         // (`reap_sends`), or the QP was reset since (`recovery.rs`); it is posted
         // (`queue`, `flush_sends`) only after `fill` returns.
         let Some(t) = fill(unsafe { self.ring.send_slot(slot as usize) }) else {
-            self.free_send.push(slot);
+            self.send_slots.put_back(slot);
             self.flush_sends()?;
             return Ok(false);
         };
         match self.queue(slot, &t) {
             Ok(true) => {}
             Ok(false) => {
-                self.free_send.push(slot);
+                self.send_slots.put_back(slot);
                 return Ok(true);
             }
             Err(e) => {
-                self.free_send.push(slot);
+                self.send_slots.put_back(slot);
                 return Err(e);
             }
         }
@@ -708,7 +639,7 @@ impl Transport for VerbsTransport {
         self.flush_sends()?;
         // Reposts held back for batching must not starve an idle port.
         self.flush_reposts(true)?;
-        if !self.stash.is_empty() || self.wake.take() {
+        if !self.stash.is_empty() || self.wake.take() || self.slot_freed()? {
             return Ok(());
         }
         let start = Clock::now();
@@ -718,7 +649,7 @@ impl Transport for VerbsTransport {
             let spin_until = start + self.config.idle_spin;
             let until = deadline.map_or(spin_until, |d| d.min(spin_until));
             while !self.peek_recv()? {
-                if self.wake.take() {
+                if self.wake.take() || self.slot_freed()? {
                     return Ok(());
                 }
                 if Clock::now() >= until {
@@ -734,10 +665,15 @@ impl Transport for VerbsTransport {
             self.recv_cq.arm()?;
             self.armed = true;
         }
+        if self.send_starved && !self.send_armed {
+            self.send_cq.arm()?;
+            self.send_armed = true;
+        }
         // A completion that landed before the arm raises no event: look first.
-        if self.peek_recv()? {
+        if self.peek_recv()? || self.slot_freed()? {
             return Ok(());
         }
+        let starved = self.send_starved;
         // Sleep, but wake to look for the device now and then (see `events.rs`).
         let left = deadline.map(|d| d.saturating_duration_since(Clock::now()));
         let limit = left.map_or(events::LIVENESS_EVERY, |l| l.min(events::LIVENESS_EVERY));
@@ -754,15 +690,24 @@ impl Transport for VerbsTransport {
         let Some(asleep) = self.wake.sleep() else {
             return Ok(());
         };
-        let [event, woken, async_ready, _extra] = wake::readable(fds, Some(limit))?;
+        let [event, woken, async_ready, extra] = wake::readable(fds, Some(limit))?;
         self.async_ready |= async_ready;
+        let at_liveness = left.is_none_or(|l| l >= events::LIVENESS_EVERY);
+        if starved && at_liveness && !(event || woken || async_ready || extra) {
+            self.stats.starved_timeouts += 1;
+        }
         if woken {
             asleep.woken();
         } else {
             drop(asleep);
         }
-        if event && self.channel.take_event(&self.recv_cq) {
-            self.armed = false;
+        if event {
+            while let Some(which) = self.channel.take_event(&[&self.recv_cq, &self.send_cq]) {
+                match which {
+                    0 => self.armed = false,
+                    _ => self.send_armed = false,
+                }
+            }
         }
         // Async events are read by the next call (`poll_events`), liveness too.
         Ok(())

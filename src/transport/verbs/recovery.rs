@@ -13,7 +13,8 @@
 //! Flushed completions can still come out of the CQ after the reset (rxe
 //! flushes asynchronously); they name slots that are posted again by then,
 //! so they are counted and otherwise ignored, and the QP state, not the
-//! completion, decides whether to recover again.
+//! completion, decides whether to recover again. Send completions carry the
+//! recovery epoch (`slots.rs`), so a late one frees no slot a second time.
 
 use std::io;
 
@@ -50,9 +51,7 @@ impl VerbsTransport {
         // Nothing is in flight after a reset: every slot is free again.
         self.stats.send_errors += self.pending.len() as u64;
         self.pending.clear();
-        self.free_send = (0..u32::try_from(self.config.send_slots).unwrap_or(u32::MAX))
-            .rev()
-            .collect();
+        self.send_slots.reset();
         self.completed_sends = self.posted_sends;
         self.ahs.release_all();
         let all: Vec<_> = (0..self.config.recv_slots)
@@ -64,6 +63,7 @@ impl VerbsTransport {
         self.qp.post_recvs(self.ring.lkey(), &all)?;
         self.recv_posted = self.config.recv_slots;
         self.armed = false;
+        self.send_armed = false;
         self.stats.qp_recoveries += 1;
         Ok(())
     }

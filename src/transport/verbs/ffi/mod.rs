@@ -396,19 +396,22 @@ impl Channel {
         unsafe { BorrowedFd::borrow_raw(self.fd()) }
     }
 
-    /// Take one completion event without blocking (the fd is non-blocking);
-    /// returns whether there was one. The event is acknowledged on `cq`.
-    pub(super) fn take_event(&self, cq: &Cq) -> bool {
+    /// Take one completion event without blocking (the fd is non-blocking) and
+    /// acknowledge it at once (an unacknowledged event makes `ibv_destroy_cq` wait);
+    /// returns the index in `cqs` of the CQ it was for, `None` when there was none.
+    /// `cqs` are the CQs attached to this channel.
+    pub(super) fn take_event(&self, cqs: &[&Cq]) -> Option<usize> {
         let mut ev_cq: *mut sys::ibv_cq = ptr::null_mut();
         let mut ev_ctx: *mut std::os::raw::c_void = ptr::null_mut();
         // SAFETY: both are valid out-pointers; the channel is alive.
         let rc = unsafe { sys::ibv_get_cq_event(self.raw.as_ptr(), &mut ev_cq, &mut ev_ctx) };
         if rc != 0 {
-            return false;
+            return None;
         }
-        // SAFETY: only `cq` is attached to this channel; one event is acked for one got.
-        unsafe { sys::ibv_ack_cq_events(cq.as_ptr(), 1) };
-        true
+        let which = cqs.iter().position(|cq| cq.as_ptr() == ev_cq)?;
+        // SAFETY: `ev_cq` is `cqs[which]`, alive; one event is acked for one got.
+        unsafe { sys::ibv_ack_cq_events(ev_cq, 1) };
+        Some(which)
     }
 }
 
