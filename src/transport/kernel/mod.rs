@@ -685,6 +685,39 @@ pub fn register_host_cas_under(provider: Arc<dyn CaProvider>) -> Result<Vec<Stri
 mod tests {
     use super::*;
 
+    /// One `read()`: a header for kernel agent `id` with `status`, then a MAD.
+    fn read_of(id: u32, status: u32, method: u8, tid: u64) -> [u8; HEADER_LEN + MAD_SIZE] {
+        let mut b = [0u8; HEADER_LEN + MAD_SIZE];
+        let mut h = UmadHdr::new_unchecked(&mut b[..HEADER_LEN]);
+        h.set_agent_id(id);
+        h.set_status(status);
+        b[HEADER_LEN..HEADER_LEN + 4].copy_from_slice(&[1, 0x04, 1, method]);
+        b[HEADER_LEN + 8..HEADER_LEN + 16].copy_from_slice(&tid.to_be_bytes());
+        b
+    }
+
+    #[test]
+    fn a_read_ends_tracked_sends_and_routes_responses_to_the_engine_agent() {
+        let mut rx = fuzzing::Rx::new(&[(7, 0xabcd, Qp::Gsi, 0x04)]);
+        rx.note_outstanding((7, 0x04, 5));
+        rx.note_outstanding((7, 0x04, 6));
+        // A send's ETIMEDOUT completion: untracked, nothing goes up.
+        assert!(rx
+            .read(&read_of(7, 110, 0x01, 5)[..HEADER_LEN + 24])
+            .is_none());
+        assert_eq!(rx.outstanding(), 1);
+        // The response: tracked no more, its TID given the engine agent's high word.
+        let (meta, mad) = rx.read(&read_of(7, 0, 0x81, 0x1234_0000_0006)).expect("up");
+        assert_eq!(meta.qp, Qp::Gsi);
+        assert_eq!(Mad::new_unchecked(mad).tid(), 0xabcd_0000_0006);
+        assert_eq!(rx.outstanding(), 0);
+        // An unknown kernel agent, and a read too short for a MAD header.
+        assert!(rx.read(&read_of(8, 0, 0x81, 6)).is_none());
+        assert!(rx
+            .read(&read_of(7, 0, 0x81, 6)[..HEADER_LEN + 23])
+            .is_none());
+    }
+
     fn port(n: u8, state: u8, phys_state: u8) -> PortAttrs {
         PortAttrs {
             ca_name: "mlx".into(),
