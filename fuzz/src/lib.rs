@@ -165,3 +165,37 @@ pub fn check(engine: &Engine, sends_in_flight_cap: usize) {
         "events {f:?}"
     );
 }
+
+/// A MAD for a transport's receive path to carry: a header of a class the agents of
+/// [`specs`] know (picked by `kind`), the TID from the fuzzer, then a few bytes
+/// overwritten where the fuzzer says.
+pub fn mad(b: &mut Bytes<'_>) -> [u8; MAD_SIZE] {
+    let mut m = [0u8; MAD_SIZE];
+    let (class, version) = match b.u8() % 7 {
+        0 => (0x03, 2),
+        1 => (0x04, 1),
+        2 => (0x30, 1),
+        3 => (0x81, 1),
+        4 => (0x01, 1),
+        5 => (0x09, 1),
+        _ => (b.u8(), b.u8()),
+    };
+    m[..4].copy_from_slice(&[1, class, version, b.u8()]);
+    m[8..16].copy_from_slice(&u64::from(b.u32()).to_be_bytes());
+    m[16..18].copy_from_slice(&b.u16().to_be_bytes());
+    if class == 0x30 {
+        m[37..40].copy_from_slice(&[0x00, 0x14, 0x05]);
+    }
+    for _ in 0..(b.u8() % 8) {
+        let at = usize::from(b.u8());
+        m[at] = b.u8();
+    }
+    m
+}
+
+/// Hand one received MAD to the engine as a transport would, then drain it and check it.
+pub fn deliver(engine: &mut Engine, meta: RecvMeta, mad: &[u8]) {
+    engine.handle_datagram(Instant::ZERO, meta, mad);
+    drain(engine, Instant::ZERO, usize::MAX);
+    check(engine, 0);
+}

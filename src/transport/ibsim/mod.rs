@@ -361,31 +361,36 @@ impl IbsimTransport {
     /// Turn a drop echo into a report, or decide the packet goes up.
     /// Returns the packet's metadata if it is to be delivered.
     fn classify(&mut self, pkt: &mut [u8]) -> Option<RecvMeta> {
-        let req = Request::new_unchecked(&pkt[..]);
-        let status = req.status();
-        let (dlid, slid, dqp, sqp) = (req.dlid(), req.slid(), req.dqp(), req.sqp());
-        let mad = &mut pkt[32..];
-        if status != 0 {
-            // Our own packet, returned undelivered: dlid/dqp are where we sent it.
-            self.tids.restore_echo(mad);
-            vmad_debug!(status, dlid, dqp, "MAD returned undelivered");
-            self.monitor
-                .record(DroppedMad::from_echo(mad, sqp, dqp, dlid, status));
-            return None;
-        }
-        self.tids.restore_response(mad);
-        smi_recv(mad);
-        Some(RecvMeta {
-            qp: if dqp == 0 { Qp::Smi } else { Qp::Gsi },
-            src: MadAddr {
-                qpn: sqp,
-                qkey: 0,
-                lid: slid,
-                ..MadAddr::default()
-            },
-            local_qpn: None,
-        })
+        classify(&mut self.tids, &self.monitor, pkt)
     }
+}
+
+/// [`IbsimTransport::classify`] on the parts of the transport it uses (a free function
+/// so that [`fuzzing`] runs the same code without sockets).
+fn classify(tids: &mut TidRestore, monitor: &DropMonitor, pkt: &mut [u8]) -> Option<RecvMeta> {
+    let req = Request::new_unchecked(&pkt[..]);
+    let status = req.status();
+    let (dlid, slid, dqp, sqp) = (req.dlid(), req.slid(), req.dqp(), req.sqp());
+    let mad = &mut pkt[32..];
+    if status != 0 {
+        // Our own packet, returned undelivered: dlid/dqp are where we sent it.
+        tids.restore_echo(mad);
+        vmad_debug!(status, dlid, dqp, "MAD returned undelivered");
+        monitor.record(DroppedMad::from_echo(mad, sqp, dqp, dlid, status));
+        return None;
+    }
+    tids.restore_response(mad);
+    smi_recv(mad);
+    Some(RecvMeta {
+        qp: if dqp == 0 { Qp::Smi } else { Qp::Gsi },
+        src: MadAddr {
+            qpn: sqp,
+            qkey: 0,
+            lid: slid,
+            ..MadAddr::default()
+        },
+        local_qpn: None,
+    })
 }
 
 /// ibsim walks the whole directed route itself, the local hop included, and
@@ -572,6 +577,50 @@ impl Transport for IbsimTransport {
             for dropped in self.monitor.take() {
                 sink(&dropped.header);
             }
+        }
+    }
+}
+
+/// For fuzzing only: what the transport does with the datagrams ibsim's data socket
+/// delivers, without the sockets (the `ibsim_proto` fuzz target). Not a stable API.
+#[doc(hidden)]
+pub mod fuzzing {
+    use super::{classify, DropMonitor, DroppedMad, RecvMeta, TidRestore, REQUEST_LEN};
+
+    /// The receive side of one attached transport.
+    #[derive(Debug)]
+    pub struct Rx {
+        tids: TidRestore,
+        monitor: DropMonitor,
+    }
+
+    impl Default for Rx {
+        fn default() -> Rx {
+            Rx {
+                tids: TidRestore::new(4096),
+                monitor: DropMonitor::new(true),
+            }
+        }
+    }
+
+    impl Rx {
+        /// Remember a MAD as sent (the `sim_request`'s MAD bytes), as `transmit` does.
+        pub fn note_send(&mut self, mad: &[u8]) {
+            self.tids.note_send(mad);
+        }
+
+        /// One datagram as `recv_burst` receives it: the MAD and its metadata if it goes up.
+        pub fn receive<'a>(&mut self, datagram: &'a mut [u8]) -> Option<(RecvMeta, &'a [u8])> {
+            if datagram.len() != REQUEST_LEN {
+                return None;
+            }
+            let meta = classify(&mut self.tids, &self.monitor, datagram)?;
+            Some((meta, &datagram[32..]))
+        }
+
+        /// The drop reports recorded so far.
+        pub fn take_dropped(&self) -> Vec<DroppedMad> {
+            self.monitor.take()
         }
     }
 }

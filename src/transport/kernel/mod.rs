@@ -281,6 +281,105 @@ impl KernelTransport {
     }
 }
 
+/// What one `read()` of `len` bytes into `rx` (header + MAD) is: a MAD for an agent of
+/// ours (the MAD is `rx[HEADER_LEN..]`, its response TID given back the engine agent's
+/// high word), or nothing (too short, a send's completion status, an unknown agent).
+fn take_read(
+    agents: &[KernelAgent],
+    outstanding: &mut HashSet<SendKey>,
+    rx: &mut [u8; HEADER_LEN + MAD_SIZE],
+    len: usize,
+) -> Option<RecvMeta> {
+    if len < HEADER_LEN + 24 {
+        return None;
+    }
+    let (hdr, mad) = rx.split_at_mut(HEADER_LEN);
+    let hdr = UmadHdr::new_unchecked(&hdr[..]);
+    let kernel_id = hdr.agent_id();
+    let key = (
+        kernel_id,
+        u8::from(Mad::new_unchecked(&mad[..]).mgmt_class()),
+        tid_low(mad),
+    );
+    if hdr.status() != 0 {
+        // The kernel's own timeout of a send (ETIMEDOUT, 24 bytes of it): that
+        // attempt is no longer tracked; the engine's timers report timeouts.
+        if hdr.status() != libc_errno::ETIMEDOUT {
+            vmad_debug!(target: "vmad::transport", status = hdr.status(), "kernel send status");
+        }
+        outstanding.remove(&key);
+        return None;
+    }
+    let agent = agents.iter().find(|a| a.kernel_id == kernel_id)?;
+    let mut pkt = Mad::new_unchecked(&mut mad[..]);
+    if pkt.is_response() {
+        // Routed by the kernel agent's hi_tid: give it the engine agent's.
+        outstanding.remove(&key);
+        pkt.set_tid((u64::from(agent.hi_tid) << 32) | u64::from(key.2));
+    }
+    Some(RecvMeta {
+        qp: agent.qp,
+        src: hdr.addr(),
+        local_qpn: None,
+    })
+}
+
+/// For fuzzing only: what the transport does with the bytes a `read()` of the umad
+/// device returns, without the device (the `umad_header` fuzz target). Not a stable API.
+#[doc(hidden)]
+pub mod fuzzing {
+    use std::collections::HashSet;
+
+    use super::{take_read, KernelAgent, RecvMeta, SendKey, HEADER_LEN, MAD_SIZE};
+    use crate::types::Qp;
+
+    /// The receive side of one open port: its kernel agents and tracked sends.
+    #[derive(Debug)]
+    pub struct Rx {
+        agents: Vec<KernelAgent>,
+        outstanding: HashSet<SendKey>,
+        rx: Box<[u8; HEADER_LEN + MAD_SIZE]>,
+    }
+
+    impl Rx {
+        /// A port with kernel agents `(kernel id, engine TID high word, QP, class)`.
+        pub fn new(agents: &[(u32, u32, Qp, u8)]) -> Rx {
+            Rx {
+                agents: agents
+                    .iter()
+                    .map(|&(kernel_id, hi_tid, qp, class)| KernelAgent {
+                        kernel_id,
+                        hi_tid,
+                        qp,
+                        class,
+                    })
+                    .collect(),
+                outstanding: HashSet::new(),
+                rx: Box::new([0; HEADER_LEN + MAD_SIZE]),
+            }
+        }
+
+        /// A request written with a kernel timeout: (kernel id, class, TID low word).
+        pub fn note_outstanding(&mut self, key: (u32, u8, u32)) {
+            self.outstanding.insert(key);
+        }
+
+        /// How many written requests are still tracked.
+        pub fn outstanding(&self) -> usize {
+            self.outstanding.len()
+        }
+
+        /// `bytes` as one `read()` returns them (cut to the transport's buffer, as the
+        /// read would be): the MAD handed up and its metadata, if any.
+        pub fn read(&mut self, bytes: &[u8]) -> Option<(RecvMeta, &[u8])> {
+            let len = bytes.len().min(self.rx.len());
+            self.rx[..len].copy_from_slice(&bytes[..len]);
+            let meta = take_read(&self.agents, &mut self.outstanding, &mut self.rx, len)?;
+            Some((meta, &self.rx[HEADER_LEN..]))
+        }
+    }
+}
+
 /// Errno values, named (nix's are an enum; these are compared with raw OS errors).
 mod libc_errno {
     pub(super) const EINTR: i32 = nix::errno::Errno::EINTR as i32;
@@ -336,41 +435,11 @@ impl Transport for KernelTransport {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) => return Err(e),
             };
-            if len < HEADER_LEN + 24 {
-                continue;
-            }
-            let (hdr, mad) = self.rx.split_at_mut(HEADER_LEN);
-            let hdr = UmadHdr::new_unchecked(&hdr[..]);
-            let kernel_id = hdr.agent_id();
-            let key = (
-                kernel_id,
-                u8::from(Mad::new_unchecked(&mad[..]).mgmt_class()),
-                tid_low(mad),
-            );
-            if hdr.status() != 0 {
-                // The kernel's own timeout of a send (ETIMEDOUT, 24 bytes of it): that
-                // attempt is no longer tracked; the engine's timers report timeouts.
-                if hdr.status() != libc_errno::ETIMEDOUT {
-                    vmad_debug!(target: "vmad::transport", status = hdr.status(), "kernel send status");
-                }
-                self.outstanding.remove(&key);
-                continue;
-            }
-            let Some(agent) = self.agents.iter().find(|a| a.kernel_id == kernel_id) else {
+            let Some(meta) = take_read(&self.agents, &mut self.outstanding, &mut self.rx, len)
+            else {
                 continue;
             };
-            let mut pkt = Mad::new_unchecked(&mut mad[..]);
-            if pkt.is_response() {
-                // Routed by the kernel agent's hi_tid: give it the engine agent's.
-                self.outstanding.remove(&key);
-                pkt.set_tid((u64::from(agent.hi_tid) << 32) | u64::from(key.2));
-            }
-            let meta = RecvMeta {
-                qp: agent.qp,
-                src: hdr.addr(),
-                local_qpn: None,
-            };
-            sink(meta, &mad[..]);
+            sink(meta, &self.rx[HEADER_LEN..]);
             n += 1;
         }
         Ok(n)
@@ -615,6 +684,39 @@ pub fn register_host_cas_under(provider: Arc<dyn CaProvider>) -> Result<Vec<Stri
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// One `read()`: a header for kernel agent `id` with `status`, then a MAD.
+    fn read_of(id: u32, status: u32, method: u8, tid: u64) -> [u8; HEADER_LEN + MAD_SIZE] {
+        let mut b = [0u8; HEADER_LEN + MAD_SIZE];
+        let mut h = UmadHdr::new_unchecked(&mut b[..HEADER_LEN]);
+        h.set_agent_id(id);
+        h.set_status(status);
+        b[HEADER_LEN..HEADER_LEN + 4].copy_from_slice(&[1, 0x04, 1, method]);
+        b[HEADER_LEN + 8..HEADER_LEN + 16].copy_from_slice(&tid.to_be_bytes());
+        b
+    }
+
+    #[test]
+    fn a_read_ends_tracked_sends_and_routes_responses_to_the_engine_agent() {
+        let mut rx = fuzzing::Rx::new(&[(7, 0xabcd, Qp::Gsi, 0x04)]);
+        rx.note_outstanding((7, 0x04, 5));
+        rx.note_outstanding((7, 0x04, 6));
+        // A send's ETIMEDOUT completion: untracked, nothing goes up.
+        assert!(rx
+            .read(&read_of(7, 110, 0x01, 5)[..HEADER_LEN + 24])
+            .is_none());
+        assert_eq!(rx.outstanding(), 1);
+        // The response: tracked no more, its TID given the engine agent's high word.
+        let (meta, mad) = rx.read(&read_of(7, 0, 0x81, 0x1234_0000_0006)).expect("up");
+        assert_eq!(meta.qp, Qp::Gsi);
+        assert_eq!(Mad::new_unchecked(mad).tid(), 0xabcd_0000_0006);
+        assert_eq!(rx.outstanding(), 0);
+        // An unknown kernel agent, and a read too short for a MAD header.
+        assert!(rx.read(&read_of(8, 0, 0x81, 6)).is_none());
+        assert!(rx
+            .read(&read_of(7, 0, 0x81, 6)[..HEADER_LEN + 23])
+            .is_none());
+    }
 
     fn port(n: u8, state: u8, phys_state: u8) -> PortAttrs {
         PortAttrs {

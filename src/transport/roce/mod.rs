@@ -185,6 +185,19 @@ impl RoceTransport {
         self.stats.clone()
     }
 
+    /// For fuzzing only: the check [`Transport::recv_burst`] makes of each datagram
+    /// (`d` as `recv_from` returned it, from `from`), without reading the socket: the
+    /// MAD's range in `d` and its source, or `None` (dropped, and counted). Not a
+    /// stable API.
+    #[doc(hidden)]
+    pub fn accept_for_fuzzing(
+        &self,
+        d: &[u8],
+        from: SocketAddr,
+    ) -> Option<(core::ops::Range<usize>, RecvMeta)> {
+        self.accept(d, from)
+    }
+
     /// Check one datagram from `from`; the MAD's range and its source on success.
     fn accept(&self, d: &[u8], from: SocketAddr) -> Option<(core::ops::Range<usize>, RecvMeta)> {
         let s = &self.stats;
