@@ -38,19 +38,20 @@ pub(crate) fn guard<R>(fallback: R, f: impl FnOnce() -> R) -> R {
 /// `libc` does not declare `pthread_setcancelstate`).
 struct CancelOff(c_int);
 
-#[cfg(not(test))]
+#[cfg(not(any(test, fuzzing)))]
 extern "C" {
     // Defined in src/wait.c, linked into the cdylib only.
     fn vmad_capi_cancel_off() -> c_int;
     fn vmad_capi_cancel_restore(old: c_int);
 }
 
-// Unit tests link no wait.c, and nothing cancels their threads.
-#[cfg(test)]
+// Unit tests and the fuzz targets (which use this crate as an rlib) link no wait.c,
+// and nothing cancels their threads.
+#[cfg(any(test, fuzzing))]
 unsafe fn vmad_capi_cancel_off() -> c_int {
     0
 }
-#[cfg(test)]
+#[cfg(any(test, fuzzing))]
 unsafe fn vmad_capi_cancel_restore(_old: c_int) {}
 
 impl CancelOff {
