@@ -371,9 +371,15 @@ impl Transport for HybridTransport {
             self.remember_verbs_request(key);
         }
         self.burst_requests = requests;
-        let from_kernel = self
-            .kernel
-            .recv_burst(max.saturating_sub(from_verbs), sink)?;
+        // With the ready descriptor the umad device is read only when the verbs turn saw
+        // it readable (else every turn would be a read that finds nothing), or while the
+        // kernel holds sends back (its receive burst retries them).
+        let from_kernel = if self.verbs.extra_readable() || self.kernel.holds_sends() {
+            self.kernel
+                .recv_burst(max.saturating_sub(from_verbs), sink)?
+        } else {
+            0
+        };
         let c = &self.counters;
         c.verbs_received
             .fetch_add(from_verbs as u64, Ordering::Relaxed);
@@ -421,6 +427,23 @@ impl Transport for HybridTransport {
 
     fn waker(&self) -> Option<Waker> {
         self.verbs.waker()
+    }
+
+    fn ready_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        // The verbs transport's epoll fd, which watches the umad device too.
+        self.verbs.ready_fd()
+    }
+
+    fn idle_limit(&self) -> Option<Duration> {
+        // The kernel's 1 ms while it holds sends back, else the verbs liveness check.
+        match (self.kernel.idle_limit(), self.verbs.idle_limit()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    fn rx_held(&self) -> bool {
+        self.verbs.rx_held()
     }
 
     fn sent_via(&self) -> Option<u32> {

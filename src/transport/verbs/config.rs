@@ -31,6 +31,12 @@ pub struct VerbsConfig {
     /// Sleep on the completion channel in [`Transport::wait`](crate::transport::Transport::wait) at once, without
     /// busy polling for [`VerbsConfig::idle_spin`] first.
     pub completion_channel: bool,
+    /// Give the port a ready descriptor ([`Transport::ready_fd`](crate::transport::Transport::ready_fd)),
+    /// so that a caller waiting for a MAD polls the CQ itself and no port thread hands
+    /// MADs over (see `ready.rs` for the rules it keeps). Default: on, unless the
+    /// environment has `VMAD_VERBS_CALLER_DRIVEN=0` (then the port thread polls the CQ
+    /// and parks in [`Transport::wait`](crate::transport::Transport::wait), as before).
+    pub caller_driven: bool,
     /// How long an idle [`Transport::wait`](crate::transport::Transport::wait) busy-polls the CQ before it sleeps
     /// on the completion channel (a reply within this time is seen without a
     /// wake-up; an idle port then costs no CPU).
@@ -60,6 +66,7 @@ impl Default for VerbsConfig {
             send_slots: 128,
             huge_pages: false,
             completion_channel: false,
+            caller_driven: caller_driven_default(),
             idle_spin: Duration::from_millis(1),
             poll_batch: 32,
             repost_batch: 16,
@@ -68,6 +75,11 @@ impl Default for VerbsConfig {
             max_address_handles: 4096,
         }
     }
+}
+
+/// [`VerbsConfig::caller_driven`]'s default: on unless `VMAD_VERBS_CALLER_DRIVEN=0`.
+fn caller_driven_default() -> bool {
+    std::env::var_os("VMAD_VERBS_CALLER_DRIVEN").is_none_or(|v| v != "0")
 }
 
 /// Counters of the verbs data path.

@@ -103,12 +103,14 @@ impl VerbsTransport {
     /// Read and act on every pending async event when `now` (or when a wait
     /// saw the fd readable, or a second has passed); look for the device in
     /// sysfs once a second. `Err` once the device is gone (and from then on).
-    pub(super) fn poll_events(&mut self, now: bool) -> io::Result<()> {
+    /// `quiet`: the ready descriptor showed nothing (an idle turn, as the port makes
+    /// one every [`LIVENESS_EVERY`]): look at the clock too.
+    pub(super) fn poll_events(&mut self, now: bool, quiet: bool) -> io::Result<()> {
         if let Some(why) = &self.dead {
             return Err(gone(why));
         }
         self.liveness_polls = self.liveness_polls.wrapping_add(1);
-        let look = now || self.liveness_polls % LIVENESS_CLOCK_EVERY == 0;
+        let look = now || quiet || self.liveness_polls % LIVENESS_CLOCK_EVERY == 0;
         let due = look && self.last_liveness.elapsed() >= LIVENESS_EVERY;
         if !(now || due || self.async_ready) {
             return Ok(());

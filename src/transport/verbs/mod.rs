@@ -88,7 +88,9 @@ pub mod cas;
 mod config;
 mod events;
 mod ffi;
+mod ready;
 mod recovery;
+mod recv;
 mod ring;
 mod send;
 mod slots;
@@ -108,12 +110,13 @@ pub use self::events::AsyncEventCounts;
 use self::ah_cache::AhCache;
 use self::attrs::gid_rank;
 use self::ffi::{Ah, Channel, Context, Cq, Pd, Qp as QueuePair};
+use self::ready::ReadyFd;
 use self::ring::{Layout, Ring};
 use self::slots::SendSlots;
 use super::{Caps, LinkLayer, PortAttrs, Transport, Waker};
 use crate::engine::{RecvMeta, Transmit};
 use crate::types::GrhAddr;
-use crate::wire::{grh, MAD_SIZE};
+use crate::wire::MAD_SIZE;
 use crate::{Error, Result};
 
 /// Identifies an address handle: everything of the destination the AH encodes.
@@ -191,6 +194,11 @@ pub struct VerbsTransport {
     wake: wake::Wake,
     /// Another descriptor an idle wait also sleeps on (see `also_wake_on`).
     extra_fd: Option<OwnedFd>,
+    /// The ready descriptor, in the caller-driven mode (`ready.rs`). Declared after
+    /// `extra_fd`, which it watches: it goes first.
+    ready: Option<ReadyFd>,
+    /// The last turn saw `extra_fd` readable (caller-driven mode).
+    extra_seen: bool,
     stats: VerbsStats,
 }
 
@@ -370,6 +378,16 @@ impl VerbsTransport {
             link_layer,
         };
         attrs::apply(&mut attrs, &pattr);
+        let ready = match config.caller_driven {
+            // SAFETY: the async fd is the context's, open until `ctx` is dropped (closed by
+            // ibv_close_device); borrowed for the registration only (epoll drops a watched
+            // file by itself when it is closed).
+            true => Some(
+                ReadyFd::new(channel.as_fd(), unsafe { BorrowedFd::borrow_raw(async_fd) })
+                    .map_err(step("epoll"))?,
+            ),
+            false => None,
+        };
         Ok(VerbsTransport {
             send_slots: SendSlots::new(config.send_slots),
             repost: Vec::with_capacity(config.recv_slots),
@@ -409,6 +427,8 @@ impl VerbsTransport {
             send_starved: false,
             wake: wake::Wake::new().map_err(step("socketpair"))?,
             extra_fd: None,
+            ready,
+            extra_seen: false,
             stats: VerbsStats::default(),
         })
     }
@@ -460,8 +480,19 @@ impl VerbsTransport {
     /// # Errors
     /// [`Error::Io`] if the descriptor cannot be duplicated (EMFILE).
     pub fn also_wake_on(&mut self, fd: BorrowedFd<'_>) -> Result<()> {
-        self.extra_fd = Some(fd.try_clone_to_owned()?);
+        let fd = fd.try_clone_to_owned()?;
+        if let Some(r) = &self.ready {
+            r.add_extra(fd.as_fd())?;
+        }
+        self.extra_fd = Some(fd);
         Ok(())
+    }
+
+    /// Whether the descriptor of [`VerbsTransport::also_wake_on`] may be readable: as
+    /// the last receive burst saw it in the caller-driven mode, else always (the hybrid
+    /// transport reads its umad device only then).
+    pub(crate) fn extra_readable(&self) -> bool {
+        self.ready.is_none() || self.extra_seen
     }
 
     /// Data-path counters, recoveries and async events.
@@ -536,63 +567,7 @@ impl Transport for VerbsTransport {
         max: usize,
         sink: &mut dyn FnMut(RecvMeta, &[u8]),
     ) -> io::Result<usize> {
-        self.poll_events(false)?;
-        self.flush_sends()?;
-        let mut stash = std::mem::take(&mut self.stash);
-        let room = max.saturating_sub(stash.len()).min(self.wcs.len());
-        let n = if room > 0 {
-            self.recv_cq.poll(&mut self.wcs[..room])?
-        } else {
-            0
-        };
-        stash.extend_from_slice(&self.wcs[..n]);
-        let mut delivered = 0;
-        for wc in &stash {
-            let slot = usize::try_from(wc.wr_id()).unwrap_or(usize::MAX);
-            if slot >= self.config.recv_slots {
-                continue;
-            }
-            let flushed = wc
-                .error()
-                .is_some_and(|(status, _)| status == sys::ibv_wc_status::IBV_WC_WR_FLUSH_ERR);
-            if flushed {
-                // The QP is (or was, before a recovery) in the error state: the
-                // slot is reposted by the recovery, not here.
-                self.stats.recv_flushed += 1;
-                self.qp_suspect = true;
-                continue;
-            }
-            self.recv_posted = self.recv_posted.saturating_sub(1);
-            if self.recv_posted == 0 {
-                self.stats.recv_ring_empty += 1;
-            }
-            if wc.is_valid() {
-                // SAFETY: `wc` is this slot's completion, polled from the receive CQ: the
-                // device is done with the slot, which is reposted (`repost`, then
-                // `flush_reposts` below) only after `bytes` is dropped.
-                let bytes = unsafe { self.ring.recv_slot(slot) };
-                let end = wc.len().min(bytes.len());
-                if end >= grh::LEN + 24 {
-                    let meta = self.meta(wc, bytes);
-                    sink(meta, &bytes[grh::LEN..end]);
-                    delivered += 1;
-                } else {
-                    self.stats.runts += 1;
-                }
-            } else {
-                self.stats.recv_errors += 1;
-            }
-            let (addr, len) = self.ring.recv_sge(slot);
-            self.repost.push((slot as u64, addr, len));
-        }
-        stash.clear();
-        self.stash = stash;
-        self.stats.received += delivered as u64;
-        self.flush_reposts(false)?;
-        if self.qp_suspect {
-            self.check_qp()?;
-        }
-        Ok(delivered)
+        self.receive(max, sink)
     }
 
     fn transmit(
@@ -602,10 +577,13 @@ impl Transport for VerbsTransport {
         if self.send_slots.free_len() * 2 < self.config.send_slots {
             self.reap_sends()?;
         }
-        let Some(slot) = self.send_slots.take() else {
+        let slot = match self.send_slots.take() {
+            Some(slot) => Some(slot),
+            None => self.starved()?,
+        };
+        let Some(slot) = slot else {
             // Every slot is in flight: the MAD stays in the engine for the next turn,
-            // which a send completion starts (see `wait`).
-            self.send_starved = true;
+            // which a send completion starts (see `wait`, and `starved`).
             self.flush_sends()?;
             return Ok(false);
         };
@@ -635,7 +613,7 @@ impl Transport for VerbsTransport {
     }
 
     fn wait(&mut self, timeout: Option<Duration>) -> io::Result<()> {
-        self.poll_events(true)?;
+        self.poll_events(true, false)?;
         self.flush_sends()?;
         // Reposts held back for batching must not starve an idle port.
         self.flush_reposts(true)?;
@@ -702,12 +680,7 @@ impl Transport for VerbsTransport {
             drop(asleep);
         }
         if event {
-            while let Some(which) = self.channel.take_event(&[&self.recv_cq, &self.send_cq]) {
-                match which {
-                    0 => self.armed = false,
-                    _ => self.send_armed = false,
-                }
-            }
+            self.take_cq_events();
         }
         // Async events are read by the next call (`poll_events`), liveness too.
         Ok(())
@@ -723,6 +696,19 @@ impl Transport for VerbsTransport {
 
     fn waker(&self) -> Option<Waker> {
         Some(self.wake.waker())
+    }
+
+    fn ready_fd(&self) -> Option<BorrowedFd<'_>> {
+        self.ready.as_ref().map(ReadyFd::fd)
+    }
+
+    fn idle_limit(&self) -> Option<Duration> {
+        // Rule 7 of `ready.rs`: the device's removal raises no event on rxe.
+        self.ready.as_ref().map(|_| events::LIVENESS_EVERY)
+    }
+
+    fn rx_held(&self) -> bool {
+        self.ready.as_ref().is_some_and(ReadyFd::leftover_pending)
     }
 }
 

@@ -121,4 +121,26 @@ impl VerbsTransport {
         self.send_starved = !freed;
         Ok(freed)
     }
+
+    /// A transmit found every send slot in flight: a wait must end at the next send
+    /// completion (`send_starved`). In the caller-driven mode nothing waits in `wait`:
+    /// arm the send CQ here (rule 9 of `ready.rs`, under the I/O lock as every arm),
+    /// then reap once more, as a completion before the arm raised no event; a slot
+    /// that came free meanwhile is returned.
+    pub(super) fn starved(&mut self) -> io::Result<Option<u32>> {
+        self.send_starved = true;
+        if self.ready.is_none() {
+            return Ok(None);
+        }
+        if !self.send_armed {
+            self.send_cq.arm()?;
+            self.send_armed = true;
+        }
+        self.reap_sends()?;
+        let slot = self.send_slots.take();
+        if slot.is_some() {
+            self.send_starved = false;
+        }
+        Ok(slot)
+    }
 }

@@ -3,6 +3,7 @@
 use super::attrs::rate_gbps;
 use super::*;
 use crate::types::GSI_QKEY;
+use crate::wire::grh;
 
 #[test]
 fn gid_preference_is_roce_v2_ipv6_global_first() {
