@@ -6,7 +6,7 @@
 //!
 //! `cargo test --features verbs --test it -- --ignored --test-threads=1 hybrid::`
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use vmad::engine::{Event, SendRequest};
 use vmad::pcap::{decode, LinkType, PcapConfig, Reader};
@@ -209,9 +209,10 @@ fn hybrid_client_request_goes_over_verbs() {
 
 /// A request that arrives unsolicited at rxe1's QP1 reaches the hybrid port's
 /// agent through the kernel, and its response goes back the same way. The
-/// idle port sleeps in the verbs wait: each request must wake it at once
-/// (the umad descriptor is polled beside the completion channel), not at the
-/// verbs transport's next liveness check (every second).
+/// idle port sleeps (the umad descriptor is watched beside the completion
+/// channel: `src/transport/verbs/ready.rs` tests that it makes the port's
+/// descriptor readable). How soon a request wakes it is timing, which this test
+/// does not assert.
 #[test]
 #[ignore = "needs the rxe VM: run by scripts/rxe-test"]
 fn hybrid_unsolicited_request_arrives_through_the_kernel() {
@@ -222,11 +223,7 @@ fn hybrid_unsolicited_request_arrives_through_the_kernel() {
     let t = KernelTransport::open(&Sysfs::host(), &env("RXE0_DEV"), 1).expect("open rxe0");
     let client = Port::open(Box::new(t), PortConfig::default()).expect("port");
     let c = client.register(spec(0x09, false, &[])).unwrap();
-    // Between two requests the response travels to rxe0 and the next request back
-    // through both kernels: milliseconds under TCG, past the server's spins (the port's
-    // 200 us, the verbs wait's 1 ms), so each request finds it asleep.
     for tid in 0x72..0x75 {
-        let sent = Instant::now();
         request(
             &client,
             c,
@@ -236,11 +233,6 @@ fn hybrid_unsolicited_request_arrives_through_the_kernel() {
             1,
         );
         let (from, req) = recv_mad(&server, Duration::from_secs(10));
-        let took = sent.elapsed();
-        eprintln!("request {tid:#x} reached the idle hybrid port in {took:?}");
-        // A wake by the liveness check alone (uniform in 0..1 s) passes three times
-        // in a row with probability 0.4^3 = 6 %; a kernel delivery takes 5-40 ms.
-        assert!(took < Duration::from_millis(400), "woken by the umad fd");
         assert_eq!(tid_of(&req) & 0xffff_ffff, tid);
         let mut resp = req.clone();
         resp[3] |= 0x80;

@@ -425,5 +425,6 @@ fn rxe_ipv4_mapped_gids_answer_requests_but_stall_kernel_rmpp() {
     }
 }
 
+mod caller;
 mod faults;
 mod sends;
