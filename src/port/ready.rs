@@ -11,9 +11,12 @@
 //! - the **port thread** polls the transport's descriptor only while no caller reads
 //!   it (none polls it, and none ran a turn in the last [`CALLER_GRACE`]: else every
 //!   MAD would wake two threads), or when someone polls an open's descriptor from
-//!   outside ([`Port::fd`]), and otherwise looks again every [`CALLER_GRACE`], so the
+//!   outside ([`Port::fd`]), and otherwise looks again after [`CALLER_GRACE`], so the
 //!   transport is never left unread for long once callers stop coming (ibsim stalls
-//!   its whole fabric on a client that does not read). It
+//!   its whole fabric on a client that does not read). While a caller stays blocked
+//!   that look comes ever later (doubling up to [`BLIND_MAX`]: an idle port with a
+//!   blocked caller does not wake a thousand times a second), and the last caller to
+//!   stop polling wakes the port thread when it sleeps longer than the grace. It
 //!   alone runs the engine's timers, and turns at least every
 //!   [`Transport::idle_limit`] (read at each turn);
 //! - a **sender** runs its turn at once (the lock is only ever held for a turn) and
@@ -43,6 +46,11 @@ use crate::{Error, Result};
 /// they do (its longest absence from the transport after they stop).
 pub(super) const CALLER_GRACE: Duration = Duration::from_millis(1);
 
+/// The longest the port thread sleeps without watching the transport while callers
+/// poll it (see `park`); the engine's deadlines and the transport's idle limit still
+/// wake it sooner.
+const BLIND_MAX: Duration = Duration::from_secs(1);
+
 /// The port's side of a transport with a ready descriptor.
 pub(super) struct Ready {
     /// The transport's descriptor, duplicated (the same open file, so the same
@@ -62,6 +70,9 @@ pub(super) struct Ready {
     /// A thread found the I/O lock taken and left its turn to the holder: 1 for a
     /// transmit, 2 for a receive too (see `Shared::try_turn`).
     asked: AtomicU8,
+    /// The port thread sleeps longer than [`CALLER_GRACE`] without watching the
+    /// transport: the last caller to stop polling it must wake the port thread.
+    blind_long: AtomicBool,
     /// Until when (microseconds of `epoch`) callers count as reading the transport
     /// themselves although none polls it right now: one that just ran a turn, or just
     /// returned a message, is likely back within [`CALLER_GRACE`].
@@ -80,6 +91,7 @@ impl Ready {
             wake_rx,
             waiters: AtomicUsize::new(0),
             watched: AtomicBool::new(false),
+            blind_long: AtomicBool::new(false),
             planned: AtomicU64::new(0),
             asked: AtomicU8::new(0),
             callers_until: AtomicU64::new(0),
@@ -217,7 +229,13 @@ impl std::fmt::Debug for WaitGuard {
 impl Drop for WaitGuard {
     fn drop(&mut self) {
         if let Some(r) = &self.shared.fdwait {
-            r.waiters.fetch_sub(1, Ordering::SeqCst);
+            // SeqCst both here and in `park`: either the port thread sees no waiter
+            // before a long sleep, or this sees it asleep and wakes it.
+            if r.waiters.fetch_sub(1, Ordering::SeqCst) == 1
+                && r.blind_long.swap(false, Ordering::SeqCst)
+            {
+                r.wake();
+            }
         }
         let mut core = self.shared.lock();
         let failed = core.failed.is_some();
@@ -233,16 +251,18 @@ impl Drop for WaitGuard {
 /// at the turn before). Returns at once when the port is closed.
 pub(super) fn park(shared: &Shared, ready: &Ready, idle_limit: Option<Duration>) {
     let started = std::time::Instant::now();
+    // How long to sleep without watching the transport while callers poll it.
+    let mut blind = CALLER_GRACE;
     loop {
         let deadline = next_deadline(shared);
         let watch = !ready.callers_read() || ready.watched.load(Ordering::SeqCst);
-        // While callers read the transport this thread looks again every CALLER_GRACE
+        // While callers read the transport this thread looks again after `blind`
         // anyway: a later deadline needs no wake (a send arming a request's timer would
         // otherwise wake it, for nothing, at nearly every MAD of a lightly loaded port).
         let mut planned = deadline.map_or(u64::MAX, |t| t.as_micros().max(1));
         if !watch {
-            let grace = shared.now() + CALLER_GRACE;
-            planned = planned.min(grace.as_micros().max(1));
+            let look = shared.now() + blind;
+            planned = planned.min(look.as_micros().max(1));
         }
         ready.planned.store(planned, Ordering::SeqCst);
         // A turn elsewhere that moved the deadline before `planned` was published did
@@ -270,8 +290,17 @@ pub(super) fn park(shared: &Shared, ready: &Ready, idle_limit: Option<Duration>)
         let limit = if watch {
             limit
         } else {
-            Some(limit.map_or(CALLER_GRACE, |l| l.min(CALLER_GRACE)))
+            Some(limit.map_or(blind, |l| l.min(blind)))
         };
+        if !watch && blind > CALLER_GRACE {
+            ready.blind_long.store(true, Ordering::SeqCst);
+            // The last caller left before it could see the flag: look now.
+            if ready.waiters() == 0 {
+                ready.blind_long.store(false, Ordering::SeqCst);
+                blind = CALLER_GRACE;
+                continue;
+            }
+        }
         let mut fds = [
             PollFd::new(ready.wake_rx.as_fd(), PollFlags::POLLIN),
             PollFd::new(ready.fd.as_fd(), PollFlags::POLLIN),
@@ -279,6 +308,7 @@ pub(super) fn park(shared: &Shared, ready: &Ready, idle_limit: Option<Duration>)
         let n = if watch { 2 } else { 1 };
         let polled = nix::poll::poll(&mut fds[..n], poll_timeout(limit));
         ready.planned.store(0, Ordering::SeqCst);
+        ready.blind_long.store(false, Ordering::SeqCst);
         let woken = fds[0].any().unwrap_or(false);
         let readable = watch && fds[1].any().unwrap_or(false);
         if woken {
@@ -290,7 +320,12 @@ pub(super) fn park(shared: &Shared, ready: &Ready, idle_limit: Option<Duration>)
         if woken || readable || timed_out || polled.is_err() {
             return;
         }
-        // CALLER_GRACE passed with callers waiting on the transport: look again.
+        // `blind` passed with callers reading the transport: look again, later each
+        // time while one stays blocked.
+        blind = match ready.waiters() {
+            0 => CALLER_GRACE,
+            _ => (blind * 2).min(BLIND_MAX),
+        };
     }
 }
 
