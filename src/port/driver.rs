@@ -163,8 +163,9 @@ fn turn_pass(shared: &Shared, io: &mut Io, receive: bool, now: Instant) -> (bool
 fn settle(shared: &Shared, core: &mut Core) {
     core.settle();
     // With a ready descriptor callers block on descriptors, which settle marks;
-    // nobody waits on the condition variable (and a notify is a system call).
-    if shared.fdwait.is_none() {
+    // nobody waits on the condition variable. Nor do the C library's callers, which
+    // poll their open's descriptor. A notify is a system call: only for a waiter.
+    if shared.fdwait.is_none() && core.cv_waiters > 0 {
         shared.ready.notify_all();
     }
 }

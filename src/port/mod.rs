@@ -25,12 +25,13 @@
 //! threads block depends on the transport:
 //!
 //! - **With a ready descriptor** ([`Transport::ready_fd`]: ibsim, the kernel's
-//!   umad device) nobody holds the transport between turns. A blocked caller
+//!   umad device, the verbs and hybrid transports' epoll fd) nobody holds the transport between turns. A blocked caller
 //!   polls its open's descriptor and the transport's, and runs the turn itself
 //!   when the transport's turns readable: a MAD wakes one thread, the one that
 //!   waits for it. The port thread reads the transport only while no caller
 //!   does, and runs the timers (see the `ready` module). A sender only sends.
-//! - **Without** (the embedded fabric, verbs), the port thread keeps polling
+//! - **Without** (the embedded fabric; verbs with `VMAD_VERBS_CALLER_DRIVEN=0`),
+//!   the port thread keeps polling
 //!   for [`PortConfig::spin`] after its last work, yielding the CPU between
 //!   polls, then parks in [`Transport::wait`] until the engine's next deadline
 //!   (a transport without a [`Waker`](crate::transport::Waker) is parked in slices of
@@ -194,6 +195,7 @@ impl Port {
                 next_open: 1,
                 owners: Vec::new(),
                 max_queued: config.engine.max_events,
+                cv_waiters: 0,
             }),
             ready: Condvar::new(),
             waker,
@@ -390,7 +392,15 @@ impl Port {
     /// # Errors
     /// As [`Port::recv_with`].
     pub fn recv(&self, timeout: Option<Duration>) -> Result<Event> {
-        self.recv_with(timeout, |e| Ok(e.clone()))
+        // The event is moved out of the queue, not cloned (an RMPP message's whole
+        // payload would be copied).
+        let will_wait = timeout != Some(Duration::ZERO);
+        self.wait_queued(timeout, will_wait, |open, engine| {
+            let event = open.queue.pop_front()?;
+            // Read by the application: from now on a retry of it is delivered.
+            engine.taken(&event);
+            Some(Ok(event))
+        })
     }
 
     /// Wait until a message is queued for this open (`umad_poll`). Another thread may

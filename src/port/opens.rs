@@ -77,6 +77,9 @@ pub(super) struct Core {
     pub(super) owners: Vec<Option<u32>>,
     /// Most messages one open's queue holds (the engine's `max_events`).
     pub(super) max_queued: usize,
+    /// Threads blocked on the condition variable ([`Port::wait_ready`](super::Port)):
+    /// a turn that queued messages notifies it only when some wait.
+    pub(super) cv_waiters: usize,
 }
 
 impl Core {

@@ -122,7 +122,11 @@ impl Port {
         core: MutexGuard<'a, Core>,
         left: Option<Duration>,
     ) -> Result<MutexGuard<'a, Core>> {
-        let core = match left {
+        let mut core = core;
+        // Counted under the core's lock, which the wait gives up atomically: a turn that
+        // queues a message (under the same lock) sees the count and notifies.
+        core.cv_waiters += 1;
+        let mut core = match left {
             None => self
                 .shared
                 .ready
@@ -136,6 +140,7 @@ impl Port {
                     .0
             }
         };
+        core.cv_waiters -= 1;
         if core.closed || !core.opens.contains_key(&self.key) {
             return Err(Error::InvalidPort);
         }

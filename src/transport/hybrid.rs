@@ -42,6 +42,13 @@
 //!
 //! # Waiting
 //!
+//! By default (`VerbsConfig::caller_driven`) the port's descriptor is the verbs
+//! transport's ready descriptor, an epoll fd that also watches the umad device
+//! (`verbs/ready.rs`): a caller waiting for a MAD polls it and runs the turn
+//! itself, and a turn reads the umad device only when that turn saw it
+//! readable (or while the kernel holds sends back: its receive retries them).
+//! What follows is the mode without it (`VMAD_VERBS_CALLER_DRIVEN=0`).
+//!
 //! The two transports sleep differently (verbs: busy polling, then its
 //! completion channel; kernel: `poll` on the umad device). The verbs transport
 //! does the waiting and is given the umad descriptor to sleep on as well

@@ -19,8 +19,13 @@
 //! - Sends are queued and posted as one chained `post_send` (one doorbell,
 //!   a system call on rxe) when the engine has nothing more to send or
 //!   [`VerbsConfig::send_batch`] are queued.
-//! - Separate send and receive CQs, polled in batches (busy polling). An
-//!   idle [`Transport::wait`] polls for [`VerbsConfig::idle_spin`], then
+//! - Separate send and receive CQs, polled in batches. By default
+//!   ([`VerbsConfig::caller_driven`]) the transport has a ready descriptor
+//!   ([`Transport::ready_fd`], `ready.rs`, where the rules that keep it
+//!   truthful are written): a caller waiting for a MAD polls the CQ itself, for
+//!   the port's caller spin, then sleeps on that descriptor; no port thread
+//!   hands MADs over. Without it, an idle [`Transport::wait`] on the port
+//!   thread polls for [`VerbsConfig::idle_spin`], then
 //!   sleeps in the kernel on a completion channel (at once with
 //!   [`VerbsConfig::completion_channel`]; on a CPU-starved host, e.g. the
 //!   TCG-emulated test VM, that is also the faster mode). Either way
