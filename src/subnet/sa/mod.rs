@@ -41,6 +41,7 @@
 mod db;
 mod inform;
 mod mcast;
+mod multipath;
 mod path;
 mod records;
 mod services;
@@ -63,6 +64,9 @@ use crate::wire::{rmpp, MAD_SIZE};
 /// GetMulti, Delete (the two it does not serve are answered 0x000c, as
 /// OpenSM answers them for the attributes it lacks, rather than dropped).
 const SERVED: [u8; 6] = [0x01, 0x02, 0x12, 0x13, 0x14, 0x15];
+/// The SA's SM_Key: OpenSM's default `sa_key` (`OSM_DEFAULT_SA_KEY`), so
+/// a client configured for OpenSM's default is trusted here too.
+const SA_KEY: u64 = 1;
 /// Resends of each unacknowledged RMPP window (OpenSM's default `--retries`).
 const RMPP_RETRIES: u32 = 3;
 /// How long a Report waits for its ReportResp (OpenSM's default transaction timeout).
@@ -102,6 +106,10 @@ pub(crate) struct Query<'a> {
     pub(crate) record: &'a [u8],
     /// Who asked.
     pub(crate) from: MadAddr,
+    /// The request's SM_Key (OpenSM hides ServiceKeys from a request without one).
+    pub(crate) sm_key: u64,
+    /// Whether the request came with RMPPFlags.Active (a GetMulti must).
+    pub(crate) rmpp_active: bool,
 }
 
 /// Counters of what the SA did.
@@ -320,6 +328,12 @@ impl SaService {
             return;
         }
         let sa_hdr = wsa::Packet::new_unchecked(req);
+        // OpenSM's SA MAD controller ignores a request whose SM_Key is
+        // neither 0 nor its SA key (C15-0.1.5's "discard").
+        if sa_hdr.sm_key() != 0 && sa_hdr.sm_key() != SA_KEY {
+            self.stats.dropped += 1;
+            return;
+        }
         let mut record = [0u8; wsa::DATA_LEN];
         let data = sa_hdr.data();
         let n = data.len().min(record.len());
@@ -329,6 +343,10 @@ impl SaService {
             comp_mask: sa_hdr.comp_mask(),
             record: &record,
             from,
+            sm_key: sa_hdr.sm_key(),
+            rmpp_active: req
+                .get(rmpp::OFFSET + 2)
+                .is_some_and(|f| f & rmpp::FLAG_ACTIVE != 0),
         };
         // (Other class versions never get here: the engine routes by class
         // version, and answers an unclaimed Get/Set itself with 0x000c.)
@@ -343,6 +361,7 @@ impl SaService {
             AttrId::NodeRecord if read_only => records::node_records(db, q),
             AttrId::PortInfoRecord if read_only => records::port_info_records(db, q),
             AttrId::PathRecord if read_only => path::path_records(db, q),
+            AttrId::MultiPathRecord => multipath::multipath_records(db, q),
             AttrId::McMemberRecord => {
                 let (outcome, event) = self.groups.handle(db, q);
                 if let Some(event) = event {
@@ -432,7 +451,9 @@ impl SaService {
     /// `osm_sa_send_error` shape it.
     fn respond(&mut self, now: Instant, to: MadAddr, req: &[u8], method: Method, outcome: Outcome) {
         let outcome = match outcome {
-            Outcome::Records { data, record_len } if method != Method::GetTable => {
+            Outcome::Records { data, record_len }
+                if !matches!(method, Method::GetTable | Method::GetMulti) =>
+            {
                 match data.len() / record_len.max(1) {
                     0 => Outcome::sa(SaStatus::NoRecords),
                     1 => Outcome::Records { record_len, data },
@@ -474,7 +495,10 @@ impl SaService {
             }
         };
         self.stats.answered += 1;
-        let table = method == Method::GetTable && status == MadStatus::OK;
+        // GetTable and GetMulti answers are RMPP messages (a GetMulti's
+        // records are PathRecords, under that attribute ID, as o15-0.2.7 says).
+        let table =
+            matches!(method, Method::GetTable | Method::GetMulti) && status == MadStatus::OK;
         let len = if table {
             wsa::DATA_OFFSET + data.len()
         } else {
@@ -486,6 +510,9 @@ impl SaService {
             let mut p = mad::Packet::new_unchecked(&mut out[..]);
             p.set_method(resp_method);
             p.set_status(status);
+            if table && method == Method::GetMulti {
+                p.set_attr_id(AttrId::PathRecord.into());
+            }
         }
         // The request's RMPP header is not the response's: a GetTable answer
         // is one RMPP message (the engine fills type, flags and lengths),

@@ -10,6 +10,7 @@ use crate::wire::sa::{
     switch_info_record, AttrId, SaStatus,
 };
 
+mod opensm;
 mod state;
 
 pub(super) fn setup() -> (SaService, Client) {
@@ -392,7 +393,8 @@ fn path_records_follow_the_lfts() {
     );
     assert_eq!(r.records().len(), 49, "less than 4096: all");
 
-    // A GID outside the subnet is ERR_REQ_INVALID_GID.
+    // A GID outside the subnet: OpenSM finds ERR_REQ_INVALID_GID but
+    // answers the (empty) list all the same.
     let q = path_query(|p| p.set_dgid(&[0x11; 16]));
     let r = ask(
         &mut sa,
@@ -403,7 +405,8 @@ fn path_records_follow_the_lfts() {
         path_record::comp::DGID,
         &q,
     );
-    assert_eq!(r.sa_status(), SaStatus::ReqInvalidGid);
+    assert_eq!(r.hdr.status, MadStatus::OK);
+    assert!(r.records().is_empty());
 }
 
 #[test]

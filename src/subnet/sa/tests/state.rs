@@ -240,10 +240,27 @@ fn mcmember_create_join_and_delete_a_group() {
     );
     assert_eq!(r.sa_status(), SaStatus::InsufficientComponents);
 
-    // A port the subnet does not have, and a join without JoinState.
+    // A PortGID of another subnet (OpenSM: ERR_INVALID_GID), a port the
+    // subnet does not have (ERR_REQ_INVALID), and a join without JoinState.
     let q = mcm(|r| {
         r.mgid = super::super::mcast::IPOIB_BROADCAST;
         r.port_gid = [0x11; 16];
+        r.join_state = mcmember_record::JOIN_FULL;
+    });
+    let r = ask(
+        &mut sa,
+        &mut c,
+        &db,
+        Method::Set,
+        AttrId::McMemberRecord,
+        join,
+        &q,
+    );
+    assert_eq!(r.sa_status(), SaStatus::ReqInvalidGid);
+    let q = mcm(|r| {
+        r.mgid = super::super::mcast::IPOIB_BROADCAST;
+        r.port_gid[..8].copy_from_slice(&fixture::PREFIX.to_be_bytes());
+        r.port_gid[8..].copy_from_slice(&0x1111u64.to_be_bytes());
         r.join_state = mcmember_record::JOIN_FULL;
     });
     let r = ask(
@@ -306,6 +323,7 @@ fn service_records_set_get_delete_and_lease() {
         (r.hdr.method, r.hdr.status, r.sa.attr_offset),
         (Method::GetResp, MadStatus::OK, 22)
     );
+    // A lease counts only when its component is given (OpenSM: else infinite).
     let brief = service(0x2000, gid, 30, b"brief");
     let r = ask(
         &mut sa,
@@ -313,7 +331,7 @@ fn service_records_set_get_delete_and_lease() {
         &db,
         Method::Set,
         AttrId::ServiceRecord,
-        rid,
+        rid | s::LEASE,
         &brief,
     );
     assert_eq!(r.hdr.status, MadStatus::OK);
@@ -325,7 +343,7 @@ fn service_records_set_get_delete_and_lease() {
         &db,
         Method::Set,
         AttrId::ServiceRecord,
-        rid,
+        rid | s::LEASE,
         &renamed,
     );
 
@@ -409,7 +427,8 @@ fn service_records_set_get_delete_and_lease() {
         s::ID,
         &forever,
     );
-    assert_eq!(r.sa_status(), SaStatus::InsufficientComponents);
+    // OpenSM: a Set without ServiceID and ServiceGID is ERR_REQ_INVALID.
+    assert_eq!(r.sa_status(), SaStatus::ReqInvalid);
 }
 
 /// A listener for Reports on the client's port, and a subscription of it
