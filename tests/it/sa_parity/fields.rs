@@ -1,0 +1,182 @@
+//! Each record type's fields as the comparison sees them, and the
+//! normalisations: a LID becomes the port GUID it stands for (`G<guid>`,
+//! two SMs number ports differently); fields listed as `Skip` are left out,
+//! each with the reason in its comment.
+
+use std::collections::HashMap;
+
+use super::Answer;
+
+/// How a field is compared.
+#[derive(Clone, Copy)]
+enum Kind {
+    /// Bytes, in hex.
+    Hex,
+    /// A 16-bit LID, as the GUID of its port.
+    Lid,
+    /// Not compared (why: at the table entry).
+    Skip,
+}
+use Kind::*;
+
+/// (name, offset, length, kind) of each field compared, by attribute.
+fn layout(attr: u16) -> &'static [(&'static str, usize, usize, Kind)] {
+    match attr {
+        // ClassPortInfo: BaseVersion, ClassVersion, CapabilityMask,
+        // CapabilityMask2/RespTimeValue; redirection fields.
+        0x0001 => &[
+            ("versions", 0, 2, Hex),
+            ("cap", 2, 2, Hex),
+            ("cap2_resp", 4, 4, Hex),
+            ("redirect", 8, 64, Hex),
+        ],
+        // NodeRecord.
+        0x0011 => &[
+            ("lid", 0, 2, Lid),
+            ("base_class_type_ports", 4, 4, Hex),
+            ("sys_guid", 8, 8, Hex),
+            ("node_guid", 16, 8, Hex),
+            ("port_guid", 24, 8, Hex),
+            ("pkey_cap", 32, 2, Hex),
+            ("device_revision", 34, 6, Hex),
+            ("local_port", 40, 1, Hex),
+            ("vendor", 41, 3, Hex),
+            ("desc", 44, 64, Hex),
+        ],
+        // PortInfoRecord: the LIDs, the port, then PortInfo (at 4).
+        0x0012 => &[
+            ("endport_lid", 0, 2, Lid),
+            ("port", 2, 1, Hex),
+            ("mkey", 4, 8, Hex),
+            ("gid_prefix", 12, 8, Hex),
+            ("lid", 20, 2, Lid),
+            ("sm_lid", 22, 2, Lid),
+            ("cap_mask", 24, 4, Hex),
+            ("local_port", 32, 1, Hex),
+            ("width_en_sup_act", 33, 3, Hex),
+            ("speed_sup_state", 36, 1, Hex),
+            ("phys_state", 37, 1, Hex),
+            ("lmc", 38, 1, Hex),
+            ("speed_act_en", 39, 1, Hex),
+            ("nmtu_smsl", 40, 1, Hex),
+            ("vlcap", 41, 1, Hex),
+            ("mtu_cap", 45, 1, Hex),
+        ],
+        // LinkRecord.
+        0x0020 => &[
+            ("from_lid", 0, 2, Lid),
+            ("from_port", 2, 1, Hex),
+            ("to_port", 3, 1, Hex),
+            ("to_lid", 4, 2, Lid),
+        ],
+        // SwitchInfoRecord: the LID, then SwitchInfo (at 4).
+        0x0014 => &[("lid", 0, 2, Lid), ("switch_info", 4, 20, Hex)],
+        // GUIDInfoRecord.
+        0x0030 => &[
+            ("lid", 0, 2, Lid),
+            ("block", 2, 1, Hex),
+            ("guids", 8, 64, Hex),
+        ],
+        // PathRecord (and GetMulti's answers).
+        0x0035 => &[
+            ("service_id", 0, 8, Hex),
+            ("dgid", 8, 16, Hex),
+            ("sgid", 24, 16, Hex),
+            ("dlid", 40, 2, Lid),
+            ("slid", 42, 2, Lid),
+            ("raw_flow_hop", 44, 4, Hex),
+            ("tclass", 48, 1, Hex),
+            ("reversible_numb", 49, 1, Hex),
+            ("pkey", 50, 2, Hex),
+            ("qos_sl", 52, 2, Hex),
+            ("mtu", 54, 1, Hex),
+            ("rate", 55, 1, Hex),
+            ("pkt_life", 56, 1, Hex),
+            ("preference", 57, 1, Hex),
+        ],
+        // MCMemberRecord: MGID, PortGID, Q_Key, (MLID: the SM's to assign),
+        // MTU, TClass, P_Key, rate, life, SL/flow/hop, scope/join, proxy.
+        0x0038 => &[
+            ("mgid", 0, 16, Hex),
+            ("port_gid", 16, 16, Hex),
+            ("qkey", 32, 4, Hex),
+            ("mlid", 36, 2, Skip),
+            ("mtu_tclass_pkey_rate_life", 38, 7, Hex),
+            ("sl_flow_hop", 45, 4, Hex),
+            ("scope_join_proxy", 49, 2, Hex),
+        ],
+        // ServiceRecord.
+        0x0031 => &[
+            ("id", 0, 8, Hex),
+            ("gid", 8, 16, Hex),
+            ("pkey", 24, 2, Hex),
+            ("lease", 28, 4, Hex),
+            ("key", 32, 16, Hex),
+            ("name", 48, 64, Hex),
+            ("data", 112, 64, Hex),
+        ],
+        // InformInfoRecord: subscriber GID, enum, then the InformInfo (at 24).
+        0x00f3 => &[
+            ("gid", 0, 16, Hex),
+            ("enum", 16, 2, Hex),
+            ("inform", 24, 36, Hex),
+        ],
+        // InformInfo (a Set's answer).
+        0x0003 => &[("inform", 0, 36, Hex)],
+        // The records only OpenSM serves: compared whole, LIDs first.
+        0x0018 | 0x0019 | 0x001a | 0x001b | 0x0033 | 0x0036 => {
+            &[("lid", 0, 2, Lid), ("rest", 2, usize::MAX, Hex)]
+        }
+        _ => &[("record", 0, usize::MAX, Hex)],
+    }
+}
+
+/// `field=value` lines of one record.
+pub(super) fn normalise(attr: u16, rec: &[u8], guid_of_lid: &HashMap<u16, u64>) -> String {
+    let mut out = String::new();
+    for &(name, at, len, kind) in layout(attr) {
+        let Some(b) = rec.get(at..at.saturating_add(len).min(rec.len())) else {
+            continue;
+        };
+        let v = match kind {
+            Skip => continue,
+            Hex => b.iter().map(|x| format!("{x:02x}")).collect::<String>(),
+            Lid => {
+                let lid = u16::from_be_bytes([b[0], b[1]]);
+                match guid_of_lid.get(&lid) {
+                    Some(g) => format!("G{g:x}"),
+                    None if lid == 0 => "0".into(),
+                    None => format!("lid{lid}?"),
+                }
+            }
+        };
+        out += &format!("{name}={v} ");
+    }
+    out
+}
+
+/// A readable diff of two answers: header fields, then records only one has.
+pub(super) fn diff(theirs: &Answer, mine: &Answer) -> String {
+    let mut s = String::new();
+    for (what, a, b) in [
+        ("status", theirs.status, mine.status),
+        ("method", theirs.method.into(), mine.method.into()),
+        ("attr", theirs.attr, mine.attr),
+    ] {
+        if a != b {
+            s += &format!("  {what}: -{a:#06x} +{b:#06x}\n");
+        }
+    }
+    let mut a = theirs.records.clone();
+    let mut b = mine.records.clone();
+    a.sort();
+    b.sort();
+    s += &format!("  records: -{} +{}\n", a.len(), b.len());
+    for r in a.iter().filter(|r| !b.contains(r)).take(6) {
+        s += &format!("  - {r}\n");
+    }
+    for r in b.iter().filter(|r| !a.contains(r)).take(6) {
+        s += &format!("  + {r}\n");
+    }
+    s
+}

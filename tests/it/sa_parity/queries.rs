@@ -1,0 +1,339 @@
+//! The queries both SAs are asked, in order (the Sets and Deletes change
+//! the SA's state for the queries after them). Records that name a port
+//! name it by GUID, turned into each SA's LID when sent.
+
+use super::Side;
+
+/// The ports of tests/topo/small.net (ibsim's GUID numbering, which the
+/// embedded fabric follows): CA Hn's port GUID, switch Sn's GUID.
+const H1: u64 = 0x10_0001;
+const H2: u64 = 0x10_0003;
+const H3: u64 = 0x10_0005;
+const H4: u64 = 0x10_0007;
+const S1: u64 = 0x20_0000;
+const PREFIX: u64 = 0xfe80_0000_0000_0000;
+
+const GET: u8 = 0x01;
+const SET: u8 = 0x02;
+const GET_TABLE: u8 = 0x12;
+const GET_MULTI: u8 = 0x14;
+const DELETE: u8 = 0x15;
+
+type Record = Box<dyn Fn(&Side) -> Vec<u8>>;
+
+/// One query.
+pub(super) struct Query {
+    pub(super) name: &'static str,
+    pub(super) method: u8,
+    pub(super) attr: u16,
+    pub(super) mask: u64,
+    pub(super) sm_key: u64,
+    pub(super) record: Record,
+}
+
+fn q(name: &'static str, method: u8, attr: u16, mask: u64, record: Record) -> Query {
+    Query {
+        name,
+        method,
+        attr,
+        mask,
+        sm_key: 0,
+        record,
+    }
+}
+
+fn zeros(n: usize) -> Record {
+    Box::new(move |_| vec![0; n])
+}
+
+fn gid(guid: u64) -> [u8; 16] {
+    let mut g = [0u8; 16];
+    g[..8].copy_from_slice(&PREFIX.to_be_bytes());
+    g[8..].copy_from_slice(&guid.to_be_bytes());
+    g
+}
+
+/// A record of `len` bytes with the LID of `guid` at offset 0.
+fn by_lid(len: usize, guid: u64) -> Record {
+    Box::new(move |s| {
+        let mut r = vec![0; len];
+        r[..2].copy_from_slice(&s.lid(guid).to_be_bytes());
+        r
+    })
+}
+
+/// A PathRecord query; `f` fills it given the side.
+fn path(f: impl Fn(&Side, &mut [u8]) + 'static) -> Record {
+    Box::new(move |s| {
+        let mut r = vec![0u8; 64];
+        f(s, &mut r);
+        r
+    })
+}
+
+/// A MultiPathRecord: sources, destinations, NumbPath.
+fn multipath(sgids: &'static [u64], dgids: &'static [u64], numb: u8) -> Record {
+    Box::new(move |_| {
+        let mut m = vec![0u8; 24 + 16 * (sgids.len() + dgids.len())];
+        m[5] = numb;
+        m[15] = sgids.len() as u8;
+        m[16] = dgids.len() as u8;
+        for (i, g) in sgids.iter().chain(dgids).enumerate() {
+            m[24 + 16 * i..][..16].copy_from_slice(&gid(*g));
+        }
+        m
+    })
+}
+
+/// An MCMemberRecord for H2's port: MGID, Q_Key, P_Key 0xffff, JoinState.
+fn member(mgid_low: u8, join_state: u8) -> Record {
+    Box::new(move |_| {
+        let mut r = vec![0u8; 56];
+        r[..4].copy_from_slice(&[0xff, 0x12, 0x60, 0x1b]);
+        r[4..6].copy_from_slice(&[0xff, 0xff]);
+        r[15] = mgid_low;
+        r[16..32].copy_from_slice(&gid(H2));
+        r[32..36].copy_from_slice(&0x1234u32.to_be_bytes());
+        r[40..42].copy_from_slice(&[0xff, 0xff]); // P_Key
+        r[49] = join_state;
+        r
+    })
+}
+
+/// A ServiceRecord for H2: ID 0x1122, a name, a full ServiceKey.
+fn service(lease: u32) -> Record {
+    Box::new(move |_| {
+        let mut r = vec![0u8; 176];
+        r[..8].copy_from_slice(&0x1122u64.to_be_bytes());
+        r[8..24].copy_from_slice(&gid(H2));
+        r[24..26].copy_from_slice(&[0xff, 0xff]);
+        r[28..32].copy_from_slice(&lease.to_be_bytes());
+        for (i, b) in r[32..48].iter_mut().enumerate() {
+            *b = 0xa0 + i as u8;
+        }
+        r[48..55].copy_from_slice(b"parity\0");
+        r
+    })
+}
+
+// ComponentMask bits used below.
+const NR_LID: u64 = 1;
+const PIR_LID_PORT: u64 = 0b11;
+const PR_DGID: u64 = 1 << 2;
+const PR_SGID: u64 = 1 << 3;
+const PR_DLID: u64 = 1 << 4;
+const PR_SLID: u64 = 1 << 5;
+const PR_NUMB_PATH: u64 = 1 << 12;
+const PR_SID_MSB: u64 = 1;
+const MPR_COUNTS: u64 = (1 << 19) | (1 << 20);
+const MCR_JOIN: u64 = 1 | 2 | (1 << 16); // MGID, PortGID, JoinState
+const MCR_CREATE: u64 = MCR_JOIN | (1 << 2) | (1 << 6) | (1 << 7) | (1 << 12) | (1 << 13);
+const SR_RID: u64 = 0b11; // ServiceID, ServiceGID
+const SR_LEASE: u64 = 1 << 4;
+const SR_KEY: u64 = 1 << 5;
+
+/// Every query, in order.
+pub(super) fn all() -> Vec<Query> {
+    let mut v = vec![
+        q("ClassPortInfo Get", GET, 0x0001, 0, zeros(0)),
+        q("NodeRecord GetTable", GET_TABLE, 0x0011, 0, zeros(108)),
+        q(
+            "NodeRecord Get by LID",
+            GET,
+            0x0011,
+            NR_LID,
+            by_lid(108, H3),
+        ),
+        q(
+            "NodeRecord Get, no mask: too many",
+            GET,
+            0x0011,
+            0,
+            zeros(108),
+        ),
+        q(
+            "NodeRecord Get, no such LID",
+            GET,
+            0x0011,
+            NR_LID,
+            Box::new(|_| {
+                let mut r = vec![0; 108];
+                r[..2].copy_from_slice(&0x0bffu16.to_be_bytes());
+                r
+            }),
+        ),
+        q("NodeRecord Delete", DELETE, 0x0011, NR_LID, by_lid(108, H3)),
+        q("PortInfoRecord GetTable", GET_TABLE, 0x0012, 0, zeros(60)),
+        q(
+            "PortInfoRecord Get by LID and port",
+            GET,
+            0x0012,
+            PIR_LID_PORT,
+            Box::new(|s| {
+                let mut r = vec![0; 60];
+                r[..2].copy_from_slice(&s.lid(S1).to_be_bytes());
+                r[2] = 7;
+                r
+            }),
+        ),
+        q("LinkRecord GetTable", GET_TABLE, 0x0020, 0, zeros(8)),
+        q("SwitchInfoRecord GetTable", GET_TABLE, 0x0014, 0, zeros(24)),
+        q("GUIDInfoRecord GetTable", GET_TABLE, 0x0030, 0, zeros(72)),
+        q("SMInfoRecord GetTable", GET_TABLE, 0x0018, 0, zeros(32)),
+        q("LFTRecord GetTable", GET_TABLE, 0x0015, 0, zeros(72)),
+        q("MFTRecord GetTable", GET_TABLE, 0x0017, 0, zeros(72)),
+        q("P_KeyTableRecord GetTable", GET_TABLE, 0x0033, 0, zeros(72)),
+        q("SL2VLTableRecord GetTable", GET_TABLE, 0x0013, 0, zeros(16)),
+        q(
+            "VLArbitrationTableRecord GetTable",
+            GET_TABLE,
+            0x0036,
+            0,
+            zeros(72),
+        ),
+        q("PathRecord GetTable", GET_TABLE, 0x0035, 0, zeros(64)),
+        q(
+            "PathRecord Get by SLID, DLID",
+            GET,
+            0x0035,
+            PR_SLID | PR_DLID,
+            path(|s, r| {
+                r[40..42].copy_from_slice(&s.lid(H4).to_be_bytes());
+                r[42..44].copy_from_slice(&s.lid(H2).to_be_bytes());
+            }),
+        ),
+        q(
+            "PathRecord GetTable by SGID, DGID (saquery -P)",
+            GET_TABLE,
+            0x0035,
+            PR_SGID | PR_DGID | PR_NUMB_PATH,
+            path(|_, r| {
+                r[8..24].copy_from_slice(&gid(H3));
+                r[24..40].copy_from_slice(&gid(H1));
+                r[49] = 0x7f;
+            }),
+        ),
+        q(
+            "PathRecord GetTable to a switch",
+            GET_TABLE,
+            0x0035,
+            PR_SGID | PR_DGID,
+            path(|_, r| {
+                r[8..24].copy_from_slice(&gid(S1));
+                r[24..40].copy_from_slice(&gid(H4));
+            }),
+        ),
+        q(
+            "PathRecord Get, unknown DGID",
+            GET,
+            0x0035,
+            PR_SGID | PR_DGID,
+            path(|_, r| {
+                r[8..24].copy_from_slice(&gid(0x99_9999));
+                r[24..40].copy_from_slice(&gid(H1));
+            }),
+        ),
+        q(
+            "PathRecord GetTable, half a ServiceID",
+            GET_TABLE,
+            0x0035,
+            PR_SID_MSB,
+            zeros(64),
+        ),
+        q("PathRecord Set", SET, 0x0035, 0, zeros(64)),
+        q(
+            "MultiPathRecord GetMulti",
+            GET_MULTI,
+            0x003a,
+            MPR_COUNTS,
+            multipath(&[H1], &[H3, H4], 0),
+        ),
+        q(
+            "MultiPathRecord GetMulti, no counts",
+            GET_MULTI,
+            0x003a,
+            1 << 19,
+            multipath(&[H1], &[H3], 0),
+        ),
+        q("MCMemberRecord GetTable", GET_TABLE, 0x0038, 0, zeros(56)),
+        q(
+            "MCMemberRecord non-member join of a missing group",
+            SET,
+            0x0038,
+            MCR_CREATE,
+            member(0x51, 2),
+        ),
+        q(
+            "MCMemberRecord join without JoinState mask",
+            SET,
+            0x0038,
+            1 | 2,
+            member(0x51, 1),
+        ),
+        q(
+            "MCMemberRecord full join creates",
+            SET,
+            0x0038,
+            MCR_CREATE,
+            member(0x51, 1),
+        ),
+        q(
+            "MCMemberRecord GetTable after the join",
+            GET_TABLE,
+            0x0038,
+            1,
+            member(0x51, 0),
+        ),
+        q(
+            "MCMemberRecord leave",
+            DELETE,
+            0x0038,
+            MCR_JOIN,
+            member(0x51, 1),
+        ),
+        q(
+            "ServiceRecord Set without ServiceGID",
+            SET,
+            0x0031,
+            1,
+            service(0xffff_ffff),
+        ),
+        q(
+            "ServiceRecord Set with a ServiceKey",
+            SET,
+            0x0031,
+            SR_RID | SR_LEASE | SR_KEY,
+            service(0xffff_ffff),
+        ),
+        q("ServiceRecord GetTable", GET_TABLE, 0x0031, 0, zeros(176)),
+        q("ServiceRecord Delete", DELETE, 0x0031, SR_RID, service(0)),
+        q(
+            "ServiceRecord Get after Delete",
+            GET,
+            0x0031,
+            SR_RID,
+            service(0),
+        ),
+        q("InformInfoRecord GetTable", GET_TABLE, 0x00f3, 0, zeros(60)),
+        q("Unknown attribute", GET, 0x00ff, 0, zeros(8)),
+    ];
+    let mut trusted = q(
+        "ServiceRecord Set, trusted (SM_Key 1)",
+        SET,
+        0x0031,
+        SR_RID | SR_KEY,
+        service(0xffff_ffff),
+    );
+    trusted.sm_key = 1;
+    v.push(trusted);
+    let mut wrong = q(
+        "ServiceRecord Get, wrong SM_Key: ignored",
+        GET,
+        0x0031,
+        SR_RID,
+        service(0),
+    );
+    wrong.sm_key = 0x77;
+    v.push(wrong);
+    v
+}
