@@ -254,7 +254,8 @@ impl Groups {
             rate_selector: EXACTLY,
             rate: pick(c::RATE_SELECTOR, c::RATE, req.rate_selector, req.rate, 3),
             pkt_life_selector: EXACTLY,
-            pkt_life: 0x12,
+            // OpenSM keeps the request's PacketLifeTime, given or not.
+            pkt_life: req.pkt_life,
             scope: mgid[1] & 0x0f,
             join_state: 0,
             proxy_join: false,
@@ -304,10 +305,15 @@ impl Groups {
         };
         *state &= !req.join_state;
         let left = *state;
+        // OpenSM answers the request's record, its selectors "exactly",
+        // its JoinState what the port keeps (`osm_mgrp_remove_port`).
         let rec = mcr::Repr {
-            port_gid: req.port_gid,
-            join_state: req.join_state,
-            ..group.rec
+            join_state: left,
+            scope: group.rec.scope,
+            mtu_selector: EXACTLY,
+            rate_selector: EXACTLY,
+            pkt_life_selector: EXACTLY,
+            ..req
         };
         if left == 0 {
             group.members.remove(&req.port_gid);
@@ -321,20 +327,41 @@ impl Groups {
     }
 
     /// One record per member of every group, matched under the mask.
+    /// Get/GetTable as OpenSM's `mcmr_by_comp_mask` answers them: with a
+    /// PortGID, that member's record; without one, a trusted request (an
+    /// SM_Key) gets every member's record, any other one record per group
+    /// (the group's parameters, a zero PortGID and JoinState), so a group
+    /// without members is listed too.
     fn query(&self, q: &Query<'_>) -> Outcome {
         let mut data = Vec::new();
         let mut rec = [0u8; mcr::RECORD_LEN];
+        let mut offer = |r: mcr::Repr, data: &mut Vec<u8>| {
+            r.emit(&mut mcr::Packet::new_unchecked(&mut rec[..]));
+            if comp::matches(&mcr::COMPONENTS, q.comp_mask, q.record, &rec) {
+                data.extend_from_slice(&rec);
+            }
+        };
         for g in self.groups.values() {
-            for (gid, state) in &g.members {
-                mcr::Repr {
-                    port_gid: *gid,
-                    join_state: *state,
-                    ..g.rec
+            if q.comp_mask & c::PORT_GID != 0 || q.sm_key != 0 {
+                for (gid, state) in &g.members {
+                    offer(
+                        mcr::Repr {
+                            port_gid: *gid,
+                            join_state: *state,
+                            ..g.rec
+                        },
+                        &mut data,
+                    );
                 }
-                .emit(&mut mcr::Packet::new_unchecked(&mut rec[..]));
-                if comp::matches(&mcr::COMPONENTS, q.comp_mask, q.record, &rec) {
-                    data.extend_from_slice(&rec);
-                }
+            } else {
+                offer(
+                    mcr::Repr {
+                        port_gid: [0; 16],
+                        join_state: 0,
+                        ..g.rec
+                    },
+                    &mut data,
+                );
             }
         }
         Outcome::Records {

@@ -510,7 +510,9 @@ impl SaService {
             let mut p = mad::Packet::new_unchecked(&mut out[..]);
             p.set_method(resp_method);
             p.set_status(status);
-            if table && method == Method::GetMulti {
+            // A MultiPathRecord's answer, records or error, names PathRecord
+            // (o15-0.2.7 for the records; OpenSM's errors do too).
+            if AttrId::from(p.attr_id()) == AttrId::MultiPathRecord {
                 p.set_attr_id(AttrId::PathRecord.into());
             }
         }

@@ -314,8 +314,9 @@ pub(super) fn pair_record(
     if mask & comp::RATE != 0 && !selected(rate_sel, rate_of(want.rate()), rate_of(rate)) {
         return None;
     }
-    if mask & comp::PKT_LIFE != 0 && !selected(life_sel, want.pkt_life().into(), PACKET_LIFE.into())
-    {
+    // IBA table 205: a loopback path's PacketLifeTime is zero (OpenSM too).
+    let life = if s == d { 0 } else { PACKET_LIFE };
+    if mask & comp::PKT_LIFE != 0 && !selected(life_sel, want.pkt_life().into(), life.into()) {
         return None;
     }
     let mut rec = [0u8; path_record::LEN];
@@ -329,7 +330,9 @@ pub(super) fn pair_record(
         sgid: gid(db.subnet_prefix, s.guid),
         dlid: d.lid,
         slid: s.lid,
-        hop_limit: route.hops,
+        // HopLimit only counts for a path through a router (OpenSM leaves
+        // it 0 inside the subnet, and so does IBA 15.2.5.16's use of it).
+        hop_limit: 0,
         reversible: true,
         pkey,
         mtu_selector: SEL_EXACTLY,
@@ -337,7 +340,7 @@ pub(super) fn pair_record(
         rate_selector: SEL_EXACTLY,
         rate,
         pkt_life_selector: SEL_EXACTLY,
-        pkt_life: PACKET_LIFE,
+        pkt_life: life,
         ..path_record::Repr::default()
     }
     .emit(&mut path_record::Packet::new_unchecked(&mut rec[..]));

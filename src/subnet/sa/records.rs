@@ -183,8 +183,13 @@ pub(super) fn guid_info_records(db: &SubnetDb, q: &Query<'_>) -> Outcome {
     c.done()
 }
 
-/// The SA's ClassPortInfo (OpenSM's `osm_cpi_rcv_process`): class version
-/// 2, no redirection, CapabilityMask IsPortInfoCapMaskMatchSupported.
+/// The SA's ClassPortInfo as OpenSM's `cpi_rcv_respond` fills it: class
+/// version 2, RespTimeValue for OpenSM's default 200 ms transaction
+/// timeout, RedirectQP 1 and the well-known Q_Keys (no redirection), and
+/// the CapabilityMask bits for what this SA serves: Get/Set(Notice) (it
+/// forwards traps), UD multicast (MCMemberRecord), MultiPathRecord,
+/// PortInfo CapabilityMask matching. CapabilityMask2 is 0: none of its
+/// features (QoS, alias GUIDs, ...) is served.
 pub(super) fn class_port_info(q: &Query<'_>) -> Outcome {
     if q.method != crate::wire::mad::Method::Get {
         return Outcome::Error(crate::wire::mad::MadStatus::UNSUPPORTED_METHOD_ATTR);
@@ -193,8 +198,11 @@ pub(super) fn class_port_info(q: &Query<'_>) -> Outcome {
     let mut p = class_port_info::Packet::new_unchecked(&mut data[..]);
     p.set_base_version(crate::wire::mad::BASE_VERSION);
     p.set_class_version(crate::wire::sa::CLASS_VERSION);
-    p.set_capability_mask(CPI_CAP_PORT_INFO_CAPMASK_MATCH);
+    p.set_capability_mask(CPI_CAPS);
     p.set_capability_mask2_resp_time(0, CPI_RESP_TIME_VALUE);
+    p.set_redirect_qp(1);
+    p.set_redirect_qkey(crate::types::GSI_QKEY);
+    p.set_trap_qkey(crate::types::GSI_QKEY);
     Outcome::Records {
         record_len: CPI_RECORD_LEN,
         data,
@@ -203,7 +211,9 @@ pub(super) fn class_port_info(q: &Query<'_>) -> Outcome {
 
 /// ClassPortInfo is 72 bytes, already 8-byte aligned.
 const CPI_RECORD_LEN: usize = class_port_info::LEN;
-/// OpenSM's `OSM_CAP_IS_PORT_INFO_CAPMASK_MATCH_SUPPORTED`.
-const CPI_CAP_PORT_INFO_CAPMASK_MATCH: u16 = 1 << 13;
-/// RespTimeValue: 4.096 µs × 2^18 ≈ 1 s.
-const CPI_RESP_TIME_VALUE: u8 = 18;
+/// OpenSM's `OSM_CAP_IS_UD_MCAST_SUP` (bit 1), `..._SUBN_GET_SET_NOTICE_SUP`
+/// (9), `..._MULTIPATH_SUP` (10), `..._PORT_INFO_CAPMASK_MATCH_SUPPORTED` (13).
+const CPI_CAPS: u16 = (1 << 1) | (1 << 9) | (1 << 10) | (1 << 13);
+/// RespTimeValue: 4.096 µs × 2^16 ≈ 268 ms, what OpenSM advertises for its
+/// default 200 ms transaction timeout.
+const CPI_RESP_TIME_VALUE: u8 = 16;

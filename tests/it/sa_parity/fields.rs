@@ -16,6 +16,17 @@ enum Kind {
     Lid,
     /// Not compared (why: at the table entry).
     Skip,
+    /// The low 5, 4 or 3 bits, the high 4 bits of a byte.
+    Low5,
+    Low4,
+    Low3,
+    High4,
+    /// A LID, but not compared for a switch's external port.
+    SwitchPortLid,
+    /// Bytes, but not compared for a switch's external port.
+    SwitchPortSkip,
+    /// The high 4 bits, but not compared for a switch's external port.
+    SwitchPortHigh4,
 }
 use Kind::*;
 
@@ -24,43 +35,47 @@ fn layout(attr: u16) -> &'static [(&'static str, usize, usize, Kind)] {
     match attr {
         // ClassPortInfo: BaseVersion, ClassVersion, CapabilityMask,
         // CapabilityMask2/RespTimeValue; redirection fields.
+        // CapabilityMask2 is left out: OpenSM advertises features the
+        // built-in SA does not serve (QoS, alias GUIDs, ...), so it says 0.
         0x0001 => &[
             ("versions", 0, 2, Hex),
             ("cap", 2, 2, Hex),
-            ("cap2_resp", 4, 4, Hex),
+            ("resp_time", 7, 1, Low5),
             ("redirect", 8, 64, Hex),
         ],
-        // NodeRecord.
+        // NodeRecord. PartitionCap, DeviceID, Revision and VendorID are the
+        // SMA's (ibsim's and the embedded fabric's differ): left out.
         0x0011 => &[
             ("lid", 0, 2, Lid),
             ("base_class_type_ports", 4, 4, Hex),
             ("sys_guid", 8, 8, Hex),
             ("node_guid", 16, 8, Hex),
             ("port_guid", 24, 8, Hex),
-            ("pkey_cap", 32, 2, Hex),
-            ("device_revision", 34, 6, Hex),
+            ("pkey_cap", 32, 2, Skip),
+            ("device_revision", 34, 6, Skip),
             ("local_port", 40, 1, Hex),
-            ("vendor", 41, 3, Hex),
+            ("vendor", 41, 3, Skip),
             ("desc", 44, 64, Hex),
         ],
-        // PortInfoRecord: the LIDs, the port, then PortInfo (at 4).
+        // PortInfoRecord: the LIDs, the port, then PortInfo (at 4). What
+        // the SMA models its own way is left out: CapabilityMask, widths
+        // and speeds supported/enabled, MTUs, VLCap; and a switch's
+        // external ports' LID, SM LID and GID prefix (IBA: unused there;
+        // ibsim says 0, the embedded SMA the switch's), and their
+        // LocalPortNum and active width/speed (ibsim: 0 on a port that is down).
         0x0012 => &[
             ("endport_lid", 0, 2, Lid),
             ("port", 2, 1, Hex),
             ("mkey", 4, 8, Hex),
-            ("gid_prefix", 12, 8, Hex),
-            ("lid", 20, 2, Lid),
-            ("sm_lid", 22, 2, Lid),
-            ("cap_mask", 24, 4, Hex),
-            ("local_port", 32, 1, Hex),
-            ("width_en_sup_act", 33, 3, Hex),
-            ("speed_sup_state", 36, 1, Hex),
-            ("phys_state", 37, 1, Hex),
-            ("lmc", 38, 1, Hex),
-            ("speed_act_en", 39, 1, Hex),
-            ("nmtu_smsl", 40, 1, Hex),
-            ("vlcap", 41, 1, Hex),
-            ("mtu_cap", 45, 1, Hex),
+            ("gid_prefix", 12, 8, SwitchPortSkip),
+            ("lid", 20, 2, SwitchPortLid),
+            ("sm_lid", 22, 2, SwitchPortLid),
+            ("local_port", 32, 1, SwitchPortSkip),
+            ("width_active", 35, 1, SwitchPortSkip),
+            ("port_state", 36, 1, Low4),
+            ("phys_state", 37, 1, High4),
+            ("lmc", 38, 1, Low3),
+            ("speed_active", 39, 1, SwitchPortHigh4),
         ],
         // LinkRecord.
         0x0020 => &[
@@ -69,8 +84,10 @@ fn layout(attr: u16) -> &'static [(&'static str, usize, usize, Kind)] {
             ("to_port", 3, 1, Hex),
             ("to_lid", 4, 2, Lid),
         ],
-        // SwitchInfoRecord: the LID, then SwitchInfo (at 4).
-        0x0014 => &[("lid", 0, 2, Lid), ("switch_info", 4, 20, Hex)],
+        // SwitchInfoRecord: the LID, then SwitchInfo (at 4): what the SM
+        // set (LinearFDBTop, default ports); the capabilities and the rest
+        // are the SMA's.
+        0x0014 => &[("lid", 0, 2, Lid), ("lft_top_defaults", 10, 5, Hex)],
         // GUIDInfoRecord.
         0x0030 => &[
             ("lid", 0, 2, Lid),
@@ -89,7 +106,10 @@ fn layout(attr: u16) -> &'static [(&'static str, usize, usize, Kind)] {
             ("reversible_numb", 49, 1, Hex),
             ("pkey", 50, 2, Hex),
             ("qos_sl", 52, 2, Hex),
-            ("mtu", 54, 1, Hex),
+            // The smallest MTUCap on the way: the SMAs' (ibsim 2048, its
+            // switch port 0 1024; the embedded fabric 4096). The unit tests
+            // check the built-in SA's MTU against its fabric.
+            ("mtu", 54, 1, Skip),
             ("rate", 55, 1, Hex),
             ("pkt_life", 56, 1, Hex),
             ("preference", 57, 1, Hex),
@@ -101,9 +121,9 @@ fn layout(attr: u16) -> &'static [(&'static str, usize, usize, Kind)] {
             ("port_gid", 16, 16, Hex),
             ("qkey", 32, 4, Hex),
             ("mlid", 36, 2, Skip),
-            ("mtu_tclass_pkey_rate_life", 38, 7, Hex),
-            ("sl_flow_hop", 45, 4, Hex),
-            ("scope_join_proxy", 49, 2, Hex),
+            ("mtu_tclass_pkey_rate_life", 38, 6, Hex),
+            ("sl_flow_hop", 44, 4, Hex),
+            ("scope_join_proxy", 48, 2, Hex),
         ],
         // ServiceRecord.
         0x0031 => &[
@@ -131,16 +151,37 @@ fn layout(attr: u16) -> &'static [(&'static str, usize, usize, Kind)] {
     }
 }
 
-/// `field=value` lines of one record.
-pub(super) fn normalise(attr: u16, rec: &[u8], guid_of_lid: &HashMap<u16, u64>) -> String {
+/// `field=value` lines of one record; `switch_lids`: the switches' LIDs.
+pub(super) fn normalise(
+    attr: u16,
+    rec: &[u8],
+    guid_of_lid: &HashMap<u16, u64>,
+    switch_lids: &[u16],
+) -> String {
     let mut out = String::new();
+    // A PortInfoRecord of a switch's external port.
+    let switch_port = attr == 0x0012
+        && rec.len() > 2
+        && rec[2] != 0
+        && switch_lids.contains(&u16::from_be_bytes([rec[0], rec[1]]));
     for &(name, at, len, kind) in layout(attr) {
         let Some(b) = rec.get(at..at.saturating_add(len).min(rec.len())) else {
             continue;
         };
+        let kind = match kind {
+            SwitchPortLid | SwitchPortSkip | SwitchPortHigh4 if switch_port => Skip,
+            SwitchPortHigh4 => High4,
+            SwitchPortLid => Lid,
+            SwitchPortSkip => Hex,
+            k => k,
+        };
         let v = match kind {
-            Skip => continue,
+            Skip | SwitchPortLid | SwitchPortSkip | SwitchPortHigh4 => continue,
             Hex => b.iter().map(|x| format!("{x:02x}")).collect::<String>(),
+            Low5 => format!("{:02x}", b[0] & 0x1f),
+            Low4 => format!("{:02x}", b[0] & 0x0f),
+            Low3 => format!("{:02x}", b[0] & 0x07),
+            High4 => format!("{:02x}", b[0] >> 4),
             Lid => {
                 let lid = u16::from_be_bytes([b[0], b[1]]);
                 match guid_of_lid.get(&lid) {

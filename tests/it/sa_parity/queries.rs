@@ -89,13 +89,15 @@ fn multipath(sgids: &'static [u64], dgids: &'static [u64], numb: u8) -> Record {
 fn member(mgid_low: u8, join_state: u8) -> Record {
     Box::new(move |_| {
         let mut r = vec![0u8; 56];
-        r[..4].copy_from_slice(&[0xff, 0x12, 0x60, 0x1b]);
+        // Not an IPoIB MGID (ff12:401b/601b): OpenSM gives those its
+        // partition's IPoIB parameters (Q_Key 0xb1b) and refuses others.
+        r[..4].copy_from_slice(&[0xff, 0x12, 0x12, 0x34]);
         r[4..6].copy_from_slice(&[0xff, 0xff]);
         r[15] = mgid_low;
         r[16..32].copy_from_slice(&gid(H2));
         r[32..36].copy_from_slice(&0x1234u32.to_be_bytes());
         r[40..42].copy_from_slice(&[0xff, 0xff]); // P_Key
-        r[49] = join_state;
+        r[48] = 0x20 | join_state; // Scope 2 (link-local), JoinState
         r
     })
 }

@@ -9,7 +9,8 @@ use crate::types::{MadAddr, Qp, GSI_QKEY};
 use crate::wire::mad::MgmtClass;
 use crate::wire::mad::{self, MadStatus, Method};
 use crate::wire::sa::{
-    inform_info, inform_info_record, mcmember_record, notice, service_record, AttrId, SaStatus,
+    self as wsa, inform_info, inform_info_record, mcmember_record, notice, service_record, AttrId,
+    SaStatus,
 };
 
 fn port_gid(db: &SubnetDb, node: usize) -> [u8; 16] {
@@ -101,7 +102,16 @@ fn mcmember_rereg_leave_then_join_the_ipoib_broadcast_group() {
         0,
         &[0; 56],
     );
-    assert!(all.records().is_empty());
+    // No member left; an untrusted query still lists the group (OpenSM
+    // answers one record per group, PortGID zero).
+    let recs = all.records();
+    assert_eq!(recs.len(), 1);
+    assert_eq!(
+        mcmember_record::Packet::new_checked(&recs[0][..])
+            .unwrap()
+            .port_gid(),
+        [0; 16]
+    );
     // Leaving twice: not a member any more.
     let r = ask(
         &mut sa,
@@ -191,8 +201,14 @@ fn mcmember_create_join_and_delete_a_group() {
     );
     assert_eq!(mcm_of(&r).join_state, mcmember_record::JOIN_SEND_ONLY);
 
+    // The members, to a trusted request (OpenSM lists them only to one
+    // with the SM_Key; to others, one record of the group).
     let by_group = mcm(|r| r.mgid = g.mgid);
-    let members = ask(
+    let mut req = c.request(Method::GetTable, AttrId::McMemberRecord, m::MGID, &by_group);
+    wsa::Packet::new_unchecked(&mut req[..]).set_sm_key(1);
+    let members = c.ask(&mut sa, &db, &req).unwrap();
+    assert_eq!(members.records().len(), 2);
+    let group = ask(
         &mut sa,
         &mut c,
         &db,
@@ -201,7 +217,7 @@ fn mcmember_create_join_and_delete_a_group() {
         m::MGID,
         &by_group,
     );
-    assert_eq!(members.records().len(), 2);
+    assert_eq!(group.records().len(), 1);
 
     // Both leave: the group is gone, and a plain join cannot recreate it.
     for (gid, js) in [
