@@ -45,6 +45,7 @@ mod multipath;
 mod path;
 mod records;
 mod services;
+mod tables;
 
 pub(crate) mod fixture;
 #[cfg(test)]
@@ -66,7 +67,7 @@ use crate::wire::{rmpp, MAD_SIZE};
 const SERVED: [u8; 6] = [0x01, 0x02, 0x12, 0x13, 0x14, 0x15];
 /// The SA's SM_Key: OpenSM's default `sa_key` (`OSM_DEFAULT_SA_KEY`), so
 /// a client configured for OpenSM's default is trusted here too.
-const SA_KEY: u64 = 1;
+pub(super) const SA_KEY: u64 = 1;
 /// Resends of each unacknowledged RMPP window (OpenSM's default `--retries`).
 const RMPP_RETRIES: u32 = 3;
 /// How long a Report waits for its ReportResp (OpenSM's default transaction timeout).
@@ -378,6 +379,10 @@ impl SaService {
             AttrId::LinkRecord if read_only => records::link_records(db, q),
             AttrId::SwitchInfoRecord if read_only => records::switch_info_records(db, q),
             AttrId::GuidInfoRecord if read_only => records::guid_info_records(db, q),
+            AttrId::SmInfoRecord => tables::sm_info_records(db, q, super::sm::PRIORITY),
+            AttrId::LinearFdbRecord => tables::lft_records(db, q),
+            AttrId::MulticastFdbRecord => tables::mft_records(q),
+            AttrId::PKeyTableRecord => tables::pkey_table_records(db, q),
             _ => Outcome::Error(MadStatus::UNSUPPORTED_METHOD_ATTR),
         }
     }

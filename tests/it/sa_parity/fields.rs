@@ -27,6 +27,8 @@ enum Kind {
     SwitchPortSkip,
     /// The high 4 bits, but not compared for a switch's external port.
     SwitchPortHigh4,
+    /// 64 LFT entries of the block in the record's bytes 2..4.
+    LftBlock,
 }
 use Kind::*;
 
@@ -143,10 +145,32 @@ fn layout(attr: u16) -> &'static [(&'static str, usize, usize, Kind)] {
         ],
         // InformInfo (a Set's answer).
         0x0003 => &[("inform", 0, 36, Hex)],
+        // SMInfoRecord: ActCount is left out (OpenSM counts its SMPs sent).
+        0x0018 => &[
+            ("lid", 0, 2, Lid),
+            ("guid", 4, 8, Hex),
+            ("sm_key", 12, 8, Hex),
+            ("act_count", 20, 4, Skip),
+            ("priority_state", 24, 1, Hex),
+        ],
+        // LinearForwardingTableRecord: the table is indexed by LID, so it
+        // is compared as the ports it routes to (LIDs as GUIDs); which of
+        // two parallel links a route takes is the routing engine's choice,
+        // so an egress port is compared as "self" (0) or "out".
+        0x0015 => &[
+            ("lid", 0, 2, Lid),
+            ("block", 2, 2, Hex),
+            ("routes", 8, 64, LftBlock),
+        ],
+        // P_KeyTableRecord.
+        0x0033 => &[
+            ("lid", 0, 2, Lid),
+            ("block", 2, 2, Hex),
+            ("port", 4, 1, Hex),
+            ("pkeys", 8, 64, Hex),
+        ],
         // The records only OpenSM serves: compared whole, LIDs first.
-        0x0018 | 0x0019 | 0x001a | 0x001b | 0x0033 | 0x0036 => {
-            &[("lid", 0, 2, Lid), ("rest", 2, usize::MAX, Hex)]
-        }
+        0x0013 | 0x0036 => &[("lid", 0, 2, Lid), ("rest", 2, usize::MAX, Hex)],
         _ => &[("record", 0, usize::MAX, Hex)],
     }
 }
@@ -171,6 +195,7 @@ pub(super) fn normalise(
         let kind = match kind {
             SwitchPortLid | SwitchPortSkip | SwitchPortHigh4 if switch_port => Skip,
             SwitchPortHigh4 => High4,
+            LftBlock => LftBlock,
             SwitchPortLid => Lid,
             SwitchPortSkip => Hex,
             k => k,
@@ -182,6 +207,23 @@ pub(super) fn normalise(
             Low4 => format!("{:02x}", b[0] & 0x0f),
             Low3 => format!("{:02x}", b[0] & 0x07),
             High4 => format!("{:02x}", b[0] >> 4),
+            LftBlock => {
+                let block = usize::from(u16::from_be_bytes([rec[2], rec[3]]));
+                let mut routes: Vec<String> = b
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, port)| **port != 0xff)
+                    .map(|(i, port)| {
+                        let lid = (block * 64 + i) as u16;
+                        let to = guid_of_lid
+                            .get(&lid)
+                            .map_or(format!("lid{lid}?"), |g| format!("G{g:x}"));
+                        format!("{to}:{}", if *port == 0 { "self" } else { "out" })
+                    })
+                    .collect();
+                routes.sort();
+                routes.join(",")
+            }
             Lid => {
                 let lid = u16::from_be_bytes([b[0], b[1]]);
                 match guid_of_lid.get(&lid) {

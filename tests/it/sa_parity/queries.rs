@@ -182,7 +182,15 @@ pub(super) fn all() -> Vec<Query> {
         q("SwitchInfoRecord GetTable", GET_TABLE, 0x0014, 0, zeros(24)),
         q("GUIDInfoRecord GetTable", GET_TABLE, 0x0030, 0, zeros(72)),
         q("SMInfoRecord GetTable", GET_TABLE, 0x0018, 0, zeros(32)),
+        q("SMInfoRecord Get by LID", GET, 0x0018, 1, by_lid(32, H1)),
         q("LFTRecord GetTable", GET_TABLE, 0x0015, 0, zeros(72)),
+        q(
+            "LFTRecord Get by LID and block",
+            GET,
+            0x0015,
+            0b11,
+            by_lid(72, S1),
+        ),
         q("MFTRecord GetTable", GET_TABLE, 0x0017, 0, zeros(72)),
         q("P_KeyTableRecord GetTable", GET_TABLE, 0x0033, 0, zeros(72)),
         q("SL2VLTableRecord GetTable", GET_TABLE, 0x0013, 0, zeros(16)),
@@ -328,6 +336,24 @@ pub(super) fn all() -> Vec<Query> {
     );
     trusted.sm_key = 1;
     v.push(trusted);
+    let mut pkeys = q(
+        "P_KeyTableRecord GetTable, trusted",
+        GET_TABLE,
+        0x0033,
+        0,
+        zeros(72),
+    );
+    pkeys.sm_key = 1;
+    v.push(pkeys);
+    let mut pkeys = q(
+        "P_KeyTableRecord Get by LID and block, trusted",
+        GET,
+        0x0033,
+        0b11,
+        by_lid(72, H3),
+    );
+    pkeys.sm_key = 1;
+    v.push(pkeys);
     let mut wrong = q(
         "ServiceRecord Get, wrong SM_Key: ignored",
         GET,

@@ -316,3 +316,92 @@ fn non_member_join_of_a_missing_group_is_req_invalid() {
     );
     assert_eq!(r.hdr.status, MadStatus::OK, "a full member creates it");
 }
+
+/// SMInfoRecord (the master's), LFTRecords (each switch's blocks),
+/// MFTRecords (none: no multicast forwarding), P_KeyTableRecords (only to
+/// a request with the SA's SM_Key, else ERR_REQ_INVALID, as OpenSM).
+#[test]
+fn sm_info_lft_mft_and_pkey_table_records() {
+    let db = fixture::two_cas_one_switch();
+    let (mut sa, mut c) = setup();
+    let r = ask(
+        &mut sa,
+        &mut c,
+        &db,
+        Method::GetTable,
+        AttrId::SmInfoRecord,
+        0,
+        &[0; 32],
+    );
+    let recs = r.records();
+    assert_eq!(recs.len(), 1);
+    assert_eq!(u16::from_be_bytes([recs[0][0], recs[0][1]]), db.sm_lid);
+    assert_eq!(recs[0][4..12], db.sm_port_guid.to_be_bytes());
+    assert_eq!(recs[0][24], 0x03, "priority 0, MASTER");
+
+    let r = ask(
+        &mut sa,
+        &mut c,
+        &db,
+        Method::GetTable,
+        AttrId::LinearFdbRecord,
+        0,
+        &[0; 72],
+    );
+    let recs = r.records();
+    assert_eq!(recs.len(), 1, "one switch, one block");
+    let sw = db
+        .nodes
+        .iter()
+        .find(|n| super::super::db::is_switch(n))
+        .unwrap();
+    let n = sw.lft.len();
+    assert_eq!(recs[0][8..8 + n], sw.lft[..]);
+    assert!(recs[0][8 + n..].iter().all(|p| *p == 0xff));
+    let r = ask(
+        &mut sa,
+        &mut c,
+        &db,
+        Method::Delete,
+        AttrId::LinearFdbRecord,
+        0,
+        &[0; 72],
+    );
+    assert_eq!(r.hdr.status, MadStatus::UNSUPPORTED_METHOD_ATTR);
+
+    let r = ask(
+        &mut sa,
+        &mut c,
+        &db,
+        Method::GetTable,
+        AttrId::MulticastFdbRecord,
+        0,
+        &[0; 72],
+    );
+    assert_eq!((r.hdr.status, r.records().len()), (MadStatus::OK, 0));
+
+    let r = ask(
+        &mut sa,
+        &mut c,
+        &db,
+        Method::GetTable,
+        AttrId::PKeyTableRecord,
+        0,
+        &[0; 72],
+    );
+    assert_eq!(r.sa_status(), SaStatus::ReqInvalid);
+    let mut m = c.request(Method::GetTable, AttrId::PKeyTableRecord, 0, &[0; 72]);
+    wsa::Packet::new_unchecked(&mut m[..]).set_sm_key(1);
+    let r = c.ask(&mut sa, &db, &m).unwrap();
+    let recs = r.records();
+    // Block 0 of every port whose table the SM read, under its LID.
+    let ports = db
+        .nodes
+        .iter()
+        .flat_map(|n| &n.ports)
+        .filter(|p| !p.pkeys.is_empty())
+        .count();
+    let first: Vec<_> = recs.iter().filter(|r| r[2..4] == [0, 0]).collect();
+    assert_eq!(first.len(), ports);
+    assert!(first.iter().all(|r| r[8..10] == [0xff, 0xff]));
+}
