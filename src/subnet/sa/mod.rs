@@ -111,6 +111,9 @@ pub(crate) struct Query<'a> {
     pub(crate) sm_key: u64,
     /// Whether the request came with RMPPFlags.Active (a GetMulti must).
     pub(crate) rmpp_active: bool,
+    /// The request's AttributeModifier (bit 31 of a PortInfoRecord query:
+    /// CapabilityMask matches as a subset rather than exactly).
+    pub(crate) attr_mod: u32,
 }
 
 /// Counters of what the SA did.
@@ -345,6 +348,7 @@ impl SaService {
             record: &record,
             from,
             sm_key: sa_hdr.sm_key(),
+            attr_mod: hdr.attr_mod,
             rmpp_active: req
                 .get(rmpp::OFFSET + 2)
                 .is_some_and(|f| f & rmpp::FLAG_ACTIVE != 0),

@@ -77,15 +77,17 @@ pub(super) fn node_records(db: &SubnetDb, q: &Query<'_>) -> Outcome {
 
 /// PortInfoRecords: every port of every node (a switch's port 0 and its
 /// external ports, all under the switch's LID), PortInfo as the SMA said.
-/// CapabilityMask matches as OpenSM matches it (and advertises in
-/// ClassPortInfo): every bit set in the query must be set in the port, so
-/// `saquery -s` finds the ports with IsSM.
+/// CapabilityMask matches as OpenSM's `sa_pir_check_physp` matches it:
+/// exactly, or with AttributeModifier bit 31 (the "enhanced" mask that
+/// ClassPortInfo's IsPortInfoCapMaskMatchSupported offers, which
+/// `saquery -s` sets) when every bit set in the query is set in the port.
 pub(super) fn port_info_records(db: &SubnetDb, q: &Query<'_>) -> Outcome {
     let want_caps = (q.comp_mask & port_info_record::COMP_CAPABILITY_MASK != 0).then(|| {
         port_info_record::Packet::new_unchecked(q.record)
             .port_info()
             .capability_mask()
     });
+    let subset = q.attr_mod & (1 << 31) != 0;
     let q = Query {
         comp_mask: q.comp_mask & !port_info_record::COMP_CAPABILITY_MASK,
         ..*q
@@ -104,7 +106,7 @@ pub(super) fn port_info_records(db: &SubnetDb, q: &Query<'_>) -> Outcome {
             p.set_options(0);
             p.port_info_mut().copy_from_slice(&port.port_info);
             let caps = db::port_info(port).capability_mask();
-            if want_caps.is_none_or(|w| caps & w == w) {
+            if want_caps.is_none_or(|w| if subset { caps & w == w } else { caps == w }) {
                 c.offer(&rec);
             }
         }
@@ -160,8 +162,9 @@ pub(super) fn switch_info_records(db: &SubnetDb, q: &Query<'_>) -> Outcome {
     c.done()
 }
 
-/// GUIDInfoRecords: block 0 of each end port, holding its port GUID (the
-/// embedded fabric assigns no alias GUIDs).
+/// GUIDInfoRecords: for each end port, the blocks its PortInfo GUIDCap
+/// allows (8 GUIDs a block; OpenSM's `sa_gir_create_gir`), block 0 holding
+/// the port GUID (the embedded fabric assigns no alias GUIDs).
 pub(super) fn guid_info_records(db: &SubnetDb, q: &Query<'_>) -> Outcome {
     let mut c = Collector::new(
         q,
@@ -170,15 +173,22 @@ pub(super) fn guid_info_records(db: &SubnetDb, q: &Query<'_>) -> Outcome {
     );
     let mut rec = [0u8; guid_info_record::RECORD_LEN];
     for e in end_ports(db) {
-        let mut guids = [0u64; guid_info_record::GUIDS_PER_BLOCK];
-        guids[0] = e.guid;
-        guid_info_record::Repr {
-            lid: e.lid,
-            block_num: 0,
-            guids,
+        let port = &db.nodes[e.node].ports[e.port];
+        let cap = usize::from(db::port_info(port).guid_cap());
+        let blocks = cap.div_ceil(guid_info_record::GUIDS_PER_BLOCK).max(1);
+        for block in 0..blocks {
+            let mut guids = [0u64; guid_info_record::GUIDS_PER_BLOCK];
+            if block == 0 {
+                guids[0] = e.guid;
+            }
+            guid_info_record::Repr {
+                lid: e.lid,
+                block_num: block as u8,
+                guids,
+            }
+            .emit(&mut guid_info_record::Packet::new_unchecked(&mut rec[..]));
+            c.offer(&rec);
         }
-        .emit(&mut guid_info_record::Packet::new_unchecked(&mut rec[..]));
-        c.offer(&rec);
     }
     c.done()
 }

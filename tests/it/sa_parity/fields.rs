@@ -175,6 +175,13 @@ fn layout(attr: u16) -> &'static [(&'static str, usize, usize, Kind)] {
     }
 }
 
+/// Whether a record is a GUIDInfo block without a GUID: how many blocks a
+/// port has is its GUIDCap, the SMA's (ibsim 32: four blocks; the embedded
+/// SMA fewer), so blocks holding no GUID are not compared.
+pub(super) fn empty_block(attr: u16, rec: &[u8]) -> bool {
+    attr == 0x0030 && rec.get(8..72).is_some_and(|g| g.iter().all(|b| *b == 0))
+}
+
 /// `field=value` lines of one record; `switch_lids`: the switches' LIDs.
 pub(super) fn normalise(
     attr: u16,

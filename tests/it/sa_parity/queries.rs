@@ -28,6 +28,7 @@ pub(super) struct Query {
     pub(super) attr: u16,
     pub(super) mask: u64,
     pub(super) sm_key: u64,
+    pub(super) attr_mod: u32,
     pub(super) record: Record,
 }
 
@@ -38,8 +39,15 @@ fn q(name: &'static str, method: u8, attr: u16, mask: u64, record: Record) -> Qu
         attr,
         mask,
         sm_key: 0,
+        attr_mod: 0,
         record,
     }
+}
+
+/// `q` with the SA's SM_Key (OpenSM's default, 1): a trusted request.
+fn trusted(mut q: Query) -> Query {
+    q.sm_key = 1;
+    q
 }
 
 fn zeros(n: usize) -> Record {
@@ -118,6 +126,21 @@ fn service(lease: u32) -> Record {
     })
 }
 
+/// An InformInfo for generic trap 64 (GID in service) from any LID.
+fn inform(subscribe: bool) -> Record {
+    Box::new(move |_| {
+        let mut r = vec![0u8; 36];
+        r[16..18].copy_from_slice(&0xffffu16.to_be_bytes()); // LIDRangeBegin: all
+        r[22] = 1; // IsGeneric
+        r[23] = u8::from(subscribe);
+        r[24..26].copy_from_slice(&0xffffu16.to_be_bytes()); // Type: all
+        r[26..28].copy_from_slice(&64u16.to_be_bytes()); // TrapNumber
+        r[28..32].copy_from_slice(&((1u32 << 8) | 18).to_be_bytes()); // QPN 1, RespTimeValue
+        r[33..36].copy_from_slice(&[0xff, 0xff, 0xff]); // ProducerType: all
+        r
+    })
+}
+
 // ComponentMask bits used below.
 const NR_LID: u64 = 1;
 const PIR_LID_PORT: u64 = 0b11;
@@ -178,7 +201,30 @@ pub(super) fn all() -> Vec<Query> {
                 r
             }),
         ),
+        q(
+            "PortInfoRecord by CapabilityMask IsSM, exact",
+            GET_TABLE,
+            0x0012,
+            1 << 7,
+            Box::new(|_| {
+                let mut r = vec![0; 60];
+                r[24..28].copy_from_slice(&2u32.to_be_bytes());
+                r
+            }),
+        ),
+        q(
+            "NodeRecord by NodeType switch",
+            GET_TABLE,
+            0x0011,
+            1 << 4,
+            Box::new(|_| {
+                let mut r = vec![0; 108];
+                r[6] = 2;
+                r
+            }),
+        ),
         q("LinkRecord GetTable", GET_TABLE, 0x0020, 0, zeros(8)),
+        q("LinkRecord by FromLID", GET_TABLE, 0x0020, 1, by_lid(8, S1)),
         q("SwitchInfoRecord GetTable", GET_TABLE, 0x0014, 0, zeros(24)),
         q("GUIDInfoRecord GetTable", GET_TABLE, 0x0030, 0, zeros(72)),
         q("SMInfoRecord GetTable", GET_TABLE, 0x0018, 0, zeros(32)),
@@ -316,6 +362,7 @@ pub(super) fn all() -> Vec<Query> {
             service(0xffff_ffff),
         ),
         q("ServiceRecord GetTable", GET_TABLE, 0x0031, 0, zeros(176)),
+        q("ServiceRecord Get by name", GET, 0x0031, 1 << 6, service(0)),
         q("ServiceRecord Delete", DELETE, 0x0031, SR_RID, service(0)),
         q(
             "ServiceRecord Get after Delete",
@@ -325,6 +372,35 @@ pub(super) fn all() -> Vec<Query> {
             service(0),
         ),
         q("InformInfoRecord GetTable", GET_TABLE, 0x00f3, 0, zeros(60)),
+        q(
+            "InformInfo Set: subscribe to trap 64",
+            SET,
+            0x0003,
+            0,
+            inform(true),
+        ),
+        q(
+            "InformInfoRecord GetTable, subscribed",
+            GET_TABLE,
+            0x00f3,
+            0,
+            zeros(60),
+        ),
+        trusted(q(
+            "InformInfoRecord GetTable, subscribed, trusted",
+            GET_TABLE,
+            0x00f3,
+            0,
+            zeros(60),
+        )),
+        q("InformInfo Set: unsubscribe", SET, 0x0003, 0, inform(false)),
+        q(
+            "InformInfoRecord GetTable, unsubscribed",
+            GET_TABLE,
+            0x00f3,
+            0,
+            zeros(60),
+        ),
         q("Unknown attribute", GET, 0x00ff, 0, zeros(8)),
     ];
     let mut trusted = q(
@@ -336,6 +412,19 @@ pub(super) fn all() -> Vec<Query> {
     );
     trusted.sm_key = 1;
     v.push(trusted);
+    let mut enhanced = q(
+        "PortInfoRecord by CapabilityMask IsSM, enhanced (saquery -s)",
+        GET_TABLE,
+        0x0012,
+        1 << 7,
+        Box::new(|_| {
+            let mut r = vec![0; 60];
+            r[24..28].copy_from_slice(&2u32.to_be_bytes());
+            r
+        }),
+    );
+    enhanced.attr_mod = 1 << 31;
+    v.push(enhanced);
     let mut pkeys = q(
         "P_KeyTableRecord GetTable, trusted",
         GET_TABLE,

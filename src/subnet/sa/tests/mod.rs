@@ -520,8 +520,8 @@ fn class_port_info_and_capability_mask_match() {
     );
     assert_ne!(cpi.capability_mask() & (1 << 13), 0);
 
-    // The SM's port has IsSM; a query for IsSM finds it and only it
-    // (saquery -s), although the port has other bits set too.
+    // The SM's port has IsSM; a query for IsSM with the enhanced mask
+    // finds it and only it (saquery -s), although it has other bits too.
     {
         let sm = &mut db.nodes[0].ports[0].port_info;
         let mut p = crate::wire::smp::port_info::Packet::new_unchecked(&mut sm[..]);
@@ -531,6 +531,8 @@ fn class_port_info_and_capability_mask_match() {
     port_info_record::Packet::new_unchecked(&mut q[..]).port_info_mut()[20..24]
         .copy_from_slice(&crate::wire::smp::port_info::CAP_IS_SM.to_be_bytes());
     let mask = port_info_record::COMP_CAPABILITY_MASK;
+    // Without AttributeModifier bit 31 the mask matches exactly (OpenSM):
+    // no port has IsSM alone.
     let r = ask(
         &mut sa,
         &mut c,
@@ -540,6 +542,11 @@ fn class_port_info_and_capability_mask_match() {
         mask,
         &q,
     );
+    assert!(r.records().is_empty());
+    // With it (as saquery -s asks), every bit asked for must be set.
+    let mut m = c.request(Method::GetTable, AttrId::PortInfoRecord, mask, &q);
+    m[20..24].copy_from_slice(&(1u32 << 31).to_be_bytes());
+    let r = c.ask(&mut sa, &db, &m).unwrap();
     let lids: Vec<u16> = r
         .records()
         .iter()
