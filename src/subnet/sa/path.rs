@@ -7,9 +7,9 @@
 //! Sources and destinations come from SGID or SLID and DGID or DLID when
 //! the ComponentMask has them, else every end port (OpenSM's "world"
 //! query, what `saquery -p` asks). MTU, Rate and PacketLifeTime honour
-//! their selectors; P_Key and SL must equal when masked. Not modelled:
-//! LMC paths (one path per pair, base LIDs), QoS classes, SL2VL, flow
-//! labels, GRH paths to other subnets.
+//! their selectors; P_Key must equal when masked, a masked SL is the
+//! path's. Not modelled: LMC paths (one path per pair, base LIDs), QoS
+//! classes, SL2VL, flow labels, GRH paths to other subnets.
 
 use super::db::{self, end_ports, is_switch, EndPort, Index};
 use super::{Outcome, Query};
@@ -300,9 +300,9 @@ pub(super) fn pair_record(
     let mtu_sel = sel(comp::MTU_SELECTOR, want.mtu_selector());
     let rate_sel = sel(comp::RATE_SELECTOR, want.rate_selector());
     let life_sel = sel(comp::PKT_LIFE_SELECTOR, want.pkt_life_selector());
-    if mask & comp::SL != 0 && want.sl() != 0 {
-        return None;
-    }
+    // A requested SL is the path's (OpenSM without QoS: any SL its SL2VL
+    // tables do not drop; the embedded fabric models no SL2VL), else SL 0.
+    let sl = if mask & comp::SL != 0 { want.sl() } else { 0 };
     let sp = &db.nodes[s.node].ports[s.port];
     let route = walk(db, s, d)?;
     let dp = &db.nodes[d.node].ports[d.port];
@@ -341,6 +341,7 @@ pub(super) fn pair_record(
         rate,
         pkt_life_selector: SEL_EXACTLY,
         pkt_life: life,
+        sl,
         ..path_record::Repr::default()
     }
     .emit(&mut path_record::Packet::new_unchecked(&mut rec[..]));

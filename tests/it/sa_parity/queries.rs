@@ -401,6 +401,120 @@ pub(super) fn all() -> Vec<Query> {
             0,
             zeros(60),
         ),
+        q(
+            "NodeRecord Get by PortGUID",
+            GET,
+            0x0011,
+            1 << 8,
+            Box::new(|_| {
+                let mut r = vec![0; 108];
+                r[24..32].copy_from_slice(&H4.to_be_bytes());
+                r
+            }),
+        ),
+        q(
+            "PortInfoRecord Get by a switch's LID: too many",
+            GET,
+            0x0012,
+            1,
+            by_lid(60, S1),
+        ),
+        q(
+            "PortInfoRecord GetTable by a switch's LID",
+            GET_TABLE,
+            0x0012,
+            1,
+            by_lid(60, S1),
+        ),
+        q(
+            "LinkRecord Get by FromLID and FromPort",
+            GET,
+            0x0020,
+            0b11,
+            Box::new(|s| {
+                let mut r = vec![0; 8];
+                r[..2].copy_from_slice(&s.lid(S1).to_be_bytes());
+                r[2] = 7;
+                r
+            }),
+        ),
+        q(
+            "PathRecord GetTable by SLID",
+            GET_TABLE,
+            0x0035,
+            PR_SLID,
+            path(|s, r| {
+                r[42..44].copy_from_slice(&s.lid(H3).to_be_bytes());
+            }),
+        ),
+        q(
+            "PathRecord GetTable by DGID",
+            GET_TABLE,
+            0x0035,
+            PR_DGID,
+            path(|_, r| {
+                r[8..24].copy_from_slice(&gid(H1));
+            }),
+        ),
+        q(
+            "PathRecord, SGID and SLID of different ports",
+            GET_TABLE,
+            0x0035,
+            PR_SGID | PR_SLID,
+            path(|s, r| {
+                r[24..40].copy_from_slice(&gid(H1));
+                r[42..44].copy_from_slice(&s.lid(H3).to_be_bytes());
+            }),
+        ),
+        q(
+            "PathRecord, invalid MTU with its selector",
+            GET_TABLE,
+            0x0035,
+            (1 << 16) | (1 << 17),
+            path(|_, r| {
+                r[54] = 0x80 | 7;
+            }),
+        ),
+        q(
+            "PathRecord, MTU above 256",
+            GET_TABLE,
+            0x0035,
+            (1 << 16) | (1 << 17) | PR_SGID,
+            path(|_, r| {
+                r[24..40].copy_from_slice(&gid(H2));
+                r[54] = 1; // selector 0 (greater than), 256
+            }),
+        ),
+        q(
+            "PathRecord by P_Key 0xffff",
+            GET_TABLE,
+            0x0035,
+            (1 << 13) | PR_SGID,
+            path(|_, r| {
+                r[24..40].copy_from_slice(&gid(H2));
+                r[50..52].copy_from_slice(&[0xff, 0xff]);
+            }),
+        ),
+        q(
+            "PathRecord by P_Key 0x1234: none",
+            GET_TABLE,
+            0x0035,
+            (1 << 13) | PR_SGID,
+            path(|_, r| {
+                r[24..40].copy_from_slice(&gid(H2));
+                r[50..52].copy_from_slice(&[0x12, 0x34]);
+            }),
+        ),
+        q(
+            "PathRecord by SL 1",
+            GET_TABLE,
+            0x0035,
+            (1 << 15) | PR_SGID,
+            path(|_, r| {
+                r[24..40].copy_from_slice(&gid(H2));
+                r[53] = 1;
+            }),
+        ),
         q("Unknown attribute", GET, 0x00ff, 0, zeros(8)),
     ];
     let mut trusted = q(

@@ -405,3 +405,25 @@ fn sm_info_lft_mft_and_pkey_table_records() {
     assert_eq!(first.len(), ports);
     assert!(first.iter().all(|r| r[8..10] == [0xff, 0xff]));
 }
+
+/// A PathRecord query with an SL gets paths on that SL (OpenSM without
+/// QoS), not none.
+#[test]
+fn path_by_sl_answers_paths_on_that_sl() {
+    let db = fixture::two_cas_one_switch();
+    let (mut sa, mut c) = setup();
+    let mut q = [0u8; 64];
+    path_record::Packet::new_unchecked(&mut q[..]).set_qos_class_sl(0, 5);
+    let r = ask(
+        &mut sa,
+        &mut c,
+        &db,
+        Method::GetTable,
+        AttrId::PathRecord,
+        path_record::comp::SL,
+        &q,
+    );
+    let recs = r.records();
+    assert_eq!(recs.len(), 9, "3 end ports, every pair");
+    assert!(recs.iter().all(|r| pr_of(r).sl == 5));
+}
