@@ -300,28 +300,41 @@ impl Groups {
         let Some(group) = self.groups.get_mut(&req.mgid) else {
             return (Outcome::sa(SaStatus::ReqInvalid), None);
         };
-        let Some(state) = group.members.get_mut(&req.port_gid) else {
+        let Some(&state) = group.members.get(&req.port_gid) else {
             return (Outcome::sa(SaStatus::ReqInvalid), None);
         };
-        *state &= !req.join_state;
-        let left = *state;
+        // OpenSM's `osm_mgrp_remove_port`: the port keeps what it did not
+        // leave only while that includes FullMember, or other full members
+        // remain; else it leaves the group altogether. The group's last
+        // (send-only) full member leaving takes every member with it, and
+        // the group too unless the SA made it.
+        let full = JOIN_FULL | JOIN_SEND_ONLY_FULL;
+        let full_members = group.members.values().filter(|s| *s & full != 0).count();
+        let new = state & !req.join_state;
+        let keep =
+            new & JOIN_FULL != 0 || (new != 0 && full_members > usize::from(state & JOIN_FULL));
+        if keep {
+            group.members.insert(req.port_gid, new);
+        } else {
+            group.members.remove(&req.port_gid);
+        }
         // OpenSM answers the request's record, its selectors "exactly",
-        // its JoinState what the port keeps (`osm_mgrp_remove_port`).
+        // its JoinState what the port keeps.
         let rec = mcr::Repr {
-            join_state: left,
+            join_state: if keep { new } else { 0 },
             scope: group.rec.scope,
             mtu_selector: EXACTLY,
             rate_selector: EXACTLY,
             pkt_life_selector: EXACTLY,
             ..req
         };
-        if left == 0 {
-            group.members.remove(&req.port_gid);
-        }
         let mut event = None;
-        if group.members.is_empty() && !group.well_known {
-            self.groups.remove(&req.mgid);
-            event = Some(GroupEvent::Deleted(req.mgid));
+        if state & full != 0 && new & full == 0 && full_members == 1 {
+            group.members.clear();
+            if !group.well_known {
+                self.groups.remove(&req.mgid);
+                event = Some(GroupEvent::Deleted(req.mgid));
+            }
         }
         (one(&rec), event)
     }
@@ -330,19 +343,33 @@ impl Groups {
     /// Get/GetTable as OpenSM's `mcmr_by_comp_mask` answers them: with a
     /// PortGID, that member's record; without one, a trusted request (an
     /// SM_Key) gets every member's record, any other one record per group
-    /// (the group's parameters, a zero PortGID and JoinState), so a group
-    /// without members is listed too.
+    /// (the group's parameters), so a group without members is listed too.
+    /// An untrusted request sees no PortGID, JoinState or ProxyJoin.
     fn query(&self, q: &Query<'_>) -> Outcome {
         let mut data = Vec::new();
         let mut rec = [0u8; mcr::RECORD_LEN];
+        let trusted = q.sm_key != 0;
         let mut offer = |r: mcr::Repr, data: &mut Vec<u8>| {
             r.emit(&mut mcr::Packet::new_unchecked(&mut rec[..]));
             if comp::matches(&mcr::COMPONENTS, q.comp_mask, q.record, &rec) {
+                // p. 923: PortGID, JoinState and ProxyJoin only to a
+                // trusted request (OpenSM's `mcmr_query_mgrp`).
+                let shown = if trusted {
+                    r
+                } else {
+                    mcr::Repr {
+                        port_gid: [0; 16],
+                        join_state: 0,
+                        proxy_join: false,
+                        ..r
+                    }
+                };
+                shown.emit(&mut mcr::Packet::new_unchecked(&mut rec[..]));
                 data.extend_from_slice(&rec);
             }
         };
         for g in self.groups.values() {
-            if q.comp_mask & c::PORT_GID != 0 || q.sm_key != 0 {
+            if q.comp_mask & c::PORT_GID != 0 || trusted {
                 for (gid, state) in &g.members {
                     offer(
                         mcr::Repr {

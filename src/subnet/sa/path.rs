@@ -321,11 +321,9 @@ pub(super) fn pair_record(
     }
     let mut rec = [0u8; path_record::LEN];
     path_record::Repr {
-        service_id: if mask & (comp::SERVICE_ID_MSB | comp::SERVICE_ID_LSB) != 0 {
-            want.service_id()
-        } else {
-            0
-        },
+        // OpenSM's `pr_rcv_build_pr` leaves ServiceID 0 in the answer,
+        // whatever the query asked.
+        service_id: 0,
         dgid: gid(db.subnet_prefix, d.guid),
         sgid: gid(db.subnet_prefix, s.guid),
         dlid: d.lid,

@@ -110,6 +110,20 @@ fn member(mgid_low: u8, join_state: u8) -> Record {
     })
 }
 
+/// The IPoIB broadcast group's MCMemberRecord for H2's port: JoinState, Q_Key.
+fn ipoib(join_state: u8, qkey: u32) -> Record {
+    Box::new(move |_| {
+        let mut r = vec![0u8; 56];
+        r[..16].copy_from_slice(&[
+            0xff, 0x12, 0x40, 0x1b, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff,
+        ]);
+        r[16..32].copy_from_slice(&gid(H2));
+        r[32..36].copy_from_slice(&qkey.to_be_bytes());
+        r[48] = 0x20 | join_state;
+        r
+    })
+}
+
 /// A ServiceRecord for H2: ID 0x1122, a name, a full ServiceKey.
 fn service(lease: u32) -> Record {
     Box::new(move |_| {
@@ -514,6 +528,117 @@ pub(super) fn all() -> Vec<Query> {
                 r[24..40].copy_from_slice(&gid(H2));
                 r[53] = 1;
             }),
+        ),
+        q(
+            "MCMemberRecord non-member join of the IPoIB broadcast group",
+            SET,
+            0x0038,
+            MCR_JOIN,
+            ipoib(2, 0x0b1b),
+        ),
+        q(
+            "MCMemberRecord Get by MGID and PortGID",
+            GET,
+            0x0038,
+            1 | 2,
+            ipoib(0, 0),
+        ),
+        q(
+            "MCMemberRecord full join, wrong Q_Key",
+            SET,
+            0x0038,
+            MCR_JOIN | (1 << 2),
+            ipoib(1, 0x1234),
+        ),
+        q(
+            "MCMemberRecord full join, right Q_Key",
+            SET,
+            0x0038,
+            MCR_JOIN | (1 << 2),
+            ipoib(1, 0x0b1b),
+        ),
+        q(
+            "MCMemberRecord GetTable by MGID",
+            GET_TABLE,
+            0x0038,
+            1,
+            ipoib(0, 0),
+        ),
+        q(
+            "MCMemberRecord leave of the full membership",
+            DELETE,
+            0x0038,
+            MCR_JOIN,
+            ipoib(1, 0),
+        ),
+        q(
+            "MCMemberRecord leave of a port not joined",
+            DELETE,
+            0x0038,
+            MCR_JOIN,
+            ipoib(4, 0),
+        ),
+        q(
+            "MCMemberRecord join, invalid rate with selector",
+            SET,
+            0x0038,
+            MCR_JOIN | (1 << 8) | (1 << 9),
+            Box::new(|s| {
+                let mut r = ipoib(1, 0x0b1b)(s);
+                r[42] = 0x80 | 1;
+                r
+            }),
+        ),
+        q(
+            "ServiceRecord Set without P_Key",
+            SET,
+            0x0031,
+            SR_RID,
+            Box::new(|s| {
+                let mut r = service(0xffff_ffff)(s);
+                r[24..26].fill(0);
+                r[0] = 0x42;
+                r
+            }),
+        ),
+        q(
+            "ServiceRecord GetTable by GID",
+            GET_TABLE,
+            0x0031,
+            2,
+            service(0),
+        ),
+        q(
+            "PathRecord by ServiceID",
+            GET_TABLE,
+            0x0035,
+            PR_SID_MSB | 2 | PR_SLID | PR_DLID,
+            path(|s, r| {
+                r[..8].copy_from_slice(&0x1122_3344_5566_7788u64.to_be_bytes());
+                r[40..42].copy_from_slice(&s.lid(H1).to_be_bytes());
+                r[42..44].copy_from_slice(&s.lid(H2).to_be_bytes());
+            }),
+        ),
+        q(
+            "MultiPathRecord GetMulti, NumbPath 1",
+            GET_MULTI,
+            0x003a,
+            MPR_COUNTS | (1 << 6),
+            multipath(&[H1], &[H3, H4], 1),
+        ),
+        q(
+            "MultiPathRecord GetMulti, two by two",
+            GET_MULTI,
+            0x003a,
+            MPR_COUNTS,
+            multipath(&[H1, H2], &[H3, H4], 0),
+        ),
+        q(
+            "MultiPathRecord GetMulti, unknown GID",
+            GET_MULTI,
+            0x003a,
+            MPR_COUNTS,
+            multipath(&[H1], &[0x99_9999], 0),
         ),
         q("Unknown attribute", GET, 0x00ff, 0, zeros(8)),
     ];
