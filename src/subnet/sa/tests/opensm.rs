@@ -427,3 +427,82 @@ fn path_by_sl_answers_paths_on_that_sl() {
     assert_eq!(recs.len(), 9, "3 end ports, every pair");
     assert!(recs.iter().all(|r| pr_of(r).sl == 5));
 }
+
+/// MCMemberRecord queries: a member's record by MGID and PortGID shows its
+/// PortGID and JoinState only to a trusted request (p. 923, as OpenSM);
+/// leaving the full membership as the group's last full member takes the
+/// port out altogether, though it had joined as a non-member too.
+#[test]
+fn member_records_hide_the_member_from_untrusted_requests() {
+    use mcmember_record::comp as m;
+    let db = fixture::two_cas_one_switch();
+    let (mut sa, mut c) = setup();
+    let mut rec = mcmember_record::Repr {
+        mgid: super::super::mcast::IPOIB_BROADCAST,
+        qkey: 0x0b1b,
+        join_state: mcmember_record::JOIN_NON | mcmember_record::JOIN_FULL,
+        ..mcmember_record::Repr::default()
+    };
+    rec.port_gid[..8].copy_from_slice(&db.subnet_prefix.to_be_bytes());
+    rec.port_gid[8..].copy_from_slice(&db.nodes[2].ports[0].guid.to_be_bytes());
+    let bytes = |r: &mcmember_record::Repr| {
+        let mut b = [0u8; mcmember_record::RECORD_LEN];
+        r.emit(&mut mcmember_record::Packet::new_unchecked(&mut b[..]));
+        b
+    };
+    let join = m::MGID | m::PORT_GID | m::JOIN_STATE;
+    let r = ask(
+        &mut sa,
+        &mut c,
+        &db,
+        Method::Set,
+        AttrId::McMemberRecord,
+        join,
+        &bytes(&rec),
+    );
+    assert_eq!(r.hdr.status, MadStatus::OK);
+    let member = |r: &fixture::Reply| {
+        let p = mcmember_record::Packet::new_checked(&r.bytes[56..]).unwrap();
+        (
+            p.port_gid(),
+            mcmember_record::Repr::parse(&p).unwrap().join_state,
+        )
+    };
+    let by = m::MGID | m::PORT_GID;
+    let r = ask(
+        &mut sa,
+        &mut c,
+        &db,
+        Method::Get,
+        AttrId::McMemberRecord,
+        by,
+        &bytes(&rec),
+    );
+    assert_eq!(member(&r), ([0; 16], 0), "hidden");
+    let mut q = c.request(Method::Get, AttrId::McMemberRecord, by, &bytes(&rec));
+    wsa::Packet::new_unchecked(&mut q[..]).set_sm_key(1);
+    let r = c.ask(&mut sa, &db, &q).unwrap();
+    assert_eq!(member(&r), (rec.port_gid, 3), "shown to a trusted request");
+
+    rec.join_state = mcmember_record::JOIN_FULL;
+    let r = ask(
+        &mut sa,
+        &mut c,
+        &db,
+        Method::Delete,
+        AttrId::McMemberRecord,
+        join,
+        &bytes(&rec),
+    );
+    assert_eq!(member(&r).1, 0, "out altogether");
+    let r = ask(
+        &mut sa,
+        &mut c,
+        &db,
+        Method::Delete,
+        AttrId::McMemberRecord,
+        join,
+        &bytes(&rec),
+    );
+    assert_eq!(r.sa_status(), SaStatus::ReqInvalid, "no longer a member");
+}
