@@ -31,7 +31,8 @@
 //! - Traps the SM receives (Trap(Notice) SMPs): their data to
 //!   [`SaService::handle_trap`], then drain the transmits (the Reports).
 //!
-//! Answers follow OpenSM's SA: a record
+//! Answers follow OpenSM's SA (`docs/sa.md`: what `tests/it/sa_parity.rs`
+//! compares against OpenSM, and where this SA still departs): a record
 //! matches a query where every field whose ComponentMask bit is set is
 //! equal; SubnAdmGet with no match is ERR_NO_RECORDS, with several
 //! ERR_TOO_MANY_RECORDS; an error response copies the request's header,
