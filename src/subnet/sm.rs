@@ -34,7 +34,7 @@ const TID_TAG_MASK: u64 = 0xffff_ff00_0000_0000;
 /// Tries per SMP before the SM gives up on it (a link fault may lose it).
 const TRIES: u32 = 4;
 /// The built-in SM's priority in SMInfo (OpenSM's default).
-const PRIORITY: u8 = 0;
+pub(crate) const PRIORITY: u8 = 0;
 
 /// What the fabric's description tells the SM, as OpenSM's guid2lid and guid2mkey files.
 #[derive(Debug, Default)]

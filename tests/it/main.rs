@@ -25,6 +25,7 @@ mod rmpp_gettable;
 mod roce;
 #[cfg(feature = "verbs")]
 mod rxe;
+mod sa_parity;
 mod sim_fabric;
 mod sim_subnet;
 mod sm_role;

@@ -116,10 +116,12 @@ impl Informs {
         let mut data = Vec::new();
         let mut rec = [0u8; iir::RECORD_LEN];
         for s in &self.subs {
+            // C15-0.2-1.16: the QPN only to a trusted request (OpenSM too).
+            let qpn = if q.sm_key == 0 { 0 } else { s.info.qpn };
             iir::Repr {
                 subscriber_gid: s.gid,
                 subscriber_enum: s.id,
-                inform_info: s.info,
+                inform_info: ii::Repr { qpn, ..s.info },
             }
             .emit(&mut iir::Packet::new_unchecked(&mut rec[..]));
             if comp::matches(&iir::COMPONENTS, q.comp_mask, q.record, &rec) {

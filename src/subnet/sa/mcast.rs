@@ -25,6 +25,10 @@ const JOIN_MASK: u64 = c::MGID | c::PORT_GID | c::JOIN_STATE;
 /// Components a create needs (OpenSM's REQUIRED_MC_CREATE_COMP_MASK, MGID aside).
 const CREATE_MASK: u64 =
     c::PORT_GID | c::QKEY | c::TCLASS | c::PKEY | c::SL | c::FLOW_LABEL | c::JOIN_STATE;
+/// JoinState SendOnlyFullMember (IBA 1.3, table 221).
+const JOIN_SEND_ONLY_FULL: u8 = 1 << 3;
+/// The default GID prefix, which a PortGID may use for the subnet's.
+const DEFAULT_PREFIX: u64 = 0xfe80_0000_0000_0000;
 /// The first multicast LID.
 const MLID_BASE: u16 = 0xc000;
 /// Selector "exactly".
@@ -119,6 +123,19 @@ impl Groups {
         let Ok(req) = mcr::Repr::parse(&mcr::Packet::new_unchecked(q.record)) else {
             return (Outcome::sa(SaStatus::ReqInvalid), None);
         };
+        // OpenSM's `osm_mcmr_rcv_process`: a Set or Delete names the MGID,
+        // PortGID and JoinState (else ERR_INSUFFICIENT_COMPONENTS), and any
+        // MTU or Rate given with its selector is a valid code.
+        if matches!(q.method, Method::Set | Method::Delete) && q.comp_mask & JOIN_MASK != JOIN_MASK
+        {
+            return (Outcome::sa(SaStatus::InsufficientComponents), None);
+        }
+        let both = |a: u64, b: u64| q.comp_mask & (a | b) == a | b;
+        if both(c::RATE_SELECTOR, c::RATE) && !(2..=22).contains(&req.rate)
+            || both(c::MTU_SELECTOR, c::MTU) && !(1..=5).contains(&req.mtu)
+        {
+            return (Outcome::sa(SaStatus::ReqInvalid), None);
+        }
         match q.method {
             Method::Set => self.join(db, q.comp_mask, req),
             Method::Delete => self.leave(q.comp_mask, req),
@@ -129,36 +146,47 @@ impl Groups {
 
     fn port_known(db: &SubnetDb, gid: &[u8; 16]) -> bool {
         let mut half = [0u8; 8];
-        half.copy_from_slice(&gid[..8]);
-        let prefix = u64::from_be_bytes(half);
         half.copy_from_slice(&gid[8..]);
-        prefix == db.subnet_prefix
-            && Index::new(db)
-                .by_guid
-                .contains_key(&u64::from_be_bytes(half))
+        Index::new(db)
+            .by_guid
+            .contains_key(&u64::from_be_bytes(half))
     }
 
-    fn join(&mut self, db: &SubnetDb, mask: u64, req: mcr::Repr) -> (Outcome, Option<GroupEvent>) {
-        if mask & (c::PORT_GID | c::JOIN_STATE) != c::PORT_GID | c::JOIN_STATE {
-            return (Outcome::sa(SaStatus::InsufficientComponents), None);
-        }
-        if req.join_state == 0 {
-            return (Outcome::sa(SaStatus::ReqInvalid), None);
+    /// A join, with OpenSM's `mcmr_rcv_join_mgrp` checks in its order.
+    fn join(
+        &mut self,
+        db: &SubnetDb,
+        mask: u64,
+        mut req: mcr::Repr,
+    ) -> (Outcome, Option<GroupEvent>) {
+        // The PortGID's prefix: the default (fe80::) stands for the
+        // subnet's; any other must be the subnet's (ERR_INVALID_GID).
+        let mut prefix = [0u8; 8];
+        prefix.copy_from_slice(&req.port_gid[..8]);
+        match u64::from_be_bytes(prefix) {
+            DEFAULT_PREFIX => req.port_gid[..8].copy_from_slice(&db.subnet_prefix.to_be_bytes()),
+            p if p == db.subnet_prefix => {}
+            _ => return (Outcome::sa(SaStatus::ReqInvalidGid), None),
         }
         if !Self::port_known(db, &req.port_gid) {
             return (Outcome::sa(SaStatus::ReqInvalid), None);
         }
-        let zero_mgid = mask & c::MGID == 0 || req.mgid == [0; 16];
+        if mask & c::PKEY != 0 && req.pkey & 0x7fff == 0 {
+            return (Outcome::sa(SaStatus::ReqInvalid), None);
+        }
         let mut event = None;
         let mgid = match self.groups.get(&req.mgid) {
-            Some(_) if !zero_mgid => req.mgid,
-            _ => {
-                // A new group: only a full member may create it, with every
-                // parameter OpenSM requires.
-                if mask & CREATE_MASK != CREATE_MASK || req.join_state & JOIN_FULL == 0 {
+            Some(_) => req.mgid,
+            None => {
+                // o15.0.1.9: only a full (or send-only full) member creates
+                // a group; anything else is ERR_REQ_INVALID (o15.0.1.13).
+                if req.join_state & (JOIN_FULL | JOIN_SEND_ONLY_FULL) == 0 {
+                    return (Outcome::sa(SaStatus::ReqInvalid), None);
+                }
+                if mask & CREATE_MASK != CREATE_MASK {
                     return (Outcome::sa(SaStatus::InsufficientComponents), None);
                 }
-                match self.create(mask, &req, zero_mgid) {
+                match self.create(mask, &req, req.mgid == [0; 16]) {
                     Ok(mgid) => {
                         event = Some(GroupEvent::Created(mgid));
                         mgid
@@ -167,6 +195,9 @@ impl Groups {
                 }
             }
         };
+        if req.join_state == 0 {
+            return (Outcome::sa(SaStatus::ReqInvalid), None);
+        }
         let group = self.groups.get_mut(&mgid).expect("found or created above");
         if !Self::compatible(mask, &req, &group.rec) {
             return (Outcome::sa(SaStatus::ReqInvalid), None);
@@ -223,7 +254,8 @@ impl Groups {
             rate_selector: EXACTLY,
             rate: pick(c::RATE_SELECTOR, c::RATE, req.rate_selector, req.rate, 3),
             pkt_life_selector: EXACTLY,
-            pkt_life: 0x12,
+            // OpenSM keeps the request's PacketLifeTime, given or not.
+            pkt_life: req.pkt_life,
             scope: mgid[1] & 0x0f,
             join_state: 0,
             proxy_join: false,
@@ -268,42 +300,95 @@ impl Groups {
         let Some(group) = self.groups.get_mut(&req.mgid) else {
             return (Outcome::sa(SaStatus::ReqInvalid), None);
         };
-        let Some(state) = group.members.get_mut(&req.port_gid) else {
+        let Some(&state) = group.members.get(&req.port_gid) else {
             return (Outcome::sa(SaStatus::ReqInvalid), None);
         };
-        *state &= !req.join_state;
-        let left = *state;
-        let rec = mcr::Repr {
-            port_gid: req.port_gid,
-            join_state: req.join_state,
-            ..group.rec
-        };
-        if left == 0 {
+        // OpenSM's `osm_mgrp_remove_port`: the port keeps what it did not
+        // leave only while that includes FullMember, or other full members
+        // remain; else it leaves the group altogether. The group's last
+        // (send-only) full member leaving takes every member with it, and
+        // the group too unless the SA made it.
+        let full = JOIN_FULL | JOIN_SEND_ONLY_FULL;
+        let full_members = group.members.values().filter(|s| *s & full != 0).count();
+        let new = state & !req.join_state;
+        let keep =
+            new & JOIN_FULL != 0 || (new != 0 && full_members > usize::from(state & JOIN_FULL));
+        if keep {
+            group.members.insert(req.port_gid, new);
+        } else {
             group.members.remove(&req.port_gid);
         }
+        // OpenSM answers the request's record, its selectors "exactly",
+        // its JoinState what the port keeps.
+        let rec = mcr::Repr {
+            join_state: if keep { new } else { 0 },
+            scope: group.rec.scope,
+            mtu_selector: EXACTLY,
+            rate_selector: EXACTLY,
+            pkt_life_selector: EXACTLY,
+            ..req
+        };
         let mut event = None;
-        if group.members.is_empty() && !group.well_known {
-            self.groups.remove(&req.mgid);
-            event = Some(GroupEvent::Deleted(req.mgid));
+        if state & full != 0 && new & full == 0 && full_members == 1 {
+            group.members.clear();
+            if !group.well_known {
+                self.groups.remove(&req.mgid);
+                event = Some(GroupEvent::Deleted(req.mgid));
+            }
         }
         (one(&rec), event)
     }
 
     /// One record per member of every group, matched under the mask.
+    /// Get/GetTable as OpenSM's `mcmr_by_comp_mask` answers them: with a
+    /// PortGID, that member's record; without one, a trusted request (an
+    /// SM_Key) gets every member's record, any other one record per group
+    /// (the group's parameters), so a group without members is listed too.
+    /// An untrusted request sees no PortGID, JoinState or ProxyJoin.
     fn query(&self, q: &Query<'_>) -> Outcome {
         let mut data = Vec::new();
         let mut rec = [0u8; mcr::RECORD_LEN];
+        let trusted = q.sm_key != 0;
+        let mut offer = |r: mcr::Repr, data: &mut Vec<u8>| {
+            r.emit(&mut mcr::Packet::new_unchecked(&mut rec[..]));
+            if comp::matches(&mcr::COMPONENTS, q.comp_mask, q.record, &rec) {
+                // p. 923: PortGID, JoinState and ProxyJoin only to a
+                // trusted request (OpenSM's `mcmr_query_mgrp`).
+                let shown = if trusted {
+                    r
+                } else {
+                    mcr::Repr {
+                        port_gid: [0; 16],
+                        join_state: 0,
+                        proxy_join: false,
+                        ..r
+                    }
+                };
+                shown.emit(&mut mcr::Packet::new_unchecked(&mut rec[..]));
+                data.extend_from_slice(&rec);
+            }
+        };
         for g in self.groups.values() {
-            for (gid, state) in &g.members {
-                mcr::Repr {
-                    port_gid: *gid,
-                    join_state: *state,
-                    ..g.rec
+            if q.comp_mask & c::PORT_GID != 0 || trusted {
+                for (gid, state) in &g.members {
+                    offer(
+                        mcr::Repr {
+                            port_gid: *gid,
+                            join_state: *state,
+                            ..g.rec
+                        },
+                        &mut data,
+                    );
                 }
-                .emit(&mut mcr::Packet::new_unchecked(&mut rec[..]));
-                if comp::matches(&mcr::COMPONENTS, q.comp_mask, q.record, &rec) {
-                    data.extend_from_slice(&rec);
-                }
+            } else {
+                offer(
+                    mcr::Repr {
+                        port_gid: [0; 16],
+                        join_state: 0,
+                        ..g.rec
+                    },
+                    &mut data,
+                );
             }
         }
         Outcome::Records {

@@ -31,7 +31,8 @@
 //! - Traps the SM receives (Trap(Notice) SMPs): their data to
 //!   [`SaService::handle_trap`], then drain the transmits (the Reports).
 //!
-//! Answers follow OpenSM's SA: a record
+//! Answers follow OpenSM's SA (`docs/sa.md`: what `tests/it/sa_parity.rs`
+//! compares against OpenSM, and where this SA still departs): a record
 //! matches a query where every field whose ComponentMask bit is set is
 //! equal; SubnAdmGet with no match is ERR_NO_RECORDS, with several
 //! ERR_TOO_MANY_RECORDS; an error response copies the request's header,
@@ -41,9 +42,11 @@
 mod db;
 mod inform;
 mod mcast;
+mod multipath;
 mod path;
 mod records;
 mod services;
+mod tables;
 
 pub(crate) mod fixture;
 #[cfg(test)]
@@ -63,6 +66,9 @@ use crate::wire::{rmpp, MAD_SIZE};
 /// GetMulti, Delete (the two it does not serve are answered 0x000c, as
 /// OpenSM answers them for the attributes it lacks, rather than dropped).
 const SERVED: [u8; 6] = [0x01, 0x02, 0x12, 0x13, 0x14, 0x15];
+/// The SA's SM_Key: OpenSM's default `sa_key` (`OSM_DEFAULT_SA_KEY`), so
+/// a client configured for OpenSM's default is trusted here too.
+pub(super) const SA_KEY: u64 = 1;
 /// Resends of each unacknowledged RMPP window (OpenSM's default `--retries`).
 const RMPP_RETRIES: u32 = 3;
 /// How long a Report waits for its ReportResp (OpenSM's default transaction timeout).
@@ -102,6 +108,13 @@ pub(crate) struct Query<'a> {
     pub(crate) record: &'a [u8],
     /// Who asked.
     pub(crate) from: MadAddr,
+    /// The request's SM_Key (OpenSM hides ServiceKeys from a request without one).
+    pub(crate) sm_key: u64,
+    /// Whether the request came with RMPPFlags.Active (a GetMulti must).
+    pub(crate) rmpp_active: bool,
+    /// The request's AttributeModifier (bit 31 of a PortInfoRecord query:
+    /// CapabilityMask matches as a subset rather than exactly).
+    pub(crate) attr_mod: u32,
 }
 
 /// Counters of what the SA did.
@@ -320,6 +333,12 @@ impl SaService {
             return;
         }
         let sa_hdr = wsa::Packet::new_unchecked(req);
+        // OpenSM's SA MAD controller ignores a request whose SM_Key is
+        // neither 0 nor its SA key (C15-0.1.5's "discard").
+        if sa_hdr.sm_key() != 0 && sa_hdr.sm_key() != SA_KEY {
+            self.stats.dropped += 1;
+            return;
+        }
         let mut record = [0u8; wsa::DATA_LEN];
         let data = sa_hdr.data();
         let n = data.len().min(record.len());
@@ -329,6 +348,11 @@ impl SaService {
             comp_mask: sa_hdr.comp_mask(),
             record: &record,
             from,
+            sm_key: sa_hdr.sm_key(),
+            attr_mod: hdr.attr_mod,
+            rmpp_active: req
+                .get(rmpp::OFFSET + 2)
+                .is_some_and(|f| f & rmpp::FLAG_ACTIVE != 0),
         };
         // (Other class versions never get here: the engine routes by class
         // version, and answers an unclaimed Get/Set itself with 0x000c.)
@@ -343,6 +367,7 @@ impl SaService {
             AttrId::NodeRecord if read_only => records::node_records(db, q),
             AttrId::PortInfoRecord if read_only => records::port_info_records(db, q),
             AttrId::PathRecord if read_only => path::path_records(db, q),
+            AttrId::MultiPathRecord => multipath::multipath_records(db, q),
             AttrId::McMemberRecord => {
                 let (outcome, event) = self.groups.handle(db, q);
                 if let Some(event) = event {
@@ -359,6 +384,10 @@ impl SaService {
             AttrId::LinkRecord if read_only => records::link_records(db, q),
             AttrId::SwitchInfoRecord if read_only => records::switch_info_records(db, q),
             AttrId::GuidInfoRecord if read_only => records::guid_info_records(db, q),
+            AttrId::SmInfoRecord => tables::sm_info_records(db, q, super::sm::PRIORITY),
+            AttrId::LinearFdbRecord => tables::lft_records(db, q),
+            AttrId::MulticastFdbRecord => tables::mft_records(q),
+            AttrId::PKeyTableRecord => tables::pkey_table_records(db, q),
             _ => Outcome::Error(MadStatus::UNSUPPORTED_METHOD_ATTR),
         }
     }
@@ -432,7 +461,9 @@ impl SaService {
     /// `osm_sa_send_error` shape it.
     fn respond(&mut self, now: Instant, to: MadAddr, req: &[u8], method: Method, outcome: Outcome) {
         let outcome = match outcome {
-            Outcome::Records { data, record_len } if method != Method::GetTable => {
+            Outcome::Records { data, record_len }
+                if !matches!(method, Method::GetTable | Method::GetMulti) =>
+            {
                 match data.len() / record_len.max(1) {
                     0 => Outcome::sa(SaStatus::NoRecords),
                     1 => Outcome::Records { record_len, data },
@@ -474,7 +505,10 @@ impl SaService {
             }
         };
         self.stats.answered += 1;
-        let table = method == Method::GetTable && status == MadStatus::OK;
+        // GetTable and GetMulti answers are RMPP messages (a GetMulti's
+        // records are PathRecords, under that attribute ID, as o15-0.2.7 says).
+        let table =
+            matches!(method, Method::GetTable | Method::GetMulti) && status == MadStatus::OK;
         let len = if table {
             wsa::DATA_OFFSET + data.len()
         } else {
@@ -486,6 +520,11 @@ impl SaService {
             let mut p = mad::Packet::new_unchecked(&mut out[..]);
             p.set_method(resp_method);
             p.set_status(status);
+            // A MultiPathRecord's answer, records or error, names PathRecord
+            // (o15-0.2.7 for the records; OpenSM's errors do too).
+            if AttrId::from(p.attr_id()) == AttrId::MultiPathRecord {
+                p.set_attr_id(AttrId::PathRecord.into());
+            }
         }
         // The request's RMPP header is not the response's: a GetTable answer
         // is one RMPP message (the engine fills type, flags and lengths),

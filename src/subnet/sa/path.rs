@@ -7,9 +7,9 @@
 //! Sources and destinations come from SGID or SLID and DGID or DLID when
 //! the ComponentMask has them, else every end port (OpenSM's "world"
 //! query, what `saquery -p` asks). MTU, Rate and PacketLifeTime honour
-//! their selectors; P_Key and SL must equal when masked. Not modelled:
-//! LMC paths (one path per pair, base LIDs), QoS classes, SL2VL, flow
-//! labels, GRH paths to other subnets.
+//! their selectors; P_Key must equal when masked, a masked SL is the
+//! path's. Not modelled: LMC paths (one path per pair, base LIDs), QoS
+//! classes, SL2VL, flow labels, GRH paths to other subnets.
 
 use super::db::{self, end_ports, is_switch, EndPort, Index};
 use super::{Outcome, Query};
@@ -171,8 +171,31 @@ fn common_pkey(src: &PortEntry, dst: &PortEntry, want: Option<u16>) -> Option<u1
         .find(|k| dst.pkeys.iter().any(|d| base(*d) == base(*k)))
 }
 
-/// The end ports a query names through a GID (`gid_bit`) or LID (`lid_bit`),
-/// or all of them.
+/// Whether a GID's prefix is link-local (fe80::/10), which OpenSM accepts
+/// whatever the subnet's prefix (`ib_gid_is_link_local`).
+fn link_local(prefix: u64) -> bool {
+    prefix & 0xffc0_0000_0000_0000 == 0xfe80_0000_0000_0000
+}
+
+/// The end port a GID names: a link-local or this subnet's prefix, and a
+/// port GUID the SM found.
+pub(super) fn end_by_gid(db: &SubnetDb, ix: &Index, gid: &[u8; 16]) -> Option<EndPort> {
+    let mut half = [0u8; 8];
+    half.copy_from_slice(&gid[..8]);
+    let prefix = u64::from_be_bytes(half);
+    if !link_local(prefix) && prefix != db.subnet_prefix {
+        return None;
+    }
+    half.copy_from_slice(&gid[8..]);
+    ix.by_guid.get(&u64::from_be_bytes(half)).copied()
+}
+
+/// The end ports a query names through a GID (`gid_bit`) and/or LID
+/// (`lid_bit`), or all of them. A GID or LID that names no port gives no
+/// ports: OpenSM's `pr_rcv_get_end_points` finds ERR_INVALID_GID or
+/// NO_RECORDS there, but `osm_pr_rcv_process` drops that status and answers
+/// the empty list (Get: NO_RECORDS; GetTable: no records). A GID and a LID
+/// of different ports are ERR_REQ_INVALID, as there.
 fn ends(
     db: &SubnetDb,
     ix: &Index,
@@ -180,23 +203,13 @@ fn ends(
     (gid_bit, gid): (u64, [u8; 16]),
     (lid_bit, lid): (u64, u16),
 ) -> Result<Vec<EndPort>, Outcome> {
-    if mask & gid_bit != 0 {
-        let mut prefix = [0u8; 8];
-        prefix.copy_from_slice(&gid[..8]);
-        let mut guid = [0u8; 8];
-        guid.copy_from_slice(&gid[8..]);
-        if u64::from_be_bytes(prefix) != db.subnet_prefix {
-            return Err(Outcome::sa(SaStatus::ReqInvalidGid));
-        }
-        return match ix.by_guid.get(&u64::from_be_bytes(guid)) {
-            Some(e) => Ok(vec![*e]),
-            None => Err(Outcome::sa(SaStatus::ReqInvalidGid)),
-        };
+    let by_gid = (mask & gid_bit != 0).then(|| end_by_gid(db, ix, &gid));
+    let by_lid = (mask & lid_bit != 0).then(|| ix.by_lid.get(&lid).copied());
+    match (by_gid, by_lid) {
+        (Some(Some(g)), Some(Some(l))) if g != l => Err(Outcome::sa(SaStatus::ReqInvalid)),
+        (Some(e), _) | (None, Some(e)) => Ok(e.into_iter().collect()),
+        (None, None) => Ok(end_ports(db).collect()),
     }
-    if mask & lid_bit != 0 {
-        return Ok(ix.by_lid.get(&lid).copied().into_iter().collect());
-    }
-    Ok(end_ports(db).collect())
 }
 
 fn gid(prefix: u64, guid: u64) -> [u8; 16] {
@@ -206,10 +219,32 @@ fn gid(prefix: u64, guid: u64) -> [u8; 16] {
     g
 }
 
+/// The checks OpenSM's `osm_pr_rcv_process` makes before it looks for
+/// paths: a Rate or MTU given with its selector must be a valid code
+/// (ERR_REQ_INVALID), and ServiceID comes in both halves or not at all
+/// (ERR_INSUFFICIENT_COMPONENTS).
+pub(super) fn check(mask: u64, want: &path_record::Packet<&[u8]>) -> Option<Outcome> {
+    let both = |a: u64, b: u64| mask & (a | b) == a | b;
+    if both(comp::RATE_SELECTOR, comp::RATE) && !(2..=22).contains(&want.rate()) {
+        return Some(Outcome::sa(SaStatus::ReqInvalid));
+    }
+    if both(comp::MTU_SELECTOR, comp::MTU) && !(1..=5).contains(&want.mtu()) {
+        return Some(Outcome::sa(SaStatus::ReqInvalid));
+    }
+    let sid = comp::SERVICE_ID_MSB | comp::SERVICE_ID_LSB;
+    if mask & sid != 0 && mask & sid != sid {
+        return Some(Outcome::sa(SaStatus::InsufficientComponents));
+    }
+    None
+}
+
 /// PathRecords for a Get or GetTable.
 pub(super) fn path_records(db: &SubnetDb, q: &Query<'_>) -> Outcome {
     let want = path_record::Packet::new_unchecked(q.record);
     let mask = q.comp_mask;
+    if let Some(o) = check(mask, &want) {
+        return o;
+    }
     let ix = Index::new(db);
     let srcs = match ends(
         db,
@@ -231,6 +266,29 @@ pub(super) fn path_records(db: &SubnetDb, q: &Query<'_>) -> Outcome {
         Ok(v) => v,
         Err(o) => return o,
     };
+    let mut data = Vec::with_capacity(srcs.len() * dsts.len() * path_record::LEN);
+    for s in &srcs {
+        for d in &dsts {
+            if let Some(rec) = pair_record(db, mask, &want, *s, *d) {
+                data.extend_from_slice(&rec);
+            }
+        }
+    }
+    Outcome::Records {
+        record_len: path_record::LEN,
+        data,
+    }
+}
+
+/// The PathRecord from `s` to `d` if one satisfies the query (`want` under
+/// `mask`, PathRecord ComponentMask bits).
+pub(super) fn pair_record(
+    db: &SubnetDb,
+    mask: u64,
+    want: &path_record::Packet<&[u8]>,
+    s: EndPort,
+    d: EndPort,
+) -> Option<[u8; path_record::LEN]> {
     let want_pkey = (mask & comp::PKEY != 0).then(|| want.pkey());
     let sel = |sel_bit: u64, selector: u8| {
         if mask & sel_bit != 0 {
@@ -242,63 +300,48 @@ pub(super) fn path_records(db: &SubnetDb, q: &Query<'_>) -> Outcome {
     let mtu_sel = sel(comp::MTU_SELECTOR, want.mtu_selector());
     let rate_sel = sel(comp::RATE_SELECTOR, want.rate_selector());
     let life_sel = sel(comp::PKT_LIFE_SELECTOR, want.pkt_life_selector());
-    if mask & comp::SL != 0 && want.sl() != 0 {
-        return Outcome::Records {
-            record_len: path_record::LEN,
-            data: Vec::new(),
-        };
+    // A requested SL is the path's (OpenSM without QoS: any SL its SL2VL
+    // tables do not drop; the embedded fabric models no SL2VL), else SL 0.
+    let sl = if mask & comp::SL != 0 { want.sl() } else { 0 };
+    let sp = &db.nodes[s.node].ports[s.port];
+    let route = walk(db, s, d)?;
+    let dp = &db.nodes[d.node].ports[d.port];
+    let pkey = common_pkey(sp, dp, want_pkey)?;
+    let rate = rate_code(route.half_gbps);
+    if mask & comp::MTU != 0 && !selected(mtu_sel, want.mtu().into(), route.mtu.into()) {
+        return None;
     }
-    let mut data = Vec::with_capacity(srcs.len() * dsts.len() * path_record::LEN);
+    if mask & comp::RATE != 0 && !selected(rate_sel, rate_of(want.rate()), rate_of(rate)) {
+        return None;
+    }
+    // IBA table 205: a loopback path's PacketLifeTime is zero (OpenSM too).
+    let life = if s == d { 0 } else { PACKET_LIFE };
+    if mask & comp::PKT_LIFE != 0 && !selected(life_sel, want.pkt_life().into(), life.into()) {
+        return None;
+    }
     let mut rec = [0u8; path_record::LEN];
-    for s in &srcs {
-        let sp = &db.nodes[s.node].ports[s.port];
-        for d in &dsts {
-            let Some(route) = walk(db, *s, *d) else {
-                continue;
-            };
-            let dp = &db.nodes[d.node].ports[d.port];
-            let Some(pkey) = common_pkey(sp, dp, want_pkey) else {
-                continue;
-            };
-            let rate = rate_code(route.half_gbps);
-            if mask & comp::MTU != 0 && !selected(mtu_sel, want.mtu().into(), route.mtu.into()) {
-                continue;
-            }
-            if mask & comp::RATE != 0 && !selected(rate_sel, rate_of(want.rate()), rate_of(rate)) {
-                continue;
-            }
-            if mask & comp::PKT_LIFE != 0
-                && !selected(life_sel, want.pkt_life().into(), PACKET_LIFE.into())
-            {
-                continue;
-            }
-            path_record::Repr {
-                service_id: if mask & (comp::SERVICE_ID_MSB | comp::SERVICE_ID_LSB) != 0 {
-                    want.service_id()
-                } else {
-                    0
-                },
-                dgid: gid(db.subnet_prefix, d.guid),
-                sgid: gid(db.subnet_prefix, s.guid),
-                dlid: d.lid,
-                slid: s.lid,
-                hop_limit: route.hops,
-                reversible: true,
-                pkey,
-                mtu_selector: SEL_EXACTLY,
-                mtu: route.mtu,
-                rate_selector: SEL_EXACTLY,
-                rate,
-                pkt_life_selector: SEL_EXACTLY,
-                pkt_life: PACKET_LIFE,
-                ..path_record::Repr::default()
-            }
-            .emit(&mut path_record::Packet::new_unchecked(&mut rec[..]));
-            data.extend_from_slice(&rec);
-        }
+    path_record::Repr {
+        // OpenSM's `pr_rcv_build_pr` leaves ServiceID 0 in the answer,
+        // whatever the query asked.
+        service_id: 0,
+        dgid: gid(db.subnet_prefix, d.guid),
+        sgid: gid(db.subnet_prefix, s.guid),
+        dlid: d.lid,
+        slid: s.lid,
+        // HopLimit only counts for a path through a router (OpenSM leaves
+        // it 0 inside the subnet, and so does IBA 15.2.5.16's use of it).
+        hop_limit: 0,
+        reversible: true,
+        pkey,
+        mtu_selector: SEL_EXACTLY,
+        mtu: route.mtu,
+        rate_selector: SEL_EXACTLY,
+        rate,
+        pkt_life_selector: SEL_EXACTLY,
+        pkt_life: life,
+        sl,
+        ..path_record::Repr::default()
     }
-    Outcome::Records {
-        record_len: path_record::LEN,
-        data,
-    }
+    .emit(&mut path_record::Packet::new_unchecked(&mut rec[..]));
+    Some(rec)
 }

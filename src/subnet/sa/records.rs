@@ -77,15 +77,17 @@ pub(super) fn node_records(db: &SubnetDb, q: &Query<'_>) -> Outcome {
 
 /// PortInfoRecords: every port of every node (a switch's port 0 and its
 /// external ports, all under the switch's LID), PortInfo as the SMA said.
-/// CapabilityMask matches as OpenSM matches it (and advertises in
-/// ClassPortInfo): every bit set in the query must be set in the port, so
-/// `saquery -s` finds the ports with IsSM.
+/// CapabilityMask matches as OpenSM's `sa_pir_check_physp` matches it:
+/// exactly, or with AttributeModifier bit 31 (the "enhanced" mask that
+/// ClassPortInfo's IsPortInfoCapMaskMatchSupported offers, which
+/// `saquery -s` sets) when every bit set in the query is set in the port.
 pub(super) fn port_info_records(db: &SubnetDb, q: &Query<'_>) -> Outcome {
     let want_caps = (q.comp_mask & port_info_record::COMP_CAPABILITY_MASK != 0).then(|| {
         port_info_record::Packet::new_unchecked(q.record)
             .port_info()
             .capability_mask()
     });
+    let subset = q.attr_mod & (1 << 31) != 0;
     let q = Query {
         comp_mask: q.comp_mask & !port_info_record::COMP_CAPABILITY_MASK,
         ..*q
@@ -104,7 +106,7 @@ pub(super) fn port_info_records(db: &SubnetDb, q: &Query<'_>) -> Outcome {
             p.set_options(0);
             p.port_info_mut().copy_from_slice(&port.port_info);
             let caps = db::port_info(port).capability_mask();
-            if want_caps.is_none_or(|w| caps & w == w) {
+            if want_caps.is_none_or(|w| if subset { caps & w == w } else { caps == w }) {
                 c.offer(&rec);
             }
         }
@@ -160,8 +162,9 @@ pub(super) fn switch_info_records(db: &SubnetDb, q: &Query<'_>) -> Outcome {
     c.done()
 }
 
-/// GUIDInfoRecords: block 0 of each end port, holding its port GUID (the
-/// embedded fabric assigns no alias GUIDs).
+/// GUIDInfoRecords: for each end port, the blocks its PortInfo GUIDCap
+/// allows (8 GUIDs a block; OpenSM's `sa_gir_create_gir`), block 0 holding
+/// the port GUID (the embedded fabric assigns no alias GUIDs).
 pub(super) fn guid_info_records(db: &SubnetDb, q: &Query<'_>) -> Outcome {
     let mut c = Collector::new(
         q,
@@ -170,21 +173,33 @@ pub(super) fn guid_info_records(db: &SubnetDb, q: &Query<'_>) -> Outcome {
     );
     let mut rec = [0u8; guid_info_record::RECORD_LEN];
     for e in end_ports(db) {
-        let mut guids = [0u64; guid_info_record::GUIDS_PER_BLOCK];
-        guids[0] = e.guid;
-        guid_info_record::Repr {
-            lid: e.lid,
-            block_num: 0,
-            guids,
+        let port = &db.nodes[e.node].ports[e.port];
+        let cap = usize::from(db::port_info(port).guid_cap());
+        let blocks = cap.div_ceil(guid_info_record::GUIDS_PER_BLOCK).max(1);
+        for block in 0..blocks {
+            let mut guids = [0u64; guid_info_record::GUIDS_PER_BLOCK];
+            if block == 0 {
+                guids[0] = e.guid;
+            }
+            guid_info_record::Repr {
+                lid: e.lid,
+                block_num: block as u8,
+                guids,
+            }
+            .emit(&mut guid_info_record::Packet::new_unchecked(&mut rec[..]));
+            c.offer(&rec);
         }
-        .emit(&mut guid_info_record::Packet::new_unchecked(&mut rec[..]));
-        c.offer(&rec);
     }
     c.done()
 }
 
-/// The SA's ClassPortInfo (OpenSM's `osm_cpi_rcv_process`): class version
-/// 2, no redirection, CapabilityMask IsPortInfoCapMaskMatchSupported.
+/// The SA's ClassPortInfo as OpenSM's `cpi_rcv_respond` fills it: class
+/// version 2, RespTimeValue for OpenSM's default 200 ms transaction
+/// timeout, RedirectQP 1 and the well-known Q_Keys (no redirection), and
+/// the CapabilityMask bits for what this SA serves: Get/Set(Notice) (it
+/// forwards traps), UD multicast (MCMemberRecord), MultiPathRecord,
+/// PortInfo CapabilityMask matching. CapabilityMask2 is 0: none of its
+/// features (QoS, alias GUIDs, ...) is served.
 pub(super) fn class_port_info(q: &Query<'_>) -> Outcome {
     if q.method != crate::wire::mad::Method::Get {
         return Outcome::Error(crate::wire::mad::MadStatus::UNSUPPORTED_METHOD_ATTR);
@@ -193,8 +208,11 @@ pub(super) fn class_port_info(q: &Query<'_>) -> Outcome {
     let mut p = class_port_info::Packet::new_unchecked(&mut data[..]);
     p.set_base_version(crate::wire::mad::BASE_VERSION);
     p.set_class_version(crate::wire::sa::CLASS_VERSION);
-    p.set_capability_mask(CPI_CAP_PORT_INFO_CAPMASK_MATCH);
+    p.set_capability_mask(CPI_CAPS);
     p.set_capability_mask2_resp_time(0, CPI_RESP_TIME_VALUE);
+    p.set_redirect_qp(1);
+    p.set_redirect_qkey(crate::types::GSI_QKEY);
+    p.set_trap_qkey(crate::types::GSI_QKEY);
     Outcome::Records {
         record_len: CPI_RECORD_LEN,
         data,
@@ -203,7 +221,9 @@ pub(super) fn class_port_info(q: &Query<'_>) -> Outcome {
 
 /// ClassPortInfo is 72 bytes, already 8-byte aligned.
 const CPI_RECORD_LEN: usize = class_port_info::LEN;
-/// OpenSM's `OSM_CAP_IS_PORT_INFO_CAPMASK_MATCH_SUPPORTED`.
-const CPI_CAP_PORT_INFO_CAPMASK_MATCH: u16 = 1 << 13;
-/// RespTimeValue: 4.096 µs × 2^18 ≈ 1 s.
-const CPI_RESP_TIME_VALUE: u8 = 18;
+/// OpenSM's `OSM_CAP_IS_UD_MCAST_SUP` (bit 1), `..._SUBN_GET_SET_NOTICE_SUP`
+/// (9), `..._MULTIPATH_SUP` (10), `..._PORT_INFO_CAPMASK_MATCH_SUPPORTED` (13).
+const CPI_CAPS: u16 = (1 << 1) | (1 << 9) | (1 << 10) | (1 << 13);
+/// RespTimeValue: 4.096 µs × 2^16 ≈ 268 ms, what OpenSM advertises for its
+/// default 200 ms transaction timeout.
+const CPI_RESP_TIME_VALUE: u8 = 16;

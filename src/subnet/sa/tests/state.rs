@@ -9,7 +9,8 @@ use crate::types::{MadAddr, Qp, GSI_QKEY};
 use crate::wire::mad::MgmtClass;
 use crate::wire::mad::{self, MadStatus, Method};
 use crate::wire::sa::{
-    inform_info, inform_info_record, mcmember_record, notice, service_record, AttrId, SaStatus,
+    self as wsa, inform_info, inform_info_record, mcmember_record, notice, service_record, AttrId,
+    SaStatus,
 };
 
 fn port_gid(db: &SubnetDb, node: usize) -> [u8; 16] {
@@ -101,7 +102,16 @@ fn mcmember_rereg_leave_then_join_the_ipoib_broadcast_group() {
         0,
         &[0; 56],
     );
-    assert!(all.records().is_empty());
+    // No member left; an untrusted query still lists the group (OpenSM
+    // answers one record per group, PortGID zero).
+    let recs = all.records();
+    assert_eq!(recs.len(), 1);
+    assert_eq!(
+        mcmember_record::Packet::new_checked(&recs[0][..])
+            .unwrap()
+            .port_gid(),
+        [0; 16]
+    );
     // Leaving twice: not a member any more.
     let r = ask(
         &mut sa,
@@ -191,8 +201,14 @@ fn mcmember_create_join_and_delete_a_group() {
     );
     assert_eq!(mcm_of(&r).join_state, mcmember_record::JOIN_SEND_ONLY);
 
+    // The members, to a trusted request (OpenSM lists them only to one
+    // with the SM_Key; to others, one record of the group).
     let by_group = mcm(|r| r.mgid = g.mgid);
-    let members = ask(
+    let mut req = c.request(Method::GetTable, AttrId::McMemberRecord, m::MGID, &by_group);
+    wsa::Packet::new_unchecked(&mut req[..]).set_sm_key(1);
+    let members = c.ask(&mut sa, &db, &req).unwrap();
+    assert_eq!(members.records().len(), 2);
+    let group = ask(
         &mut sa,
         &mut c,
         &db,
@@ -201,12 +217,18 @@ fn mcmember_create_join_and_delete_a_group() {
         m::MGID,
         &by_group,
     );
-    assert_eq!(members.records().len(), 2);
+    assert_eq!(group.records().len(), 1);
 
-    // Both leave: the group is gone, and a plain join cannot recreate it.
-    for (gid, js) in [
-        (sm, mcmember_record::JOIN_FULL),
-        (host, mcmember_record::JOIN_SEND_ONLY),
+    // The full member leaves: the last one, so the group goes with its
+    // send-only member (OpenSM's `osm_mgrp_remove_port`), whose own leave
+    // then finds no group; and a plain join cannot recreate it.
+    for (gid, js, status) in [
+        (sm, mcmember_record::JOIN_FULL, MadStatus::OK),
+        (
+            host,
+            mcmember_record::JOIN_SEND_ONLY,
+            SaStatus::ReqInvalid.to_mad_status(),
+        ),
     ] {
         let q = mcm(|r| {
             r.mgid = g.mgid;
@@ -222,7 +244,7 @@ fn mcmember_create_join_and_delete_a_group() {
             join,
             &q,
         );
-        assert_eq!(r.hdr.status, MadStatus::OK);
+        assert_eq!(r.hdr.status, status);
     }
     let q = mcm(|r| {
         r.mgid = g.mgid;
@@ -240,10 +262,27 @@ fn mcmember_create_join_and_delete_a_group() {
     );
     assert_eq!(r.sa_status(), SaStatus::InsufficientComponents);
 
-    // A port the subnet does not have, and a join without JoinState.
+    // A PortGID of another subnet (OpenSM: ERR_INVALID_GID), a port the
+    // subnet does not have (ERR_REQ_INVALID), and a join without JoinState.
     let q = mcm(|r| {
         r.mgid = super::super::mcast::IPOIB_BROADCAST;
         r.port_gid = [0x11; 16];
+        r.join_state = mcmember_record::JOIN_FULL;
+    });
+    let r = ask(
+        &mut sa,
+        &mut c,
+        &db,
+        Method::Set,
+        AttrId::McMemberRecord,
+        join,
+        &q,
+    );
+    assert_eq!(r.sa_status(), SaStatus::ReqInvalidGid);
+    let q = mcm(|r| {
+        r.mgid = super::super::mcast::IPOIB_BROADCAST;
+        r.port_gid[..8].copy_from_slice(&fixture::PREFIX.to_be_bytes());
+        r.port_gid[8..].copy_from_slice(&0x1111u64.to_be_bytes());
         r.join_state = mcmember_record::JOIN_FULL;
     });
     let r = ask(
@@ -306,6 +345,7 @@ fn service_records_set_get_delete_and_lease() {
         (r.hdr.method, r.hdr.status, r.sa.attr_offset),
         (Method::GetResp, MadStatus::OK, 22)
     );
+    // A lease counts only when its component is given (OpenSM: else infinite).
     let brief = service(0x2000, gid, 30, b"brief");
     let r = ask(
         &mut sa,
@@ -313,7 +353,7 @@ fn service_records_set_get_delete_and_lease() {
         &db,
         Method::Set,
         AttrId::ServiceRecord,
-        rid,
+        rid | s::LEASE,
         &brief,
     );
     assert_eq!(r.hdr.status, MadStatus::OK);
@@ -325,7 +365,7 @@ fn service_records_set_get_delete_and_lease() {
         &db,
         Method::Set,
         AttrId::ServiceRecord,
-        rid,
+        rid | s::LEASE,
         &renamed,
     );
 
@@ -409,7 +449,8 @@ fn service_records_set_get_delete_and_lease() {
         s::ID,
         &forever,
     );
-    assert_eq!(r.sa_status(), SaStatus::InsufficientComponents);
+    // OpenSM: a Set without ServiceID and ServiceGID is ERR_REQ_INVALID.
+    assert_eq!(r.sa_status(), SaStatus::ReqInvalid);
 }
 
 /// A listener for Reports on the client's port, and a subscription of it
