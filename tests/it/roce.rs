@@ -398,7 +398,10 @@ fn roce_corrupted_icrc_is_dropped_on_both_sides() {
     // minute only guards against a hang.
     let give_up = Instant::now() + Duration::from_secs(60);
     while RoceStats::get(&stats.bad_icrc) == 0 {
-        assert!(Instant::now() < give_up, "the forged datagram never arrived");
+        assert!(
+            Instant::now() < give_up,
+            "the forged datagram never arrived"
+        );
         let _ = port.poll(Some(Duration::from_millis(50)));
     }
     assert_eq!(RoceStats::get(&stats.bad_icrc), 1);

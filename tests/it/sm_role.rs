@@ -90,7 +90,11 @@ fn opening_the_issm_path_takes_the_sm_role_and_closing_it_gives_it_up() {
     // still holds the wish).
     umad::close_port(id).unwrap();
     let id = umad::open_port("smrole0", 1).unwrap();
-    assert_eq!(rx.try_recv(), Ok(true), "the port took the role as it opened");
+    assert_eq!(
+        rx.try_recv(),
+        Ok(true),
+        "the port took the role as it opened"
+    );
     drop(f);
     assert_eq!(rx.recv_timeout(WAIT), Ok(false));
     umad::close_port(id).unwrap();
