@@ -110,8 +110,26 @@ cc -std=gnu11 -Wall -g -o "$work/opens" "$root/capi/tests/c/opens.c" -L"$libdir"
   -lpthread -Wl,-rpath,"$libdir"
 (VMAD_TRANSPORT=ibsim timeout 60 "$work/opens" ibsim-eio >"$work/opens.out" 2>&1; echo "rc=$?" >>"$work/opens.out") &
 waiter=$!
-for _ in $(seq 100); do grep -q blocked "$work/opens.out" 2>/dev/null && break; sleep 0.1; done
-sleep 0.3 # into the blocking calls
+# Until both of its own threads (vmad's have names of their own) sleep in poll(2): the
+# umad_recv and the umad_poll are blocked on vmad's descriptors. A minute only guards
+# against a hang; without the wait ibsim could go before the calls block, and they
+# would fail at once, which tests less.
+blocked_in_poll() {
+  local t n=0
+  for t in /proc/"$1"/task/*; do
+    [ "$(cat "$t/comm" 2>/dev/null)" = opens ] || continue
+    case $(cat "$t/wchan" 2>/dev/null) in *poll*) n=$((n + 1)) ;; esac
+  done
+  [ "$n" -ge 2 ]
+}
+opens_pid=
+for _ in $(seq 600); do
+  opens_pid=$(pgrep -f -n "^$work/opens ibsim-eio" || true)
+  [ -n "$opens_pid" ] && blocked_in_poll "$opens_pid" && break
+  opens_pid=
+  sleep 0.1
+done
+check "the C program blocked in umad_recv(-1) and umad_poll(-1) before ibsim goes" [ -n "$opens_pid" ]
 kill "$(cat "$run/ibsim.pid")"
 wait "$waiter"
 cat "$work/opens.out"

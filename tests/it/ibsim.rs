@@ -22,9 +22,11 @@ use vmad::transport::ibsim::{DropPolicy, IbsimConfig, IbsimTransport};
 use vmad::transport::Transport;
 use vmad::types::{MadAddr, Qp};
 
+use crate::util::{join_within, PATIENCE};
 use discover::parse_ibnetdiscover;
 use fabric::Fabric;
 use smp_walk::{walk, Topology};
+use vmad::port::audit::PortAudit;
 use vmad::port::{Port, PortConfig};
 
 const ATTR_NODE_INFO: u16 = 0x0011;
@@ -450,7 +452,12 @@ fn ibsim_killed_under_blocked_receivers_gives_eio() {
     let (p1, p2) = (port.clone(), second.clone());
     let receiver = std::thread::spawn(move || p1.recv(None).map(|_| ()));
     let poller = std::thread::spawn(move || p2.poll(None));
-    let started = Instant::now();
+    // Both blocked on the port's descriptors before ibsim goes.
+    let give_up = Instant::now() + PATIENCE;
+    while port.callers_waiting() < 2 {
+        assert!(Instant::now() < give_up, "the two callers never blocked");
+        std::thread::yield_now();
+    }
     let stop = std::process::Command::new(
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/ibsim-stop"),
     )
@@ -458,14 +465,13 @@ fn ibsim_killed_under_blocked_receivers_gives_eio() {
     .status()
     .unwrap();
     assert!(stop.success());
-    assert_eq!(receiver.join().unwrap().unwrap_err().errno(), EIO);
-    assert_eq!(poller.join().unwrap().unwrap_err().errno(), EIO);
-    // Seen by the liveness probe (500 ms) plus the control timeout at worst.
-    assert!(
-        started.elapsed() < Duration::from_secs(5),
-        "{:?}",
-        started.elapsed()
-    );
+    // Seen by the liveness probe (500 ms) plus the control timeout at worst: a minute
+    // only guards against a hang.
+    let limit = 6 * PATIENCE;
+    let recv = join_within(receiver, limit, "recv(None) under a dead ibsim");
+    assert_eq!(recv.unwrap_err().errno(), EIO);
+    let poll = join_within(poller, limit, "poll(None) under a dead ibsim");
+    assert_eq!(poll.unwrap_err().errno(), EIO);
     assert_eq!(port.recv(Some(Duration::ZERO)).unwrap_err().errno(), EIO);
     assert!(port.failure().is_some());
     port.close();

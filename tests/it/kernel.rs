@@ -9,7 +9,7 @@
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use vmad::engine::Event;
 use vmad::port::{Port, PortConfig};
@@ -326,7 +326,8 @@ fn kernel_request_response_timeout_and_retries_through_the_kernel() {
         u32::from_be_bytes(resp[24..28].try_into().unwrap())
     };
     let before = count(0x61);
-    let t0 = Instant::now();
+    // How far apart the attempts are is the engine's, tested in virtual time
+    // (tests/it/counters.rs); here, that all three reach the kernel's agent.
     request(
         &port,
         a,
@@ -342,10 +343,6 @@ fn kernel_request_response_timeout_and_retries_through_the_kernel() {
         }
         other => panic!("expected a timeout, got {other:?}"),
     }
-    assert!(
-        t0.elapsed() >= Duration::from_millis(900),
-        "3 attempts of 300 ms"
-    );
     assert_eq!(
         count(0x63) - before,
         3,

@@ -11,6 +11,7 @@ mod dr_walk;
 #[cfg(all(feature = "kernel", feature = "roce"))]
 mod dropin_faults;
 mod hostile;
+mod hostile_load;
 #[cfg(all(feature = "kernel", feature = "roce", feature = "verbs"))]
 mod hybrid;
 mod ibsim;

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use vmad::engine::{Event, RecvMeta, SendRequest, Transmit};
 use vmad::port::audit::PortAudit;
 use vmad::port::cabi::WaitHooks;
@@ -105,16 +106,25 @@ impl Transport for LinkEnd {
         let mut frame = [0u8; FRAME];
         frame[..2].copy_from_slice(&self.attrs.lid.to_be_bytes());
         frame[2..].copy_from_slice(&mad);
-        // Blocking until the peer has room: the peer's port must keep reading.
-        let started = Instant::now();
+        // Blocking until the peer has room: the peer's port must keep reading. Its
+        // socket polls writable when it has; a peer that stops reading for good fails
+        // the send after a minute (a hang guard, not a timing goal).
+        let give_up = Instant::now() + 6 * PATIENCE;
         loop {
             match self.sock.send(&frame) {
                 Ok(_) => return Ok(true),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    if started.elapsed() > Duration::from_secs(5) {
+                    let left = give_up.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
                         return Err(io::Error::new(io::ErrorKind::BrokenPipe, "peer stalled"));
                     }
-                    thread::yield_now();
+                    let mut fds = [PollFd::new(self.sock.as_fd(), PollFlags::POLLOUT)];
+                    let ms = PollTimeout::try_from(left.as_millis().min(60_000) as i32)
+                        .unwrap_or(PollTimeout::MAX);
+                    match poll(&mut fds, ms) {
+                        Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+                        Err(e) => return Err(e.into()),
+                    }
                 }
                 Err(e) => return Err(e),
             }

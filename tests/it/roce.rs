@@ -92,7 +92,8 @@ fn roce_silent_kernel_agent_times_out_after_all_attempts() {
     let (port, stats) = vmad_port();
     let a = port.register(spec(0x09, false, &[])).unwrap();
     let sent0 = RoceStats::get(&stats.sent);
-    let t0 = Instant::now();
+    // How far apart the attempts are is the engine's, tested in virtual time
+    // (tests/it/counters.rs); here, that all three go out.
     to_kernel(
         &port,
         a,
@@ -107,10 +108,6 @@ fn roce_silent_kernel_agent_times_out_after_all_attempts() {
         }
         other => panic!("expected ETIMEDOUT, got {other:?}"),
     }
-    assert!(
-        t0.elapsed() >= Duration::from_millis(900),
-        "3 attempts of 300 ms"
-    );
     assert_eq!(
         RoceStats::get(&stats.sent) - sent0,
         3,
@@ -396,9 +393,16 @@ fn roce_corrupted_icrc_is_dropped_on_both_sides() {
     let n = codec::emit(&mut buf, &h, &get, &flow);
     buf[100] ^= 0x04;
     sock.send_to(&buf[..n], to).unwrap();
-    let t0 = Instant::now();
-    while RoceStats::get(&stats.bad_icrc) == 0 && t0.elapsed() < Duration::from_secs(5) {
-        std::thread::sleep(Duration::from_millis(20));
+    // Until the port has read it: each poll blocks on the transport's descriptor and
+    // runs a turn (nothing is queued for the application, so each ends ETIMEDOUT). A
+    // minute only guards against a hang.
+    let give_up = Instant::now() + Duration::from_secs(60);
+    while RoceStats::get(&stats.bad_icrc) == 0 {
+        assert!(
+            Instant::now() < give_up,
+            "the forged datagram never arrived"
+        );
+        let _ = port.poll(Some(Duration::from_millis(50)));
     }
     assert_eq!(RoceStats::get(&stats.bad_icrc), 1);
     assert_eq!(

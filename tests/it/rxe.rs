@@ -134,7 +134,8 @@ fn rxe_timeout_and_retries_when_the_kernel_agent_is_silent() {
     let (port, _, _) = vmad_port(&env("RXE0_DEV"));
     let a = port.register(spec(0x09, false, &[])).unwrap();
     let before = silent_count(&port, a, 0x51);
-    let t0 = Instant::now();
+    // How far apart the attempts are is the engine's, tested in virtual time
+    // (tests/it/counters.rs); here, that all three reach the kernel's agent.
     request(
         &port,
         a,
@@ -150,10 +151,6 @@ fn rxe_timeout_and_retries_when_the_kernel_agent_is_silent() {
         }
         other => panic!("expected a timeout, got {other:?}"),
     }
-    assert!(
-        t0.elapsed() >= Duration::from_millis(900),
-        "3 attempts of 300 ms"
-    );
     let after = silent_count(&port, a, 0x53);
     assert_eq!(
         after - before,

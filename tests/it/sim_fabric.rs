@@ -283,11 +283,9 @@ fn waker_ends_a_wait() {
     let f = Fabric::builder().ca("sfw0").build_private().unwrap();
     let mut t = f.open("sfw0", 1).unwrap();
     let w = t.waker().unwrap();
-    let h = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(5));
-        w.wake();
-    });
-    // Without the wake this would block forever.
+    // Whether the wake comes before the wait blocks or while it does, it ends the wait
+    // (a wake is kept until a wait takes it); without it this would block forever.
+    let h = std::thread::spawn(move || w.wake());
     t.wait(None).unwrap();
     h.join().unwrap();
 }

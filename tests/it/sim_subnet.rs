@@ -387,8 +387,10 @@ fn pma_counts_real_traffic_and_drops_and_resets_on_set() {
 }
 
 #[test]
-fn ten_thousand_nodes_load_and_sweep_in_seconds() {
+fn ten_thousand_nodes_load_and_sweep() {
     // 120 leaves x 82 CAs + 40 spines of 128 ports, from the generator ibsim's files come from.
+    // How long it takes is scripts/bench-subnet's to measure (a release build takes
+    // about 0.3 s), not this test's to assert.
     let script = format!("{}/scripts/ibsim-gen-fattree", env!("CARGO_MANIFEST_DIR"));
     let out = std::process::Command::new(script)
         .args(["120", "82", "40", "128"])
@@ -396,16 +398,11 @@ fn ten_thousand_nodes_load_and_sweep_in_seconds() {
         .unwrap();
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
-    let t = std::time::Instant::now();
     let f = FabricBuilder::from_topology(&text)
         .unwrap()
         .build_private()
         .unwrap();
-    let took = t.elapsed();
-    eprintln!("10,000 nodes loaded and swept in {took:?}");
     assert_eq!(f.swept_nodes(), 10_000);
-    // Generous for a debug build on a busy machine; a release build takes about 0.3 s.
-    assert!(took < Duration::from_secs(60), "{took:?}");
     let links = links_of(&text);
     let last = f.lid("H9839", 1).unwrap();
     for (from, to) in [("H0", "H9839"), ("H9839", "H0"), ("H4000", "S39")] {

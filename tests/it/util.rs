@@ -214,3 +214,23 @@ pub(crate) fn umad_recv(
     let agent = vmad::umad::recv(id, &mut buf, &mut len, timeout_ms)?;
     Ok((agent, len, buf))
 }
+
+/// A thread's result, waited for as an event: `what` fails the test loudly if it has
+/// not come within `limit` (a hang guard, generous: never a timing goal).
+pub(crate) fn join_within<T: Send + 'static>(
+    h: std::thread::JoinHandle<T>,
+    limit: Duration,
+    what: &str,
+) -> T {
+    let give_up = Instant::now() + limit;
+    let (tx, rx) = std::sync::mpsc::channel();
+    // The joiner reports the join; waiting on its channel has a deadline, a join has not.
+    std::thread::spawn(move || {
+        let _ = tx.send(h.join());
+    });
+    match rx.recv_timeout(give_up.saturating_duration_since(Instant::now())) {
+        Ok(Ok(v)) => v,
+        Ok(Err(panic)) => std::panic::resume_unwind(panic),
+        Err(_) => panic!("{what}: not done after {limit:?}"),
+    }
+}

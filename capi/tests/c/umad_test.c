@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 #include <infiniband/umad.h>
 #include <infiniband/umad_str.h>
@@ -315,12 +316,40 @@ static void test_recv(struct world *w)
 	free(u);
 }
 
-struct delayed { struct world *w; };
+static pid_t this_thread(void)
+{
+	return (pid_t)syscall(SYS_gettid);
+}
+
+/* Until thread `*tid` of this process (0: not started yet) sleeps in the kernel in a
+ * wait (/proc's wchan names a futex or a poll): it has blocked in the call under test
+ * (after vmad's spin). Looked at every millisecond; a minute only guards a hang. */
+static void wait_until_blocked(volatile pid_t *tid)
+{
+	for (int i = 0; i < 60 * 1000; i++) {
+		char path[64], wchan[128] = "";
+		if (*tid) {
+			snprintf(path, sizeof path, "/proc/self/task/%d/wchan", (int)*tid);
+			FILE *f = fopen(path, "r");
+			if (f) {
+				if (!fgets(wchan, sizeof wchan, f))
+					wchan[0] = 0;
+				fclose(f);
+			}
+			if (strstr(wchan, "futex") || strstr(wchan, "poll"))
+				return;
+		}
+		usleep(1000);
+	}
+	CHECK(0, "thread %d never blocked", (int)*tid);
+}
+
+struct delayed { struct world *w; volatile pid_t receiver; };
 
 static void *delayed_send(void *arg)
 {
 	struct delayed *d = arg;
-	usleep(100 * 1000);
+	wait_until_blocked(&d->receiver);
 	send_get(d->w, 0x3003, 0, 0, 2);
 	return NULL;
 }
@@ -328,7 +357,7 @@ static void *delayed_send(void *arg)
 static void test_recv_blocks(struct world *w)
 {
 	/* recv: "A negative timeout_ms makes the function block until a packet is received." */
-	struct delayed d = { w };
+	struct delayed d = { w, this_thread() };
 	pthread_t t;
 	pthread_create(&t, NULL, delayed_send, &d);
 	uint8_t *u = alloc_umad(MAD_LEN);
@@ -427,11 +456,12 @@ static void test_poll_threads(struct world *w)
 	CHECK(umad_poll(w->b, 0) == -ETIMEDOUT, "queue empty after the race");
 }
 
-struct blocked { struct world *w; int poll; };
+struct blocked { struct world *w; int poll; volatile pid_t tid; };
 
 static void *block_forever(void *arg)
 {
 	struct blocked *b = arg;
+	b->tid = this_thread();
 	uint8_t buf[64 + MAD_LEN];
 	int len = MAD_LEN;
 	if (b->poll)
@@ -446,11 +476,11 @@ static void *block_forever(void *arg)
 static void test_cancel(struct world *w)
 {
 	for (int poll_mode = 0; poll_mode < 2; poll_mode++) {
-		struct blocked b = { w, poll_mode };
+		struct blocked b = { w, poll_mode, 0 };
 		pthread_t t;
 		void *ret = NULL;
 		pthread_create(&t, NULL, block_forever, &b);
-		usleep(50 * 1000);
+		wait_until_blocked(&b.tid);
 		pthread_cancel(t);
 		pthread_join(t, &ret);
 		CHECK(ret == PTHREAD_CANCELED, "a thread blocked in %s(-1) is cancelled and joined",

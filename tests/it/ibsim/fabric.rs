@@ -115,20 +115,31 @@ impl Fabric {
 
     /// Send a console command and return what ibsim printed for it (up to its next prompt).
     pub(crate) fn command(&self, line: &str) -> String {
+        use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+        use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
+        use std::os::fd::AsFd;
         let start = self.log().len();
+        // Watched before the command goes, so that no write of ibsim's is missed: each
+        // one wakes the loop below to look at the log again.
+        let inotify = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC).unwrap();
+        inotify
+            .add_watch(&self.run.join("ibsim.log"), AddWatchFlags::IN_MODIFY)
+            .unwrap();
         self.console(line);
         // ibsim answers at once; the bound only keeps a broken run from hanging.
-        let give_up = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let give_up = std::time::Instant::now() + std::time::Duration::from_secs(60);
         loop {
             let log = self.log();
             if let Some(end) = log.get(start..).and_then(|tail| tail.find("sim> ")) {
                 return log[start..start + end].to_string();
             }
-            assert!(
-                std::time::Instant::now() < give_up,
-                "no prompt after {line:?}"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(10));
+            let left = give_up.saturating_duration_since(std::time::Instant::now());
+            assert!(!left.is_zero(), "no prompt after {line:?}");
+            let mut fds = [PollFd::new(inotify.as_fd(), PollFlags::POLLIN)];
+            let ms = PollTimeout::try_from(left.as_millis().min(60_000) as i32)
+                .unwrap_or(PollTimeout::MAX);
+            let _ = poll(&mut fds, ms);
+            let _ = inotify.read_events();
         }
     }
 
