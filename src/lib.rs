@@ -114,6 +114,7 @@
 #[macro_use]
 mod trace;
 
+pub mod client;
 pub mod clock;
 mod entropy;
 pub mod error;

@@ -1,6 +1,7 @@
 //! vmad's one integration-test binary: everything here goes through the public API.
 
 mod access;
+mod client;
 // The `vmad` binary exists only with the `cli` feature (on by default).
 #[cfg(feature = "cli")]
 mod cli;
