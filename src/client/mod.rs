@@ -27,7 +27,7 @@
 //! let fabric = Fabric::builder().ca("cl0").ca("cl1").link("cl0", 1, "cl1", 1).build()?;
 //! let client = Client::open("cl0", 1)?;
 //! // NodeInfo of the CA at the other end of the link: one directed-route hop.
-//! let info: NodeInfo = client.get(Target::dr(&[1]), 0)?;
+//! let info: NodeInfo = client.get(&Target::dr(&[1]), 0)?;
 //! assert_eq!(Some(info.node_guid), fabric.node_guid("cl1"));
 //! // The same node through the SA: its NodeRecord, found by LID.
 //! let lid = client.resolve_guid(info.port_guid)?;
