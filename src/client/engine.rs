@@ -206,12 +206,25 @@ impl State {
 type AgentKey = (u8, u8, bool, u32);
 
 pub(crate) struct Inner {
-    pub(crate) port: Port,
+    pub(crate) port: Arc<Port>,
+    /// The `umad` id the port was opened under ([`super::Client::open`]), closed with
+    /// the client, so that `umad` finds the port open meanwhile and opens it again.
+    umad_id: Option<crate::umad::PortId>,
     pub(crate) config: ClientConfig,
     agents: Mutex<Vec<(AgentKey, AgentId)>>,
     state: Mutex<State>,
     cond: Condvar,
     driver: AtomicBool,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        match self.umad_id {
+            // Already closed by the application through `umad` itself: nothing to do.
+            Some(id) => drop(crate::umad::close_port(id)),
+            None => self.port.close(),
+        }
+    }
 }
 
 /// What a receive turn took from the port, owned.
@@ -248,9 +261,14 @@ fn failure(kind: &(i32, String)) -> Error {
 }
 
 impl Inner {
-    pub(crate) fn new(port: Port, config: ClientConfig) -> Arc<Inner> {
+    pub(crate) fn new(
+        port: Arc<Port>,
+        umad_id: Option<crate::umad::PortId>,
+        config: ClientConfig,
+    ) -> Arc<Inner> {
         Arc::new(Inner {
             port,
+            umad_id,
             config,
             agents: Mutex::new(Vec::new()),
             state: Mutex::new(State::default()),

@@ -79,27 +79,30 @@ impl Client {
     /// As [`Port::open_again`].
     pub fn new(port: &Port, config: ClientConfig) -> Result<Client> {
         Ok(Client {
-            inner: Inner::new(port.open_again()?, config),
+            inner: Inner::new(Arc::new(port.open_again()?), None, config),
         })
     }
 
     /// Open `ca`'s `port` (any CA the process registry knows: the embedded subnet's,
-    /// ibsim's, the host's) with default settings, for a client of its own.
+    /// the default pair's, ibsim's, the host's) with default settings, as
+    /// [`crate::umad::open`] does: a port that `umad` has open already is opened
+    /// again, and `umad` opens the client's port again while the client lives.
     ///
     /// # Errors
-    /// ENODEV for an unknown CA or port; as [`Port::open`].
+    /// ENODEV for an unknown CA or port; as [`crate::umad::open`].
     pub fn open(ca: &str, port: u8) -> Result<Client> {
         Self::open_with(ca, port, PortConfig::default(), ClientConfig::default())
     }
 
-    /// [`Client::open`] with the port's and the client's settings.
+    /// [`Client::open`] with the port's settings (used if the port is not open yet) and
+    /// the client's.
     ///
     /// # Errors
     /// As [`Client::open`].
     pub fn open_with(ca: &str, port: u8, pc: PortConfig, config: ClientConfig) -> Result<Client> {
-        let transport = crate::transport::registry::open(ca, port)?;
+        let (id, port) = crate::umad::open_with(ca, port, pc)?;
         Ok(Client {
-            inner: Inner::new(Port::open(transport, pc)?, config),
+            inner: Inner::new(port, Some(id), config),
         })
     }
 
