@@ -581,6 +581,11 @@ impl Inner {
         }
     }
 
+    /// Request `tid`'s result if it has finished.
+    pub(crate) fn try_take(&self, tid: u32) -> Option<Result<Response>> {
+        Self::take(&mut self.lock(), tid)
+    }
+
     /// Block until request `tid` finishes (the blocking face).
     pub(crate) fn wait(&self, tid: u32) -> Result<Response> {
         let mut st = self.lock();

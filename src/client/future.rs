@@ -57,6 +57,20 @@ impl<T> Pending<T> {
     }
 }
 
+impl<T> Pending<T> {
+    /// The answer if it has come, without waiting: with [`super::Client::drive`], for
+    /// a loop of its own that keeps many requests going. `None` while it is on its
+    /// way, and after the answer has been taken.
+    pub fn try_wait(&mut self) -> Option<Result<T>> {
+        if self.done {
+            return None;
+        }
+        let r = self.inner.try_take(self.tid)?;
+        self.done = true;
+        Some(r.and_then(self.decode))
+    }
+}
+
 impl<T> Future for Pending<T> {
     type Output = Result<T>;
 
