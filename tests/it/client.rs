@@ -368,3 +368,100 @@ fn ten_thousand_async_port_counters_under_the_windows() {
     assert!(unpark.1.load(Ordering::Relaxed) > 0);
     f.unregister();
 }
+
+/// The outside-loop face: the client's descriptor and `drive`, with `try_wait`.
+#[test]
+fn driven_from_outside_through_its_descriptor() {
+    use std::os::fd::{AsFd, AsRawFd};
+    let (f, [a, b, _]) = fabric("o");
+    let c = Client::open(&a, 1).unwrap();
+    assert!(c.as_fd().as_raw_fd() >= 0);
+    let lid_b = lid(&f, &b, 1);
+    let mut asked: Vec<_> = (0..20)
+        .map(|_| c.get_async::<NodeInfo>(&Target::lid(lid_b), 0).unwrap())
+        .collect();
+    let mut got = 0;
+    // Bounded: each turn either files answers or waits for the port's next message.
+    for _ in 0..10_000 {
+        c.drive(std::time::Duration::from_millis(10));
+        for p in asked.iter_mut() {
+            if let Some(r) = p.try_wait() {
+                assert_eq!(Some(r.unwrap().node_guid), f.node_guid(&b));
+                got += 1;
+            }
+        }
+        if got == asked.len() {
+            break;
+        }
+    }
+    assert_eq!(got, 20);
+    assert!(
+        asked.iter_mut().all(|p| p.try_wait().is_none()),
+        "taken once"
+    );
+    f.unregister();
+}
+
+/// The client against OpenSM's SA and the PMAs of ibsim's nodes: each NodeRecord by
+/// LID equal to what `smpquery` reads from the node, PortCounters equal to
+/// `perfquery`'s. (Not GetTable: OpenSM under umad2sim sends a table's first MAD only.)
+#[test]
+#[ignore = "needs ibsim/opensm: run by ./scripts/test"]
+fn ibsim_opensm_sa_and_pma_answer_the_client() {
+    use crate::ibsim::fabric::Fabric as Ibsim;
+    use vmad::transport::ibsim::IbsimTransport;
+    let f = Ibsim::start("small.net", &[]);
+    f.opensm(&[]);
+    let t = IbsimTransport::connect(f.config(Some("H2"))).unwrap();
+    let port = vmad::port::Port::open(Box::new(t), PortConfig::default()).unwrap();
+    port.refresh_attrs().unwrap();
+    let c = Client::new(&port, ClientConfig::default()).unwrap();
+    // "NodeGUID.........0x..." lines of a diags tool's output, as numbers.
+    let field = |text: &str, name: &str| -> u64 {
+        let line = text
+            .lines()
+            .find(|l| l.trim_start().starts_with(&format!("{name}:")))
+            .unwrap_or_else(|| panic!("no {name} in {text}"));
+        let v = line.rsplit(['.', ':']).next().unwrap().trim();
+        match v.strip_prefix("0x") {
+            Some(h) => u64::from_str_radix(h, 16).unwrap(),
+            None => v.parse().unwrap(),
+        }
+    };
+    let mut s1 = None;
+    for lid in 1..=6u16 {
+        let mut t = node_record::Repr::template();
+        t.lid = lid;
+        let rec = c.sa_get(&t, node_record::COMP_LID).unwrap();
+        let theirs = f.exec(Some("H2"), &["smpquery", "nodeinfo", &lid.to_string()]);
+        assert_eq!(rec.node_info.node_guid, field(&theirs, "Guid"), "{theirs}");
+        assert_eq!(
+            rec.node_info.port_guid,
+            field(&theirs, "PortGuid"),
+            "{theirs}"
+        );
+        let desc = String::from_utf8_lossy(rec.node_desc.text()).into_owned();
+        let theirs = f.exec(Some("H2"), &["smpquery", "nodedesc", &lid.to_string()]);
+        assert!(theirs.contains(&desc), "{desc:?} not in {theirs}");
+        if desc == "S1" {
+            s1 = Some(lid);
+        }
+    }
+    // S1's port 7 leads to S2: no query between H2 and S1 crosses it, so its counters
+    // stay as they were between the client's read and perfquery's.
+    let s1 = s1.expect("S1");
+    let pc = c.port_counters(s1, 7).unwrap();
+    let theirs = f.exec(Some("H2"), &["perfquery", &s1.to_string(), "7"]);
+    assert_eq!(
+        u64::from(pc.view().symbol_errors()),
+        field(&theirs, "SymbolErrorCounter")
+    );
+    assert_eq!(
+        u64::from(pc.view().xmit_discards()),
+        field(&theirs, "PortXmitDiscards")
+    );
+    assert_eq!(
+        u64::from(pc.view().xmit_pkts()),
+        field(&theirs, "PortXmitPkts")
+    );
+}
