@@ -10,7 +10,7 @@ use super::engine::{Request, Response};
 use super::{Client, Pending};
 use crate::types::{MadAddr, GSI_QKEY};
 use crate::wire::mad::{self, MadStatus, Method, MgmtClass};
-use crate::wire::sa::{self, mcmember_record, node_record};
+use crate::wire::sa::{self, inform_info, mcmember_record, node_record};
 use crate::wire::{class_port_info, names, perf, smp, MAD_SIZE};
 use crate::{Error, Result};
 
@@ -571,6 +571,50 @@ impl Client {
     /// As [`Client::get`].
     pub fn local_node_info(&self) -> Result<NodeInfo> {
         self.get(&Target::dr(&[]), 0)
+    }
+}
+
+impl Client {
+    /// Subscribe to traps and notices numbered `trap_number` (generic ones, from any
+    /// LID; [`inform_info::ANY`]: every one) through SubnAdmSet(InformInfo). The SA
+    /// then sends each as a Report, which the client answers and queues for
+    /// [`Client::next_report`].
+    ///
+    /// # Errors
+    /// As [`Client::sa_set`]; as [`Port::register`](crate::port::Port::register) for
+    /// the agent that serves Reports.
+    pub fn subscribe(&self, trap_number: u16) -> Result<inform_info::Repr> {
+        self.inner.serve_reports()?;
+        self.sa_set(&Self::inform(trap_number, true), 0)
+    }
+
+    /// End a subscription made with [`Client::subscribe`].
+    ///
+    /// # Errors
+    /// As [`Client::sa_set`].
+    pub fn unsubscribe(&self, trap_number: u16) -> Result<()> {
+        self.sa_set(&Self::inform(trap_number, false), 0).map(drop)
+    }
+
+    fn inform(trap_number: u16, subscribe: bool) -> inform_info::Repr {
+        inform_info::Repr {
+            gid: [0; 16],
+            lid_range_begin: inform_info::ALL_LIDS,
+            lid_range_end: 0,
+            is_generic: true,
+            subscribe,
+            trap_type: inform_info::ANY,
+            trap_number,
+            qpn: 1,
+            resp_time_value: 0,
+            producer: inform_info::ANY_PRODUCER,
+        }
+    }
+
+    /// The next Notice the SA reported to this client's subscriptions, waiting up to
+    /// `wait` for one; `None` if none came (or the port failed).
+    pub fn next_report(&self, wait: std::time::Duration) -> Option<sa::notice::Repr> {
+        self.inner.next_report(wait)
     }
 }
 

@@ -171,6 +171,13 @@ struct Dest {
     listed: bool,
 }
 
+/// Where SubnAdmReports go once the client has subscribed ([`super::Client::subscribe`]).
+struct Reports {
+    /// The agent serving Report (SA class).
+    agent: AgentId,
+    notices: VecDeque<crate::wire::sa::notice::Repr>,
+}
+
 #[derive(Default)]
 struct State {
     next_tid: u32,
@@ -182,6 +189,7 @@ struct State {
     /// BUSY answers waiting out their backoff.
     delayed: Vec<(Instant, u32)>,
     receiving: bool,
+    reports: Option<Reports>,
     /// Wire TIDs of BUSY retries (each a fresh TID: a peer may drop a repeated one as a
     /// duplicate) to the slot's.
     alias: HashMap<u32, u32>,
@@ -453,6 +461,10 @@ impl Inner {
     fn file(&self, st: &mut State, taken: Taken) {
         match taken {
             Taken::Answer(agent, addr, mad) => {
+                if st.reports.as_ref().is_some_and(|r| r.agent == agent) {
+                    self.report(st, agent, addr, mad);
+                    return;
+                }
                 let wire = low_tid(&mad);
                 let tid = st.alias.remove(&wire).unwrap_or(wire);
                 let Some(slot) = st.slots.get_mut(&tid) else {
@@ -493,6 +505,85 @@ impl Inner {
                     };
                     self.finish(st, tid, Err(err));
                 }
+            }
+        }
+    }
+
+    /// A SubnAdmReport: answer it (ReportResp, as IBA 13.4.8.3 asks, or the SA sends it
+    /// again) and queue its Notice.
+    fn report(&self, st: &mut State, agent: AgentId, addr: MadAddr, mut m: Vec<u8>) {
+        use crate::wire::sa::{self, notice};
+        let Ok(h) = mad::Packet::new_checked(&m[..]) else {
+            return;
+        };
+        if h.method() != mad::Method::Report {
+            return;
+        }
+        let notice = notice::Packet::new_checked(m.get(sa::DATA_OFFSET..).unwrap_or_default())
+            .and_then(|p| notice::Repr::parse(&p));
+        m.truncate(crate::wire::MAD_SIZE);
+        mad::Packet::new_unchecked(&mut m[..]).set_method(mad::Method::ReportResp);
+        let to = MadAddr {
+            qkey: crate::types::GSI_QKEY,
+            ..addr
+        };
+        let _ = self.port.send(
+            agent,
+            SendRequest {
+                addr: to,
+                mad: &m,
+                timeout_ms: 0,
+                retries: 0,
+            },
+        );
+        if let (Ok(n), Some(r)) = (notice, st.reports.as_mut()) {
+            r.notices.push_back(n);
+        }
+    }
+
+    /// Register the agent that serves Reports, once.
+    pub(crate) fn serve_reports(&self) -> Result<()> {
+        let mut st = self.lock();
+        if st.reports.is_some() {
+            return Ok(());
+        }
+        let report = mad::Method::Report.raw();
+        let agent = self.port.register(AgentSpec {
+            qp: Qp::Gsi,
+            mgmt_class: mad::MgmtClass::SubnAdm,
+            class_version: crate::wire::sa::CLASS_VERSION,
+            rmpp_version: crate::wire::rmpp::VERSION,
+            method_mask: [1 << report, 0],
+            oui: 0,
+            user_rmpp: false,
+        })?;
+        st.reports = Some(Reports {
+            agent,
+            notices: VecDeque::new(),
+        });
+        Ok(())
+    }
+
+    /// The next Notice reported, waiting up to `wait` for one.
+    pub(crate) fn next_report(&self, wait: Duration) -> Option<crate::wire::sa::notice::Repr> {
+        let deadline = Instant::now() + wait;
+        let mut st = self.lock();
+        loop {
+            if let Some(n) = st.reports.as_mut().and_then(|r| r.notices.pop_front()) {
+                return Some(n);
+            }
+            let left = deadline.checked_duration_since(Instant::now())?;
+            if left.is_zero() || st.failed.is_some() {
+                return None;
+            }
+            if st.receiving {
+                st = self
+                    .cond
+                    .wait_timeout(st, left)
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .0;
+            } else {
+                st = self.receive(st, left.min(SLICE));
             }
         }
     }

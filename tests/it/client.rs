@@ -465,3 +465,43 @@ fn ibsim_opensm_sa_and_pma_answer_the_client() {
         field(&theirs, "PortXmitPkts")
     );
 }
+
+/// InformInfo: subscribed to trap 66, the client gets the SA's Report of a multicast
+/// group it creates, as a typed Notice.
+#[test]
+fn a_subscription_delivers_reports() {
+    let (f, [a, ..]) = fabric("r");
+    let c = Client::open(&a, 1).unwrap();
+    let info = c.subscribe(66).unwrap();
+    assert!(info.subscribe && info.trap_number == 66);
+    let me = c.local_node_info().unwrap();
+    let mut port_gid = [0u8; 16];
+    port_gid[..8].copy_from_slice(&0xfe80_0000_0000_0000u64.to_be_bytes());
+    port_gid[8..].copy_from_slice(&me.port_guid.to_be_bytes());
+    let m = mcmember_record::Repr {
+        mgid: [
+            0xff, 0x12, 0x60, 0x1b, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0, 0, 0x12, 0x34,
+        ],
+        port_gid,
+        qkey: 0x1234,
+        pkey: 0xffff,
+        join_state: mcmember_record::JOIN_FULL,
+        ..Default::default()
+    };
+    use mcmember_record::comp as mc;
+    let create = mc::MGID
+        | mc::PORT_GID
+        | mc::QKEY
+        | mc::TCLASS
+        | mc::PKEY
+        | mc::SL
+        | mc::FLOW_LABEL
+        | mc::JOIN_STATE;
+    c.mc_join(&m, create).unwrap();
+    let notice = c.next_report(crate::util::PATIENCE).expect("a Report");
+    assert_eq!(notice.trap_number, 66);
+    c.mc_leave(&m, mc::MGID | mc::PORT_GID | mc::JOIN_STATE)
+        .unwrap();
+    c.unsubscribe(66).unwrap();
+    f.unregister();
+}
