@@ -19,6 +19,17 @@
 //! client each get only their own answers. A BUSY answer is sent again after a
 //! backoff ([`ClientConfig::busy_retries`]).
 //!
+//! An outside event loop can drive a client without its driver thread: poll its
+//! descriptor ([`AsFd`](std::os::fd::AsFd)), then [`Client::drive`] and
+//! [`Pending::try_wait`]. [`Client::subscribe`] takes InformInfo subscriptions; the
+//! SA's Reports come back as typed Notices ([`Client::next_report`]).
+//!
+//! Not there yet: ClassPortInfo redirection, vendor classes with an OUI as typed
+//! calls (they go through [`Client::submit`]), M_Key/SM_Key beyond one fixed key per
+//! client ([`ClientConfig::m_key`], [`ClientConfig::sm_key`]). The async face's
+//! driver thread wakes every 50 ms while the client lives, to notice when it is
+//! dropped.
+//!
 //! ```
 //! use vmad::client::{Client, NodeInfo, Target};
 //! use vmad::subnet::Fabric;
