@@ -189,6 +189,9 @@ struct State {
     /// BUSY answers waiting out their backoff.
     delayed: Vec<(Instant, u32)>,
     receiving: bool,
+    /// Wakers of finished requests, woken once the lock is let go (a waker may run
+    /// anything, even a poll of this client).
+    to_wake: Vec<Waker>,
     reports: Option<Reports>,
     /// Wire TIDs of BUSY retries (each a fresh TID: a peer may drop a repeated one as a
     /// duplicate) to the slot's.
@@ -338,6 +341,11 @@ impl Inner {
         );
         self.enqueue(&mut st, tid);
         self.pump(&mut st);
+        // Requests that failed to send (their handles are not out yet, but others'
+        // may be): woken with the lock let go.
+        let wake = std::mem::take(&mut st.to_wake);
+        drop(st);
+        wake.into_iter().for_each(Waker::wake);
         Ok(tid)
     }
 
@@ -453,7 +461,7 @@ impl Inner {
         }
         slot.phase = Phase::Done(result);
         if let Some(w) = slot.waker.take() {
-            w.wake();
+            st.to_wake.push(w);
         }
     }
 
@@ -645,7 +653,13 @@ impl Inner {
         self.due(&mut st);
         self.pump(&mut st);
         self.cond.notify_all();
-        st
+        if st.to_wake.is_empty() {
+            return st;
+        }
+        let wake = std::mem::take(&mut st.to_wake);
+        drop(st);
+        wake.into_iter().for_each(Waker::wake);
+        self.lock()
     }
 
     fn fail_all(&self, st: &mut State, why: (i32, String)) {
