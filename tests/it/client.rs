@@ -505,3 +505,103 @@ fn a_subscription_delivers_reports() {
     c.unsubscribe(66).unwrap();
     f.unregister();
 }
+
+/// Every NodeRecord of OpenSM's SA by one GetTable over RMPP, equal to what `saquery -N`
+/// prints. OpenSM runs on vmad's drop-in (`scripts/with-vmad --ibsim`: under umad2sim it
+/// would send a table's first MAD only), as `capi/tests/ibsim-diags.sh` runs it.
+#[test]
+#[ignore = "needs ibsim and opensm, and builds vmad-capi: run by ./scripts/test"]
+fn ibsim_opensm_gettable_of_node_records_equals_saquery() {
+    use crate::ibsim::fabric::Fabric as Ibsim;
+    use std::process::{Command, Stdio};
+    use vmad::transport::ibsim::IbsimTransport;
+    let f = Ibsim::start("ft234.net", &[]);
+    let with_vmad = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/with-vmad");
+    let work = f.run.join("client-sm");
+    std::fs::create_dir_all(&work).unwrap();
+    std::fs::write(work.join("opensm.conf"), "force_log_flush TRUE\n").unwrap();
+    let log = work.join("opensm.log");
+    let mut sm = Command::new(with_vmad)
+        .args(["--ibsim", "opensm", "-s", "0", "-F"])
+        .arg(work.join("opensm.conf"))
+        .arg("-f")
+        .arg(&log)
+        .envs(f.env.iter().cloned())
+        .env_remove("SIM_HOST")
+        .env_remove("SIM_SET_ISSM")
+        .env("OSM_CACHE_DIR", &work)
+        .env("OSM_TMP_DIR", &work)
+        .current_dir(&work)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // OpenSM says when the subnet is up; the bound only keeps a broken run from hanging.
+    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(300);
+    while !std::fs::read_to_string(&log).is_ok_and(|l| l.contains("SUBNET UP")) {
+        assert!(sm.try_wait().unwrap().is_none(), "OpenSM exited");
+        assert!(std::time::Instant::now() < give_up, "no SUBNET UP");
+        thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let t = IbsimTransport::connect(f.config(Some("H1"))).unwrap();
+    let port = vmad::port::Port::open(Box::new(t), PortConfig::default()).unwrap();
+    assert_ne!(port.refresh_attrs().unwrap().sm_lid, 0);
+    let c = Client::new(&port, ClientConfig::default()).unwrap();
+    let table = c.sa_get_table(&node_record::Repr::template(), 0).unwrap();
+    let mut mine: Vec<(u64, u64, String)> = table
+        .iter()
+        .map(|r| {
+            let desc = String::from_utf8_lossy(r.node_desc.text()).into_owned();
+            (u64::from(r.lid), r.node_info.node_guid, desc)
+        })
+        .collect();
+    mine.sort();
+
+    let out = Command::new(with_vmad)
+        .args(["--ibsim", "saquery", "-N"])
+        .envs(f.env.iter().cloned())
+        .env("SIM_HOST", "H1")
+        .output()
+        .unwrap();
+    let _ = sm.kill();
+    let _ = sm.wait();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Each "NodeRecord dump:" block: "lid......0x..", "NodeGUID....0x..", "NodeDescription....text".
+    let text = String::from_utf8_lossy(&out.stdout);
+    let value = |line: &str| {
+        line.trim_start_matches(|c: char| c != '.')
+            .trim_start_matches('.')
+            .to_string()
+    };
+    // saquery prints LIDs in decimal, GUIDs in hex.
+    let number = |v: &str| match v.strip_prefix("0x") {
+        Some(h) => u64::from_str_radix(h, 16).unwrap(),
+        None => v.parse().unwrap(),
+    };
+    let mut theirs = Vec::new();
+    for block in text.split("NodeRecord dump:").skip(1) {
+        let (mut lid, mut guid, mut desc) = (None, None, None);
+        for line in block.lines().map(str::trim) {
+            let key = line.split('.').next().unwrap_or("").to_ascii_lowercase();
+            match key.as_str() {
+                "lid" => lid = Some(number(&value(line))),
+                "nodeguid" | "node_guid" => guid = Some(number(&value(line))),
+                "nodedescription" | "node_description" => desc = Some(value(line)),
+                _ => {}
+            }
+        }
+        theirs.push((lid.unwrap(), guid.unwrap(), desc.unwrap()));
+    }
+    theirs.sort();
+    assert_eq!(
+        mine.len(),
+        234,
+        "one NodeRecord per node (every CA has one port)"
+    );
+    assert_eq!(mine, theirs);
+}
