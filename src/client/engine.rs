@@ -158,6 +158,8 @@ struct Slot {
     smi: bool,
     phase: Phase,
     busy: u32,
+    /// Redirects followed (at most one: a second would be a loop).
+    redirected: bool,
     waker: Option<Waker>,
     /// The handle was dropped: forget the slot once it finishes.
     abandoned: bool,
@@ -263,6 +265,27 @@ fn dest_key(req: &Request) -> u64 {
     h.finish()
 }
 
+/// Where a GMP answered "redirect required" goes now: the ClassPortInfo in its data
+/// (IBA 13.4.6.4). A GID-routed redirect keeps the GID; LID 0 means the same LID.
+fn redirect_target(resp: &Response) -> Option<MadAddr> {
+    use crate::wire::class_port_info as cpi;
+    let class = mad::Packet::new_checked(&resp.mad[..]).ok()?.mgmt_class();
+    if class.is_smp() {
+        return None;
+    }
+    let data = resp.mad.get(class.attr_offset()..)?;
+    let info = cpi::Repr::parse(&cpi::Packet::new_checked(data).ok()?).ok()?;
+    let to = info.redirect;
+    let mut addr = resp.addr;
+    if to.lid != 0 {
+        addr.lid = to.lid;
+    }
+    addr.qpn = to.qp;
+    addr.qkey = to.qkey;
+    addr.sl = to.sl;
+    Some(addr)
+}
+
 fn failure(kind: &(i32, String)) -> Error {
     if kind.0 == crate::error::errno::EINVAL {
         Error::InvalidPort
@@ -335,6 +358,7 @@ impl Inner {
                 smi,
                 phase: Phase::Queued,
                 busy: 0,
+                redirected: false,
                 waker: None,
                 abandoned: false,
             },
@@ -486,15 +510,16 @@ impl Inner {
                     let backoff = self.config.busy_backoff * 2u32.pow(slot.busy.min(16));
                     slot.busy += 1;
                     st.stats.busy_retries += 1;
-                    self.release(st, tid);
-                    let retry = st.fresh_tid();
-                    st.alias.insert(retry, tid);
-                    if let Some(slot) = st.slots.get_mut(&tid) {
-                        slot.phase = Phase::Delayed;
-                        mad::Packet::new_unchecked(&mut slot.req.mad[..]).set_tid(u64::from(retry));
-                    }
-                    st.delayed.push((Instant::now() + backoff, tid));
+                    self.resend(st, tid, backoff);
                     return;
+                }
+                if resp.status().redirect() && !slot.redirected {
+                    if let Some(to) = redirect_target(&resp) {
+                        slot.redirected = true;
+                        slot.req.addr = to;
+                        self.resend(st, tid, Duration::ZERO);
+                        return;
+                    }
                 }
                 self.finish(st, tid, Ok(resp));
             }
@@ -514,6 +539,25 @@ impl Inner {
                     self.finish(st, tid, Err(err));
                 }
             }
+        }
+    }
+
+    /// Send request `tid` again after `after`, under a fresh TID (a peer may drop a
+    /// repeated one as a duplicate).
+    fn resend(&self, st: &mut State, tid: u32, after: Duration) {
+        self.release(st, tid);
+        let retry = st.fresh_tid();
+        st.alias.insert(retry, tid);
+        if let Some(slot) = st.slots.get_mut(&tid) {
+            slot.phase = Phase::Delayed;
+            // A redirect changed the address: count it against its new destination.
+            slot.dest = dest_key(&slot.req);
+            mad::Packet::new_unchecked(&mut slot.req.mad[..]).set_tid(u64::from(retry));
+        }
+        if after.is_zero() {
+            self.enqueue(st, tid);
+        } else {
+            st.delayed.push((Instant::now() + after, tid));
         }
     }
 

@@ -24,9 +24,13 @@
 //! [`Pending::try_wait`]. [`Client::subscribe`] takes InformInfo subscriptions; the
 //! SA's Reports come back as typed Notices ([`Client::next_report`]).
 //!
-//! Not there yet: ClassPortInfo redirection, vendor classes with an OUI as typed
-//! calls (they go through [`Client::submit`]), M_Key/SM_Key beyond one fixed key per
-//! client ([`ClientConfig::m_key`], [`ClientConfig::sm_key`]). The async face's
+//! A GMP answered "redirect required" is sent once more, to the LID, QP, Q_Key and
+//! SL of the ClassPortInfo in the answer (a redirect to another subnet's GID is not
+//! followed: the address keeps the answer's route).
+//!
+//! Not there yet: vendor classes with an OUI as typed calls (they go through
+//! [`Client::submit`]), M_Key/SM_Key beyond one fixed key per client
+//! ([`ClientConfig::m_key`], [`ClientConfig::sm_key`]). The async face's
 //! driver thread wakes every 50 ms while the client lives, to notice when it is
 //! dropped.
 //!

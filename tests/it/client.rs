@@ -605,3 +605,85 @@ fn ibsim_opensm_gettable_of_node_records_equals_saquery() {
     );
     assert_eq!(mine, theirs);
 }
+
+/// A GMP answered "redirect required" is sent again where the answer's ClassPortInfo
+/// says, and that answer is the request's.
+#[test]
+fn a_redirect_is_followed() {
+    use vmad::wire::class_port_info;
+    // clxb redirects to clxc, a third CA on the switch.
+    let c_name = "clxc";
+    let f = Fabric::builder()
+        .ca("clxa")
+        .ca("clxb")
+        .ca(c_name)
+        .switch("clxsw", 8)
+        .link("clxa", 1, "clxsw", 1)
+        .link("clxb", 1, "clxsw", 2)
+        .link(c_name, 1, "clxsw", 3)
+        .build()
+        .unwrap();
+    let (lid_b, lid_c) = (lid(&f, "clxb", 1), lid(&f, c_name, 1));
+    let serve = |ca: &str, redirect: Option<u16>| {
+        let port = umad::open_port(ca, 1).unwrap();
+        let agent = umad::register(port, 0x09, 1, 0, Some(&[1 << 1, 0])).unwrap();
+        let h = thread::spawn(move || {
+            let mut buf = vec![0u8; umad::size() + 256];
+            let mut len = 256;
+            umad::recv(port, &mut buf, &mut len, 10_000).unwrap();
+            let m = umad::get_mad_mut(&mut buf).unwrap();
+            let mut p = mad::Packet::new_unchecked(&mut m[..]);
+            p.set_method(Method::GetResp);
+            if let Some(lid) = redirect {
+                p.set_status(MadStatus(MadStatus::REDIRECT));
+                let mut info = class_port_info::Repr::default();
+                info.redirect.lid = lid;
+                info.redirect.qp = 1;
+                info.redirect.qkey = GSI_QKEY;
+                let at = MgmtClass::from(0x09).attr_offset();
+                info.emit(&mut class_port_info::Packet::new_unchecked(&mut m[at..]));
+            }
+            umad::send(port, agent, &mut buf, len, 0, 0).unwrap();
+        });
+        (port, h)
+    };
+    let (pb, hb) = serve("clxb", Some(lid_c));
+    let (pc, hc) = serve(c_name, None);
+    let c = Client::open("clxa", 1).unwrap();
+    let mut m = vec![0u8; 256];
+    mad::Repr {
+        base_version: 1,
+        mgmt_class: MgmtClass::from(0x09),
+        class_version: 1,
+        method: Method::Get,
+        status: MadStatus::OK,
+        class_specific: 0,
+        tid: 0,
+        attr_id: 0x10,
+        attr_mod: 0,
+    }
+    .emit(&mut mad::Packet::new_unchecked(&mut m[..]));
+    let req = Request {
+        class: 0x09,
+        version: 1,
+        rmpp: false,
+        oui: 0,
+        addr: MadAddr {
+            qpn: 1,
+            qkey: GSI_QKEY,
+            lid: lid_b,
+            ..MadAddr::default()
+        },
+        mad: m,
+        timeout_ms: Some(5_000),
+        retries: Some(0),
+    };
+    let resp = c.submit(req).unwrap().wait().unwrap();
+    assert_eq!(resp.status(), MadStatus::OK);
+    assert_eq!(resp.addr.lid, lid_c, "answered by the redirect's target");
+    hb.join().unwrap();
+    hc.join().unwrap();
+    umad::close_port(pb).unwrap();
+    umad::close_port(pc).unwrap();
+    f.unregister();
+}
