@@ -115,6 +115,7 @@
 mod trace;
 
 pub mod clock;
+pub mod discover;
 mod entropy;
 pub mod error;
 pub mod pcap;
