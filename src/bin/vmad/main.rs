@@ -27,7 +27,6 @@ mod perf;
 mod ping;
 mod progress;
 mod query;
-mod sweep;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
