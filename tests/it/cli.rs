@@ -448,6 +448,60 @@ fn transport_defaults_from_vmad_transport() {
     );
 }
 
+/// `--transport kernel|hybrid` open the host's CAs; where that cannot be done the
+/// status and the message say why.
+#[test]
+fn host_transports_name_what_is_missing() {
+    let run = |env: Option<&str>, args: &[&str]| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_vmad"));
+        c.args(args).env_remove("VMAD_TRANSPORT");
+        if let Some(v) = env {
+            c.env("VMAD_TRANSPORT", v);
+        }
+        let out = c.output().unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    // A CA no host has: ENODEV, named.
+    let (code, err) = run(
+        None,
+        &["--transport", "kernel", "-C", "vmad-none0", "discover"],
+    );
+    assert_eq!(code, Some(69), "{err}");
+    assert!(
+        err.contains("--transport kernel: cannot open vmad-none0"),
+        "{err}"
+    );
+    #[cfg(not(feature = "verbs"))]
+    {
+        let (code, err) = run(None, &["--transport", "hybrid", "discover"]);
+        assert_eq!(code, Some(78), "{err}");
+        assert!(err.contains("without the hybrid transport"), "{err}");
+    }
+    let host_has_cas =
+        std::fs::read_dir("/sys/class/infiniband").is_ok_and(|mut d| d.next().is_some());
+    if host_has_cas {
+        return; // The rest is what a host without CAs says.
+    }
+    for (env, args) in [
+        (None, &["--transport", "kernel", "discover"][..]),
+        (Some("kernel"), &["discover"][..]),
+    ] {
+        let (code, err) = run(env, args);
+        assert_eq!(code, Some(69), "{err}");
+        assert!(
+            err.contains("this host has no CA (/sys/class/infiniband lists none)"),
+            "{err}"
+        );
+    }
+    // Nothing said: what the drop-in picks on a host without CAs, the embedded fabric.
+    let (code, err) = run(None, &["-v", "ping", "-c", "1"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(err.contains("vmad: sim transport"), "{err}");
+}
+
 #[test]
 fn errors_are_reported() {
     let out = Command::new(env!("CARGO_BIN_EXE_vmad"))
