@@ -272,3 +272,91 @@ fn discover_past_a_dead_switch_names_it() {
         "{text}"
     );
 }
+
+/// The node GUIDs and links of an ibnetdiscover topology file (ours or
+/// ibnetdiscover's): GUIDs from the `S-`/`H-` names, links from the port lines.
+fn read_ibnetdiscover(text: &str) -> (BTreeSet<u64>, BTreeSet<(End, End)>) {
+    let guid_of = |s: &str| {
+        let a = s.find('"').unwrap() + 1;
+        let name = &s[a..a + s[a..].find('"').unwrap()];
+        u64::from_str_radix(&name[2..], 16).unwrap()
+    };
+    let (mut nodes, mut links) = (BTreeSet::new(), BTreeSet::new());
+    let mut current = 0;
+    for line in text.lines() {
+        if line.starts_with("Switch\t") || line.starts_with("Ca\t") || line.starts_with("Rt\t") {
+            current = guid_of(line);
+            nodes.insert(current);
+        } else if let Some(rest) = line.strip_prefix('[') {
+            let (port, rest) = rest.split_once(']').unwrap();
+            let remote = guid_of(rest);
+            let q = rest.find("\"[").unwrap() + 2;
+            let rport = rest[q..q + rest[q..].find(']').unwrap()].parse().unwrap();
+            links.insert(ordered((current, port.parse().unwrap()), (remote, rport)));
+        }
+    }
+    (nodes, links)
+}
+
+#[cfg(feature = "cli")]
+fn vmad_discover_on_ibsim(f: &crate::ibsim::fabric::Fabric, args: &[&str]) -> String {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_vmad"))
+        .args(["--transport", "ibsim", "discover"])
+        .args(args)
+        .envs(f.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// `vmad discover` finds ibnetdiscover's nodes and links on ibsim, and ibsim loads
+/// what it prints as the same fabric.
+#[cfg(feature = "cli")]
+fn discover_on_ibsim_matches_ibnetdiscover(topology: &str, nodes: usize, links: usize) {
+    use crate::ibsim::fabric::Fabric as Ibsim;
+    let f = Ibsim::start(topology, &[]);
+    let diags = read_ibnetdiscover(&f.exec(None, &["ibnetdiscover"]));
+    assert_eq!((diags.0.len(), diags.1.len()), (nodes, links));
+    let text = vmad_discover_on_ibsim(&f, &[]);
+    let ours = read_ibnetdiscover(&text);
+    assert_eq!(ours.0, diags.0, "node GUIDs");
+    let only_ours: Vec<_> = ours.1.difference(&diags.1).collect();
+    let only_diags: Vec<_> = diags.1.difference(&ours.1).collect();
+    assert!(
+        only_ours.is_empty() && only_diags.is_empty(),
+        "links only vmad found: {only_ours:x?}; only ibnetdiscover: {only_diags:x?}"
+    );
+    drop(f);
+    // ibsim loads vmad's output; ibnetdiscover on it sees the same fabric.
+    let dir = crate::pcap::scratch("discover-ibsim");
+    let file = dir.join("vmad.net");
+    std::fs::write(&file, &text).unwrap();
+    let again = Ibsim::start_file(&file, &[]);
+    let reloaded = read_ibnetdiscover(&again.exec(None, &["ibnetdiscover"]));
+    assert_eq!(
+        reloaded, ours,
+        "ibnetdiscover on ibsim running vmad's output"
+    );
+}
+
+#[test]
+#[cfg(feature = "cli")]
+#[ignore = "needs ibsim and infiniband-diags: run by ./scripts/test"]
+fn ibsim_vmad_discover_matches_ibnetdiscover_ft234() {
+    discover_on_ibsim_matches_ibnetdiscover("ft234.net", 234, 288);
+}
+
+#[test]
+#[cfg(feature = "cli")]
+#[ignore = "needs ibsim and infiniband-diags: run by ./scripts/test"]
+fn ibsim_vmad_discover_matches_ibnetdiscover_ft1612() {
+    // 64 leaves x 24 CAs, 12 spines: 1,612 nodes, counted from the file.
+    let text = std::fs::read_to_string("tests/topo/ft1612.net").unwrap();
+    let plan = Plan::from_net(&text);
+    discover_on_ibsim_matches_ibnetdiscover("ft1612.net", plan.nodes.len(), plan.links.len());
+}
