@@ -77,6 +77,7 @@ pub(crate) fn run(s: &Session, a: &DiscoverArgs) -> CmdResult {
         ..config(s)
     };
     let mut progress = Progress::new(a.progress);
+    let start = std::time::Instant::now();
     let topo = discover::discover_with(&s.port, &config, &mut |p| {
         progress.show(format_args!(
             "discover: {} nodes, {} SMPs sent, {} in flight, {} queued",
@@ -84,12 +85,13 @@ pub(crate) fn run(s: &Session, a: &DiscoverArgs) -> CmdResult {
         ));
     })?;
     progress.done();
+    let secs = start.elapsed().as_secs_f64();
     let switches = topo.nodes.iter().filter(|n| n.is_switch()).count();
     let cas = topo.nodes.len() - switches;
     let format = if a.dot { Format::Dot } else { a.format };
     let text = match format {
         Format::Ibnetdiscover => format!(
-            "{}\n# {} nodes ({switches} switches, {cas} CAs), {} links, {} SMPs\n",
+            "{}\n# {} nodes ({switches} switches, {cas} CAs), {} links, {} SMPs in {secs:.3} s\n",
             topo.to_ibnetdiscover(),
             topo.nodes.len(),
             topo.links().len(),
@@ -116,6 +118,7 @@ pub(crate) fn run(s: &Session, a: &DiscoverArgs) -> CmdResult {
         "cas": cas,
         "links": topo.links().len(),
         "smps": topo.smps,
+        "sweep_s": secs,
         "complete": topo.is_complete(),
         "failures": failures,
     });
