@@ -17,6 +17,10 @@
 //! and [`crate::subnet::FabricBuilder::from_topology`] read back), Graphviz
 //! ([`Topology::to_dot`]) and JSON ([`Topology::to_json`]).
 //!
+//! [`discover_sa`] reads the same [`Topology`] from the SA instead (NodeRecord,
+//! PortInfoRecord and LinkRecord GetTables): three requests in place of an SMP per
+//! port, showing what the SM last swept.
+//!
 //! ```
 //! # fn main() -> vmad::Result<()> {
 //! use vmad::discover::{discover, Config};
@@ -29,7 +33,10 @@
 //! ```
 
 mod format;
+mod sa;
 mod sweep;
+
+pub use sa::discover_sa;
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -196,7 +203,7 @@ pub struct Topology {
     pub nodes: Vec<Node>,
     /// Requests that got no usable answer: where these are, the topology is partial.
     pub failures: Vec<Failure>,
-    /// SMPs sent (each attempt of a retried one once).
+    /// SMPs sent (a retried one counts once).
     pub smps: u64,
     index: HashMap<u64, usize>,
 }

@@ -207,6 +207,23 @@ fn discover_finds_the_demo_fabric() {
         links,
         [(1, "vmadsim0".to_owned()), (2, "vmadsim1".to_owned())]
     );
+    // From the built-in SA's tables: the same nodes and links, no SMP sent.
+    let sa = vmad_json(&["discover", "--sa"]);
+    let key = |j: &Value| {
+        let mut v: Vec<String> = j["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| format!("{} {} {}", n["name"], n["lid"], n["links"]))
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(key(&sa), key(&j));
+    assert_eq!(
+        (sa["smps"].as_u64(), sa["links"].as_u64()),
+        (Some(0), Some(2))
+    );
 }
 
 #[test]

@@ -146,6 +146,37 @@ fn discover_ft234_equals_the_fabric() {
     assert!(topo.nodes.iter().all(|n| n.lid() != 0));
 }
 
+/// The SA-only mode reads the same fabric from the built-in SA's tables.
+#[test]
+fn discover_sa_equals_the_smp_sweep() {
+    let text = std::fs::read_to_string("tests/topo/ft234.net").unwrap();
+    let plan = Plan::from_net(&text);
+    let f = plan.builder().build_private().unwrap();
+    let port = open(&f, "H0");
+    let sa_lid = port.attrs().sm_lid;
+    let by_sa = vmad::discover::discover_sa(&port, sa_lid, &Config::default()).unwrap();
+    let by_smp = discover(&port, &Config::default()).unwrap();
+    assert_eq!(found(&by_sa), plan.expected(&f));
+    assert_eq!(by_sa.smps, 0);
+    for n in &by_smp.nodes {
+        let m = by_sa.node(n.guid).unwrap();
+        assert_eq!(
+            (&m.desc, m.node_type, m.lid()),
+            (&n.desc, n.node_type, n.lid())
+        );
+        // The same ports with the same state, LID and peer (routes aside).
+        for (num, p) in &n.ports {
+            let q = m.ports.get(num).copied().unwrap_or_default();
+            assert_eq!(
+                (q.state, q.lid, q.remote),
+                (p.state, p.lid, p.remote),
+                "{} port {num}",
+                n.desc
+            );
+        }
+    }
+}
+
 #[test]
 fn discover_a_generated_fat_tree_at_each_window() {
     // 40 leaves of 20 CAs, 10 spines: 850 nodes, 1,200 links.

@@ -38,6 +38,10 @@ pub(crate) struct DiscoverArgs {
     /// SMPs in flight at once to one node.
     #[arg(long = "per-node", default_value_t = Config::default().per_node)]
     per_node: usize,
+    /// Read the fabric from the SA (NodeRecord, PortInfoRecord, LinkRecord tables)
+    /// instead of sweeping it with SMPs: what the SM last swept.
+    #[arg(long)]
+    sa: bool,
 }
 
 /// The CLI's JSON document (`--json`): per node its links, as `perf` and scripts read them.
@@ -78,12 +82,18 @@ pub(crate) fn run(s: &Session, a: &DiscoverArgs) -> CmdResult {
     };
     let mut progress = Progress::new(a.progress);
     let start = std::time::Instant::now();
-    let topo = discover::discover_with(&s.port, &config, &mut |p| {
-        progress.show(format_args!(
-            "discover: {} nodes, {} SMPs sent, {} in flight, {} queued",
-            p.nodes, p.smps, p.in_flight, p.queued
-        ));
-    })?;
+    let topo = if a.sa {
+        let attempts = std::time::Duration::from_millis(u64::from(s.timeout_ms)) * (s.retries + 1);
+        let sa_lid = crate::mads::sm_lid(&s.port, attempts)?;
+        discover::discover_sa(&s.port, sa_lid, &config)?
+    } else {
+        discover::discover_with(&s.port, &config, &mut |p| {
+            progress.show(format_args!(
+                "discover: {} nodes, {} SMPs sent, {} in flight, {} queued",
+                p.nodes, p.smps, p.in_flight, p.queued
+            ));
+        })?
+    };
     progress.done();
     let secs = start.elapsed().as_secs_f64();
     let switches = topo.nodes.iter().filter(|n| n.is_switch()).count();
