@@ -224,6 +224,18 @@ fn discover_finds_the_demo_fabric() {
         (sa["smps"].as_u64(), sa["links"].as_u64()),
         (Some(0), Some(2))
     );
+    // The library's own forms.
+    let lib: Value = serde_json::from_str(&vmad(&["discover", "--format", "json"])).unwrap();
+    assert_eq!(
+        (
+            lib["nodes"].as_array().unwrap().len(),
+            lib["links"].as_array().unwrap().len()
+        ),
+        (3, 2)
+    );
+    let dot = vmad(&["discover", "--dot", "--window", "1", "--per-node", "1"]);
+    assert!(dot.starts_with("graph fabric {"), "{dot}");
+    assert_eq!(dot.matches(" -- ").count(), 2, "{dot}");
 }
 
 #[test]
