@@ -36,7 +36,7 @@ mod format;
 mod sa;
 mod sweep;
 
-pub use sa::discover_sa;
+pub use sa::{discover_sa, table_records, TableRecords};
 
 use std::collections::{BTreeMap, HashMap};
 

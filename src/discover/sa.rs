@@ -33,7 +33,9 @@ const TABLES: [(AttrId, usize); 3] = [
 ///
 /// # Errors
 /// ETIMEDOUT when a table does not come within every attempt; EIO
-/// ([`Error::Io`]) for an SA that answers with an error status; the port's errors.
+/// ([`Error::Io`]) for an SA that answers with an error status, or with a table that
+/// came as one MAD without RMPP, its length lost ([`TableRecords::unsegmented`]); the
+/// port's errors.
 pub fn discover_sa(port: &Port, sa_lid: u16, config: &Config) -> Result<Topology> {
     let agent = port.register(AgentSpec {
         qp: Qp::Gsi,
@@ -108,6 +110,14 @@ fn tables(
                             TABLES[i].0
                         ))));
                     }
+                    if table_records(&mad)?.unsegmented {
+                        return Err(Error::Io(std::io::Error::other(format!(
+                            "the SA's GetTable({:?}) answer came as one MAD without RMPP \
+                             (its RMPP header never filled in, as OpenSM's under umad2sim): \
+                             the table's length was lost",
+                            TABLES[i].0
+                        ))));
+                    }
                     got[i] = Some(mad);
                 }
             }
@@ -118,12 +128,57 @@ fn tables(
     Ok(got.into_iter().flatten().collect())
 }
 
-fn records(resp: &[u8]) -> Result<Records<'_>> {
+/// The records of an SA GetTableResp (or GetResp).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableRecords<'a> {
+    /// Each record, `AttributeOffset * 8` bytes.
+    pub records: Vec<&'a [u8]>,
+    /// The answer came as one MAD whose RMPP header was never filled in, so the
+    /// table's length was lost: `records` holds its first record only (none when
+    /// AttributeOffset is 0), and whether more followed is unknown.
+    pub unsegmented: bool,
+}
+
+/// Whether `resp` is one MAD with RMPPFlags.Active but RMPPVersion 0: an SA
+/// that left segmentation to a kernel's RMPP, seen where nothing segments (OpenSM
+/// under umad2sim on ibsim, which carries the first 256 bytes of its buffer).
+fn unsegmented(resp: &[u8]) -> bool {
+    resp.len() == MAD_SIZE
+        && rmpp::Packet::new_checked(resp).is_ok_and(|r| r.is_active() && r.rmpp_version() == 0)
+}
+
+/// The records of a GetTableResp (or GetResp). An RMPP answer's length is the
+/// table's. An unsegmented one ([`TableRecords::unsegmented`]) is 256 bytes
+/// whatever the table's length: after the SA's message come whatever bytes its
+/// buffer held (OpenSM's are not zeroed), so only the first record is certain,
+/// and an AttributeOffset of 0 (OpenSM's empty table) means none.
+///
+/// # Errors
+/// [`Error::Malformed`] for a MAD too short for the SA header or an
+/// AttributeOffset of 0 with data in an RMPP answer.
+pub fn table_records(resp: &[u8]) -> Result<TableRecords<'_>> {
     let p = sa::Packet::new_checked(resp)?;
     let (data, offset) = (p.data(), p.attr_offset());
     // The view borrows `resp`; re-slice so the records outlive the packet view.
-    let start = resp.len() - data.len();
-    Ok(Records::new(&resp[start..], offset)?)
+    let data = &resp[resp.len() - data.len()..];
+    if !unsegmented(resp) {
+        return Ok(TableRecords {
+            records: Records::new(data, offset)?.collect(),
+            unsegmented: false,
+        });
+    }
+    let records = match offset {
+        0 => Vec::new(),
+        _ => Records::new(data, offset)?.take(1).collect(),
+    };
+    Ok(TableRecords {
+        records,
+        unsegmented: true,
+    })
+}
+
+fn records(resp: &[u8]) -> Result<Vec<&[u8]>> {
+    Ok(table_records(resp)?.records)
 }
 
 fn build(nodes: &[u8], ports: &[u8], links: &[u8]) -> Result<Topology> {
@@ -195,4 +250,62 @@ fn build(nodes: &[u8], ports: &[u8], links: &[u8]) -> Result<Topology> {
         topo.nodes[b].ports.entry(to.1).or_default().remote = Some(from);
     }
     Ok(topo)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A GetTableResp of `n` NodeRecords (112 bytes), each record's bytes `i + 1`.
+    fn resp(n: usize) -> Vec<u8> {
+        let mut m = vec![0u8; 56 + n * 112];
+        m[..4].copy_from_slice(&[1, 0x03, 2, 0x92]);
+        m[44..46].copy_from_slice(&14u16.to_be_bytes());
+        for i in 0..n {
+            m[56 + i * 112..56 + (i + 1) * 112].fill(i as u8 + 1);
+        }
+        m
+    }
+
+    #[test]
+    fn rmpp_answer_gives_every_record() {
+        let mut m = resp(3);
+        m[24] = 1; // RMPP version 1
+        m[26] = 0x01; // Active
+        let t = table_records(&m).unwrap();
+        assert!(!t.unsegmented);
+        assert_eq!(t.records.len(), 3);
+        assert!(t.records[2].iter().all(|&b| b == 3));
+    }
+
+    #[test]
+    fn unsegmented_answer_gives_its_first_record_only() {
+        // As OpenSM under umad2sim: Active, version 0, 256 bytes whatever the
+        // table's length, its buffer's leftovers after the records.
+        for n in [1, 2, 5] {
+            let mut m = resp(n);
+            m.resize(MAD_SIZE, 0xa5);
+            m[26] = 0x01;
+            let t = table_records(&m[..MAD_SIZE]).unwrap();
+            assert!(t.unsegmented);
+            assert_eq!(t.records, vec![&[1u8; 112][..]], "{n} records sent");
+        }
+        // AttributeOffset 0: OpenSM's empty table.
+        let mut m = resp(0);
+        m.resize(MAD_SIZE, 0xa5);
+        m[26] = 0x01;
+        m[44..46].fill(0);
+        let t = table_records(&m).unwrap();
+        assert!(t.unsegmented && t.records.is_empty());
+    }
+
+    #[test]
+    fn plain_getresp_is_not_unsegmented() {
+        let mut m = resp(1);
+        m.resize(MAD_SIZE, 0);
+        m[3] = 0x81;
+        let t = table_records(&m).unwrap();
+        assert!(!t.unsegmented);
+        assert_eq!(t.records.len(), 1);
+    }
 }
