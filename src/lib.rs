@@ -111,6 +111,7 @@ mod trace;
 
 pub mod client;
 pub mod clock;
+pub mod discover;
 mod entropy;
 pub mod error;
 pub mod pcap;

@@ -10,6 +10,7 @@ mod diags;
 mod discover;
 pub(crate) mod fabric;
 mod peers;
+mod sa_unsegmented;
 // The example's walk is what these tests check against ibnetdiscover.
 #[allow(dead_code)]
 #[path = "../../examples/smp_walk.rs"]

@@ -8,6 +8,7 @@ mod cli;
 mod cli_perf;
 mod counters;
 mod dead_transport;
+mod discover;
 mod dr_walk;
 #[cfg(all(feature = "kernel", feature = "roce"))]
 mod dropin_faults;
