@@ -21,7 +21,7 @@ use vmad::transport::roce::{RoceConfig, RoceTransport};
 
 #[path = "common/vm_bench.rs"]
 mod vm_bench;
-use vm_bench::{count, dest, env, get, percentile, round_trip, spec, us};
+use vm_bench::{answer, count, dest, env, get, percentile, round_trip, spec, us};
 
 /// Output of a fixture, with `key=` fields.
 fn run(cmd: &str, args: &[String]) -> Option<String> {
@@ -134,23 +134,17 @@ fn main() {
                 else {
                     continue;
                 };
-                let mut resp = if agent == rm {
-                    let size = u32::from_be_bytes(mad[20..24].try_into().unwrap()) as usize;
-                    let mut v = mad[..40].to_vec();
-                    v.extend((0..size).map(|i| {
-                        (i as u32)
-                            .wrapping_mul(7)
-                            .wrapping_add((i as u32 >> 8).wrapping_mul(13))
-                            .wrapping_add(3) as u8
-                    }));
-                    v[26] = 1;
-                    v
-                } else {
-                    let mut v = mad.clone();
-                    v[24..32].copy_from_slice(b"RESPONSE");
-                    v
-                };
-                resp[3] = 0x81;
+                let mut resp = answer(&mad, agent == rm, |i| {
+                    (i as u32)
+                        .wrapping_mul(7)
+                        .wrapping_add((i as u32 >> 8).wrapping_mul(13))
+                        .wrapping_add(3) as u8
+                });
+                if agent != rm {
+                    // The echo's first data bytes say it is an answer.
+                    let data = vmad::wire::mad::HEADER_LEN;
+                    resp[data..data + 8].copy_from_slice(b"RESPONSE");
+                }
                 let _ = port.send(
                     agent,
                     SendRequest {

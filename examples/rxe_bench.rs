@@ -24,7 +24,7 @@ use vmad::types::MadAddr;
 
 #[path = "common/vm_bench.rs"]
 mod vm_bench;
-use vm_bench::{count, dest, env, get, percentile, round_trip, spec, us};
+use vm_bench::{answer, count, dest, env, get, percentile, round_trip, spec, us};
 
 fn port(dev: &str) -> (Port, u32, [u8; 16]) {
     let t = VerbsTransport::open(VerbsConfig {
@@ -84,16 +84,7 @@ fn vmad_server(stop: Arc<AtomicBool>) -> (std::thread::JoinHandle<()>, u32, [u8;
             else {
                 continue;
             };
-            let mut resp = if agent == r {
-                let size = u32::from_be_bytes(mad[20..24].try_into().unwrap()) as usize;
-                let mut v = mad[..40].to_vec();
-                v.resize(40 + size, 0x5a);
-                v[26] = 1; // RMPP Active
-                v
-            } else {
-                mad.clone()
-            };
-            resp[3] = 0x81;
+            let resp = answer(&mad, agent == r, |_| 0x5a);
             let _ = p.send(
                 agent,
                 SendRequest {

@@ -11,44 +11,67 @@
 //! scripts/ibsim-stop "$VMAD_IBSIM_RUN"
 //! ```
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use vmad::engine::{AgentSpec, Event, SendRequest};
+use vmad::client::{Client, ClientConfig, NodeDesc, NodeInfo, Pending, PortInfo, Target};
+use vmad::engine::AgentSpec;
 use vmad::port::{Port, PortConfig};
 use vmad::transport::ibsim::IbsimTransport;
 use vmad::types::{MadAddr, Qp};
+use vmad::wire::mad::{self, MadStatus, Method, MgmtClass};
+use vmad::wire::smp::{self, node_info::NodeType, port_info::PortState, AttrId};
 
-pub(crate) const ATTR_NODE_DESC: u16 = 0x0010;
-pub(crate) const ATTR_NODE_INFO: u16 = 0x0011;
-pub(crate) const ATTR_PORT_INFO: u16 = 0x0015;
+#[allow(dead_code)] // for the ibsim tests that compile this file
+pub(crate) const ATTR_NODE_DESC: u16 = AttrId::NodeDescription.raw();
+#[allow(dead_code)] // for the ibsim tests that compile this file
+pub(crate) const ATTR_NODE_INFO: u16 = AttrId::NodeInfo.raw();
+#[allow(dead_code)] // for the ibsim tests that compile this file
+pub(crate) const ATTR_PORT_INFO: u16 = AttrId::PortInfo.raw();
 
 /// A directed-route SMP Get over `path` (out-ports, hop 1 first), as libibmad
-/// builds it: hop pointer 0, DrSLID = DrDLID = permissive.
+/// builds it: hop pointer 0, DrSLID = DrDLID = permissive. (For tests that send
+/// SMPs by hand; the walk below asks through `vmad::client`.)
+#[allow(dead_code)]
 pub(crate) fn dr_get(tid: u32, attr: u16, attr_mod: u32, path: &[u8]) -> [u8; 256] {
     let mut m = [0u8; 256];
-    m[0] = 1; // BaseVersion
-    m[1] = 0x81; // directed-route SMP
-    m[2] = 1; // ClassVersion
-    m[3] = 0x01; // Get
-    m[7] = path.len() as u8; // hop count
-    m[12..16].copy_from_slice(&tid.to_be_bytes());
-    m[16..18].copy_from_slice(&attr.to_be_bytes());
-    m[20..24].copy_from_slice(&attr_mod.to_be_bytes());
-    m[32..36].copy_from_slice(&[0xff; 4]);
-    m[129..129 + path.len()].copy_from_slice(path);
+    mad::Repr {
+        base_version: mad::BASE_VERSION,
+        mgmt_class: MgmtClass::SubnDirectedRoute,
+        class_version: smp::CLASS_VERSION,
+        method: Method::Get,
+        status: MadStatus::OK,
+        class_specific: 0,
+        tid: u64::from(tid),
+        attr_id: attr,
+        attr_mod,
+    }
+    .emit(&mut mad::Packet::new_unchecked(&mut m[..]));
+    let mut dr = smp::DirectedRoute {
+        hop_count: path.len() as u8,
+        ..smp::DirectedRoute::default()
+    };
+    dr.initial_path[1..=path.len()].copy_from_slice(path);
+    smp::Repr {
+        m_key: 0,
+        data: [0; smp::DATA_LEN],
+        dr: Some(dr),
+    }
+    .emit(&mut smp::Packet::new_unchecked(&mut m[..]));
     m
 }
 
 /// Directed-route SMPs go to the permissive LID.
+#[allow(dead_code)]
 pub(crate) fn dr_addr() -> MadAddr {
     MadAddr {
-        lid: 0xffff,
+        lid: smp::PERMISSIVE_LID,
         ..MadAddr::default()
     }
 }
 
 /// A client-only agent (it serves no requests) of `class` on `qp`.
+#[allow(dead_code)]
 pub(crate) fn client_agent(qp: Qp, class: u8, version: u8) -> AgentSpec {
     AgentSpec {
         qp,
@@ -59,10 +82,6 @@ pub(crate) fn client_agent(qp: Qp, class: u8, version: u8) -> AgentSpec {
         oui: 0,
         user_rmpp: false,
     }
-}
-
-fn be64(b: &[u8]) -> u64 {
-    u64::from_be_bytes(b[..8].try_into().unwrap())
 }
 
 /// One node as discovery saw it.
@@ -100,25 +119,28 @@ pub(crate) struct Sweep {
     pub(crate) timeouts: u64,
 }
 
-#[derive(Debug, Clone)]
-enum Job {
+/// A request on its way, and what it was for.
+enum Asked {
     /// NodeInfo over `path`, reached from `from` (None: the local node).
     NodeInfo {
         path: Vec<u8>,
         from: Option<End>,
+        answer: Pending<NodeInfo>,
     },
     NodeDesc {
         guid: u64,
-        path: Vec<u8>,
+        answer: Pending<NodeDesc>,
     },
     PortInfo {
         guid: u64,
         path: Vec<u8>,
         port: u8,
+        answer: Pending<PortInfo>,
     },
 }
 
-/// Discover the fabric from `port`, keeping up to `window` SMPs in flight.
+/// Discover the fabric from `port`, keeping up to `window` SMPs in flight (the
+/// client's SMP window; to one node at most 8).
 ///
 /// # Errors
 ///
@@ -129,139 +151,134 @@ pub(crate) fn walk(
     timeout_ms: u32,
     retries: u32,
 ) -> vmad::Result<(Topology, Sweep)> {
-    let agent = port.register(client_agent(Qp::Smi, 0x81, 1))?;
-    let result = walk_with(port, agent, window, timeout_ms, retries);
-    port.unregister(agent)?;
-    result
-}
-
-fn walk_with(
-    port: &Port,
-    agent: vmad::engine::AgentId,
-    window: usize,
-    timeout_ms: u32,
-    retries: u32,
-) -> vmad::Result<(Topology, Sweep)> {
+    let config = ClientConfig {
+        smp_window: window,
+        timeout_ms,
+        retries,
+        ..ClientConfig::default()
+    };
+    let client = Client::new(port, config)?;
     let mut topo = Topology::default();
     let mut sweep = Sweep::default();
-    let mut queue = VecDeque::from([Job::NodeInfo {
+    let mut asked = vec![Asked::NodeInfo {
         path: Vec::new(),
         from: None,
-    }]);
-    let mut in_flight: HashMap<u32, Job> = HashMap::new();
-    let mut next_tid: u32 = 1;
-    // Every request ends in a response or a timeout report, well within this.
-    let patience = Duration::from_millis(u64::from(timeout_ms) * u64::from(retries + 1) + 10_000);
-    while !queue.is_empty() || !in_flight.is_empty() {
-        while in_flight.len() < window {
-            let Some(job) = queue.pop_front() else { break };
-            let mad = match &job {
-                Job::NodeInfo { path, .. } => dr_get(next_tid, ATTR_NODE_INFO, 0, path),
-                Job::NodeDesc { path, .. } => dr_get(next_tid, ATTR_NODE_DESC, 0, path),
-                Job::PortInfo { path, port, .. } => {
-                    dr_get(next_tid, ATTR_PORT_INFO, u32::from(*port), path)
-                }
+        answer: client.get_async(&Target::dr(&[]), 0)?,
+    }];
+    sweep.smps += 1;
+    while !asked.is_empty() {
+        // Let answers arrive (the client files each under its request), then
+        // take those that came; what they teach is asked at once.
+        client.drive(Duration::from_millis(50));
+        let mut next = Vec::new();
+        for mut a in asked.drain(..) {
+            let done = match &mut a {
+                Asked::NodeInfo { answer, .. } => answer.try_wait().map(|r| r.map(Got::Node)),
+                Asked::NodeDesc { answer, .. } => answer.try_wait().map(|r| r.map(Got::Desc)),
+                Asked::PortInfo { answer, .. } => answer.try_wait().map(|r| r.map(Got::Port)),
             };
-            port.send(
-                agent,
-                SendRequest {
-                    addr: dr_addr(),
-                    mad: &mad,
-                    timeout_ms,
-                    retries,
-                },
-            )?;
-            sweep.smps += 1;
-            in_flight.insert(next_tid, job);
-            next_tid = next_tid.wrapping_add(1);
-        }
-        match port.recv(Some(patience))? {
-            Event::Recv { mad, .. } => {
-                let tid = u32::from_be_bytes(mad[12..16].try_into().unwrap());
-                let Some(job) = in_flight.remove(&tid) else {
-                    continue;
-                };
-                // A DR SMP's status word carries the D bit on top.
-                if u16::from_be_bytes([mad[4], mad[5]]) & 0x7fff != 0 {
-                    continue;
-                }
-                handle(&mut topo, &mut queue, job, &mad[64..128]);
-            }
-            Event::SendTimedOut { header, .. } => {
-                let tid = u32::from_be_bytes(header[12..16].try_into().unwrap());
-                if in_flight.remove(&tid).is_some() {
-                    sweep.timeouts += 1;
-                }
+            match done {
+                None => next.push(a),
+                Some(Ok(got)) => handle(&client, &mut topo, &mut next, &mut sweep, a, got)?,
+                Some(Err(vmad::Error::TimedOut)) => sweep.timeouts += 1,
+                // An error status: nothing to learn from this one.
+                Some(Err(vmad::Error::MadStatus { .. })) => {}
+                Some(Err(e)) => return Err(e),
             }
         }
+        asked = next;
     }
     Ok((topo, sweep))
 }
 
-fn handle(topo: &mut Topology, queue: &mut VecDeque<Job>, job: Job, data: &[u8]) {
-    match job {
-        Job::NodeInfo { path, from } => {
-            let (node_type, num_ports) = (data[2], data[3]);
-            let guid = be64(&data[12..20]);
-            let port_guid = be64(&data[20..28]);
-            let local_port = data[36];
+/// An answer, typed.
+enum Got {
+    Node(NodeInfo),
+    Desc(NodeDesc),
+    Port(PortInfo),
+}
+
+fn handle(
+    client: &Client,
+    topo: &mut Topology,
+    asked: &mut Vec<Asked>,
+    sweep: &mut Sweep,
+    job: Asked,
+    got: Got,
+) -> vmad::Result<()> {
+    match (job, got) {
+        (Asked::NodeInfo { path, from, .. }, Got::Node(info)) => {
+            let (guid, local_port) = (info.node_guid, info.local_port_num);
             if let Some(from) = from {
                 topo.add_link(from, (guid, local_port));
             }
             if let Some(node) = topo.nodes.get_mut(&guid) {
-                node.port_guids.insert(local_port, port_guid);
-                return;
+                node.port_guids.insert(local_port, info.port_guid);
+                return Ok(());
             }
             topo.nodes.insert(
                 guid,
                 Node {
                     guid,
-                    node_type,
-                    num_ports,
+                    node_type: u8::from(info.node_type),
+                    num_ports: info.num_ports,
                     desc: String::new(),
-                    port_guids: [(local_port, port_guid)].into(),
+                    port_guids: [(local_port, info.port_guid)].into(),
                 },
             );
-            queue.push_back(Job::NodeDesc {
+            let to = Target::dr(&path);
+            asked.push(Asked::NodeDesc {
                 guid,
-                path: path.clone(),
+                answer: client.get_async(&to, 0)?,
             });
+            sweep.smps += 1;
             // Switches forward: look behind every port. CAs do not; only the
             // local one is looked through, by the port we are attached to.
-            let ports: Vec<u8> = if node_type == 2 {
-                (1..=num_ports).collect()
+            let ports: Vec<u8> = if info.node_type == NodeType::Switch {
+                (1..=info.num_ports).collect()
             } else if path.is_empty() {
                 vec![local_port]
             } else {
                 Vec::new()
             };
             for port in ports {
-                queue.push_back(Job::PortInfo {
+                asked.push(Asked::PortInfo {
                     guid,
                     path: path.clone(),
                     port,
+                    answer: client.get_async(&to, u32::from(port))?,
                 });
+                sweep.smps += 1;
             }
         }
-        Job::NodeDesc { guid, .. } => {
-            let end = data.iter().position(|&c| c == 0).unwrap_or(data.len());
+        (Asked::NodeDesc { guid, .. }, Got::Desc(desc)) => {
             if let Some(node) = topo.nodes.get_mut(&guid) {
-                node.desc = String::from_utf8_lossy(&data[..end]).into_owned();
+                node.desc = String::from_utf8_lossy(desc.text()).into_owned();
             }
         }
-        Job::PortInfo { guid, path, port } => {
-            // PortState Down (1): nothing behind this port.
-            if data[32] & 0x0f < 2 {
-                return;
+        (
+            Asked::PortInfo {
+                guid, path, port, ..
+            },
+            Got::Port(pi),
+        ) => {
+            // Down or no state: nothing behind this port.
+            if matches!(pi.port_state, PortState::Down | PortState::NoChange) {
+                return Ok(());
             }
             let mut next = path;
             next.push(port);
-            queue.push_back(Job::NodeInfo {
+            let to = Target::dr(&next);
+            asked.push(Asked::NodeInfo {
                 path: next,
                 from: Some((guid, port)),
+                answer: client.get_async(&to, 0)?,
             });
+            sweep.smps += 1;
         }
+        _ => unreachable!("each request is answered with its own attribute"),
     }
+    Ok(())
 }
 
 fn name(n: &Node) -> String {

@@ -26,6 +26,8 @@ pub mod errno {
     pub const EINVAL: i32 = 22;
     /// No space left (the caller's buffer is too small).
     pub const ENOSPC: i32 = 28;
+    /// Protocol error (a MAD answered with an error status).
+    pub const EPROTO: i32 = 71;
     /// Message too long.
     pub const EMSGSIZE: i32 = 90;
     /// Protocol not supported.
@@ -34,6 +36,8 @@ pub mod errno {
     pub const EOPNOTSUPP: i32 = 95;
     /// Address already in use.
     pub const EADDRINUSE: i32 = 98;
+    /// Connection aborted (an RMPP transfer was aborted).
+    pub const ECONNABORTED: i32 = 103;
     /// Connection timed out.
     pub const ETIMEDOUT: i32 = 110;
 }
@@ -102,6 +106,25 @@ pub enum Error {
     /// The address (e.g. UDP 4791) is already owned by someone else. EADDRINUSE.
     #[error("address in use: {0}")]
     AddressInUse(String),
+    /// A request was answered with a non-zero MAD status (typed calls of
+    /// [`crate::client`]). EPROTO.
+    #[error("{name} (MAD status {status:#06x}, class {class:#04x}, attribute {attr:#06x})")]
+    MadStatus {
+        /// Management class of the answer.
+        class: u8,
+        /// Its attribute id.
+        attr: u16,
+        /// The status word (a directed-route SMP's D bit removed).
+        status: u16,
+        /// The status's name (the SA's code for the SA class, else the common bits').
+        name: &'static str,
+    },
+    /// The RMPP transfer of an answer was aborted or stopped. ECONNABORTED.
+    #[error("RMPP transfer aborted (RMPP status {status})")]
+    RmppAborted {
+        /// The RMPP status of the ABORT or STOP.
+        status: u8,
+    },
     /// A transport or OS failure. EIO; the source keeps the OS error.
     #[error("transport I/O error: {0}")]
     Io(#[from] std::io::Error),
@@ -127,6 +150,8 @@ impl Error {
             Error::NotPermitted(_) => EPERM,
             Error::Unsupported(_) => EOPNOTSUPP,
             Error::AddressInUse(_) => EADDRINUSE,
+            Error::MadStatus { .. } => EPROTO,
+            Error::RmppAborted { .. } => ECONNABORTED,
             Error::Io(_) => EIO,
         }
     }
@@ -194,6 +219,16 @@ mod tests {
             (Error::NotPermitted("qkey"), EPERM),
             (Error::Unsupported("qp0"), EOPNOTSUPP),
             (Error::AddressInUse("[::1]:4791".into()), EADDRINUSE),
+            (
+                Error::MadStatus {
+                    class: 3,
+                    attr: 0x11,
+                    status: 0x0300,
+                    name: "No records",
+                },
+                EPROTO,
+            ),
+            (Error::RmppAborted { status: 118 }, ECONNABORTED),
             (Error::Io(std::io::Error::other("x")), EIO),
         ];
         for (err, want) in table {

@@ -11,6 +11,7 @@
 //! transport  kernel | hybrid | sim | ibsim | verbs | roce
 //! subnet     the simulated managed subnet the sim transport carries (SM, SA, SMAs, PMAs)
 //! port       the one driver loop per port: the only place that reads a clock
+//! client     typed requests as handles (SMP, SA, PerfMgt), blocking and async, over a port
 //! umad       libibumad's API in Rust (the C ABI lives in the `capi/` crate)
 //! ```
 //!
@@ -36,13 +37,14 @@
 //!
 //! # Quick start: two CAs on the embedded fabric
 //!
-//! No hardware, no root: a fabric of simulated CAs lives in the process.
-//! Here a client asks a server on the other CA a question, the libibumad
-//! way (`ib_user_mad` buffers: a 64-byte header, then the MAD).
+//! No hardware, no root: a fabric of simulated CAs lives in the process, brought
+//! up by its built-in SM (with an SA, and a PMA on every port). A
+//! [`client::Client`] asks typed questions and gets typed answers; each answer
+//! goes to the request that asked.
 //!
 //! ```
+//! use vmad::client::{Client, NodeInfo, PortInfo, Target};
 //! use vmad::subnet::Fabric;
-//! use vmad::umad;
 //!
 //! # fn main() -> vmad::Result<()> {
 //! // Two CAs joined by one link: LIDs 1 and 2. `build` registers them by name.
@@ -51,40 +53,33 @@
 //!     .ca("qs1")
 //!     .link("qs0", 1, "qs1", 1)
 //!     .build()?;
-//! let client_port = umad::open_port("qs0", 1)?;
-//! let server_port = umad::open_port("qs1", 1)?;
+//! let client = Client::open("qs0", 1)?;
 //!
-//! // PerfMgt (class 0x04, version 1): a client, and a server of Get (method 1).
-//! let client = umad::register(client_port, 0x04, 1, 0, None)?;
-//! let server = umad::register(server_port, 0x04, 1, 0, Some(&[1 << 1, 0]))?;
+//! // SubnGet(NodeInfo) along a directed route of one hop: the CA at the other end.
+//! let peer: NodeInfo = client.get(&Target::dr(&[1]), 0)?;
+//! assert_eq!(Some(peer.node_guid), fabric.node_guid("qs1"));
 //!
-//! // A Get to LID 2, QP1: wait 1 s per attempt, 2 retries.
-//! let mut req = vec![0u8; umad::size() + 256];
-//! req[64..68].copy_from_slice(&[1, 0x04, 1, 0x01]); // base version, class, version, Get
-//! req[64 + 15] = 0x2a; // TID 42 (the engine fills the upper 32 bits)
-//! umad::set_addr(&mut req, 2, 1, 0, vmad::types::GSI_QKEY)?;
-//! umad::send(client_port, client, &mut req, 256, 1000, 2)?;
+//! // Its LID, from the SA (its NodeRecord, found by port GUID), then its PortInfo by LID.
+//! let lid = client.resolve_guid(peer.port_guid)?;
+//! let port: PortInfo = client.get(&Target::lid(lid), 1)?;
+//! assert_eq!(port.lid, lid);
 //!
-//! // The server receives it (blocking), turns it into a GetResp and answers.
-//! let mut buf = vec![0u8; umad::size() + 256];
-//! let mut len = 256;
-//! assert_eq!(umad::recv(server_port, &mut buf, &mut len, -1)?, server);
-//! buf[64 + 3] = 0x81;
-//! umad::send(server_port, server, &mut buf, len, 0, 0)?;
+//! // Its PMA's PortCounters, 100 requests at once: handles, each waited for in turn.
+//! let asked = (0..100)
+//!     .map(|_| client.port_counters_async(lid, 1))
+//!     .collect::<vmad::Result<Vec<_>>>()?;
+//! for pending in asked {
+//!     assert_eq!(pending.wait()?.view().port_select(), 1);
+//! }
 //!
-//! // The client gets the response on its agent, with the TID it chose.
-//! let mut len = 256;
-//! assert_eq!(umad::recv(client_port, &mut buf, &mut len, -1)?, client);
-//! assert_eq!(umad::status(&buf)?, 0);
-//! assert_eq!(buf[64 + 3], 0x81);
-//! assert_eq!(buf[64 + 15], 0x2a);
-//!
-//! umad::close_port(client_port)?;
-//! umad::close_port(server_port)?;
+//! drop(client);
 //! fabric.unregister();
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! The same exchanges can be made the libibumad way, with `ib_user_mad` buffers:
+//! see [`umad`].
 //!
 //! Without a fabric of your own, `umad::open_port("vmadsim0", 1)` opens the
 //! default one: CAs `vmadsim0` and `vmadsim1`, LIDs 1 and 2.
@@ -114,7 +109,9 @@
 #[macro_use]
 mod trace;
 
+pub mod client;
 pub mod clock;
+pub mod discover;
 mod entropy;
 pub mod error;
 pub mod pcap;

@@ -10,7 +10,7 @@ use vmad::types::{MadAddr, Qp, GSI_QKEY};
 use vmad::wire::MAD_SIZE;
 
 /// SA header length: MAD 24 + RMPP 12 + SA 20; 200 data bytes a segment.
-pub(crate) const SA_HDR: usize = 56;
+pub(crate) const SA_HDR: usize = vmad::wire::sa::DATA_OFFSET;
 /// 1 MiB of data: 5,243 SA segments.
 pub(crate) const DATA: usize = 1 << 20;
 

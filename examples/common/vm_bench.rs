@@ -55,16 +55,43 @@ pub(crate) fn dest(gid: [u8; 16], qpn: u32) -> MadAddr {
 /// A Get of the fixtures' echo attribute; in vendor range 2, `attr_mod` asks
 /// for an RMPP response of that many bytes.
 pub(crate) fn get(class: u8, tid: u64, attr_mod: u32) -> Vec<u8> {
-    let mut m = vec![0u8; 256];
-    m[..4].copy_from_slice(&[1, class, 1, 0x01]);
-    m[8..16].copy_from_slice(&tid.to_be_bytes());
-    m[16..18].copy_from_slice(&0xff10u16.to_be_bytes());
-    m[20..24].copy_from_slice(&attr_mod.to_be_bytes());
-    if class >= 0x30 {
-        m[24] = 1;
-        m[37..40].copy_from_slice(&OUI.to_be_bytes()[1..]);
+    use vmad::wire::{mad, rmpp, vendor};
+    let mut m = vec![0u8; vmad::wire::MAD_SIZE];
+    mad::Repr {
+        base_version: mad::BASE_VERSION,
+        mgmt_class: class.into(),
+        class_version: 1,
+        method: mad::Method::Get,
+        status: mad::MadStatus::OK,
+        class_specific: 0,
+        tid,
+        attr_id: 0xff10,
+        attr_mod,
+    }
+    .emit(&mut mad::Packet::new_unchecked(&mut m[..]));
+    if vendor::is_vendor_range2(class) {
+        rmpp::Packet::new_unchecked(&mut m[..]).set_rmpp_version(rmpp::VERSION);
+        vendor::Packet::new_unchecked(&mut m[..]).set_oui(OUI);
     }
     m
+}
+
+/// The answer to `req` (a request's bytes): GetResp, the request's attribute
+/// modifier's worth of `fill` bytes after the vendor header as an RMPP message when
+/// `rmpp`, else the request echoed.
+pub(crate) fn answer(req: &[u8], rmpp: bool, fill: impl Fn(usize) -> u8) -> Vec<u8> {
+    use vmad::wire::{mad, rmpp as r, vendor};
+    let mut resp = if rmpp {
+        let size = mad::Packet::new_unchecked(req).attr_mod() as usize;
+        let mut v = req[..vendor::DATA_OFFSET].to_vec();
+        v.extend((0..size).map(fill));
+        r::Packet::new_unchecked(&mut v[..]).set_resp_time_flags(0, r::FLAG_ACTIVE);
+        v
+    } else {
+        req.to_vec()
+    };
+    mad::Packet::new_unchecked(&mut resp[..]).set_method(mad::Method::GetResp);
+    resp
 }
 
 /// One request and its response; returns the round-trip time and the response length.

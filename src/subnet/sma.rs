@@ -22,14 +22,14 @@ use crate::wire::smp::{self, lft, node_desc, pkey_table, switch_info, Direction,
 /// IsSLMappingSupported, IsSystemImageGUIDSupported.
 pub(crate) const CAPMASK: u32 = 0x0000_0848;
 
-const ATTR_NODE_DESC: u16 = 0x0010;
-const ATTR_NODE_INFO: u16 = 0x0011;
-const ATTR_SWITCH_INFO: u16 = 0x0012;
-const ATTR_PORT_INFO: u16 = 0x0015;
-const ATTR_PKEY_TABLE: u16 = 0x0016;
-const ATTR_LFT: u16 = 0x0019;
-const ATTR_MFT: u16 = 0x001b;
-const ATTR_SM_INFO: u16 = 0x0020;
+const ATTR_NODE_DESC: u16 = smp::AttrId::NodeDescription.raw();
+const ATTR_NODE_INFO: u16 = smp::AttrId::NodeInfo.raw();
+const ATTR_SWITCH_INFO: u16 = smp::AttrId::SwitchInfo.raw();
+const ATTR_PORT_INFO: u16 = smp::AttrId::PortInfo.raw();
+const ATTR_PKEY_TABLE: u16 = smp::AttrId::PKeyTable.raw();
+const ATTR_LFT: u16 = smp::AttrId::LinearFwdTable.raw();
+const ATTR_MFT: u16 = smp::AttrId::MulticastFwdTable.raw();
+const ATTR_SM_INFO: u16 = smp::AttrId::SmInfo.raw();
 
 /// LinearFDBCap: a switch's LFT covers every unicast LID.
 const LFT_CAP: u16 = 0xc000;
@@ -39,9 +39,9 @@ const MFT_CAP: u16 = 0x0400;
 const PKEY_CAP: usize = 0x1_0000;
 
 /// Unsupported method/attribute combination (MAD status code 3).
-const STATUS_UNSUPPORTED: u16 = 0x000c;
+const STATUS_UNSUPPORTED: u16 = MadStatus::UNSUPPORTED_METHOD_ATTR.0;
 /// Invalid attribute modifier or value (code 7).
-const STATUS_INVALID_VALUE: u16 = 0x001c;
+const STATUS_INVALID_VALUE: u16 = MadStatus::INVALID_ATTR_VALUE.0;
 
 /// What the SMA does with an SMP request.
 #[derive(Debug)]

@@ -16,7 +16,7 @@ use crate::util::*;
 
 const PERF: u8 = 0x04;
 const GET: u8 = 0x01;
-const PORT_INFO: u16 = 0x0015;
+const PORT_INFO: u16 = vmad::wire::smp::AttrId::PortInfo.raw();
 
 /// Whatever has reached the hostile node so far (every frame the fabric
 /// carries is walked synchronously, so an SMA's answer is there at once).

@@ -1,6 +1,6 @@
 //! End-to-end tests of the `vmad` command on its embedded demo fabric
-//! (`--transport sim`): vmadsim0 (LID 1) — vmadsw0 (LID 2) — vmadsim1 (LID 3,
-//! SA and ping responders).
+//! (`--transport sim`), the library's default pair: vmadsim0 (LID 1, the built-in
+//! SM and SA) — vmadsw0 (LID 3) — vmadsim1 (LID 2, ping and bulk responders).
 
 use std::path::Path;
 use std::process::Command;
@@ -45,7 +45,7 @@ fn strs(v: &Value, key: &str) -> Vec<String> {
 fn ping_text_and_json() {
     let t = vmad(&["ping", "-c", "4"]);
     assert_eq!(
-        t.matches("Pong from vmadsim1 (Lid 3): time ").count(),
+        t.matches("Pong from vmadsim1 (Lid 2): time ").count(),
         4,
         "{t}"
     );
@@ -54,8 +54,8 @@ fn ping_text_and_json() {
         "{t}"
     );
     assert!(t.contains("latency histogram:"), "{t}");
-    let j = vmad_json(&["ping", "-c", "3", "3"]);
-    assert_eq!(j["dest_lid"], 3);
+    let j = vmad_json(&["ping", "-c", "3", "2"]);
+    assert_eq!(j["dest_lid"], 2);
     assert_eq!(j["responder"], "vmadsim1");
     assert_eq!(
         (j["transmitted"].as_u64(), j["received"].as_u64()),
@@ -111,7 +111,8 @@ fn sa_query_node_records() {
     assert_eq!(t.matches("NodeRecord dump:").count(), 3, "{t}");
     assert!(t.contains("NodeDescription.........vmadsw0"), "{t}");
     let j = vmad_json(&["sa-query", "NodeRecord"]);
-    assert_eq!(j["sa_lid"], 3);
+    // The built-in SA, where the built-in SM runs.
+    assert_eq!(j["sa_lid"], 1);
     let recs = &j["records"];
     let mut descs = strs(recs, "node_desc");
     descs.sort();
@@ -120,11 +121,11 @@ fn sa_query_node_records() {
         let (lid, kind) = (r["lid"].as_u64().unwrap(), r["node_type"].as_u64().unwrap());
         match r["node_desc"].as_str().unwrap() {
             "vmadsim0" => assert_eq!((lid, kind), (1, 1)),
-            "vmadsw0" => assert_eq!((lid, kind, r["num_ports"].as_u64().unwrap()), (2, 2, 8)),
-            _ => assert_eq!((lid, kind), (3, 1)),
+            "vmadsw0" => assert_eq!((lid, kind, r["num_ports"].as_u64().unwrap()), (3, 2, 8)),
+            _ => assert_eq!((lid, kind), (2, 1)),
         }
     }
-    let one = vmad_json(&["sa-query", "node", "--lid", "2"]);
+    let one = vmad_json(&["sa-query", "node", "--lid", "3"]);
     assert_eq!(strs(&one["records"], "node_desc"), ["vmadsw0"]);
 }
 
@@ -149,8 +150,8 @@ fn sa_query_path_records() {
 
 #[test]
 fn smp_query_by_lid_and_direct_route() {
-    let t = vmad(&["smp-query", "nodeinfo", "2"]);
-    assert!(t.starts_with("# Node info: Lid 2"), "{t}");
+    let t = vmad(&["smp-query", "nodeinfo", "3"]);
+    assert!(t.starts_with("# Node info: Lid 3"), "{t}");
     assert!(t.contains("NodeType:........................Switch"), "{t}");
     assert!(t.contains("NumPorts:........................8"), "{t}");
     let nd = vmad(&["smp-query", "-D", "nd", "0,1,2"]);
@@ -158,14 +159,14 @@ fn smp_query_by_lid_and_direct_route() {
     let pi = vmad_json(&["smp-query", "portinfo", "1"]);
     assert_eq!(
         (pi["lid"].as_u64(), pi["sm_lid"].as_u64()),
-        (Some(1), Some(3))
+        (Some(1), Some(1))
     );
     assert_eq!(pi["port_state_name"], "Active");
     assert_eq!(pi["phys_state_name"], "LinkUp");
     let sw_port = vmad_json(&["smp-query", "-D", "pi", "0,1", "2"]);
     assert_eq!(
         (sw_port["local_port_num"].as_u64(), sw_port["lid"].as_u64()),
-        (Some(2), Some(2))
+        (Some(2), Some(3))
     );
     let ni = vmad_json(&["smp-query", "-D", "ni", "0"]);
     assert_eq!(ni["node_type_name"], "Channel Adapter");
@@ -175,7 +176,7 @@ fn smp_query_by_lid_and_direct_route() {
 fn discover_finds_the_demo_fabric() {
     let t = vmad(&["discover"]);
     assert!(t.contains("Switch\t8 \"S-"), "{t}");
-    assert!(t.contains("# \"vmadsw0\" base port 0 lid 2 lmc 0"), "{t}");
+    assert!(t.contains("# \"vmadsw0\" base port 0 lid 3 lmc 0"), "{t}");
     assert!(t.contains("# 3 nodes (1 switches, 2 CAs)"), "{t}");
     let j = vmad_json(&["discover"]);
     assert_eq!(
@@ -188,7 +189,7 @@ fn discover_finds_the_demo_fabric() {
         "the sweep starts at the local port"
     );
     let sw = nodes.iter().find(|n| n["type"] == "switch").unwrap();
-    assert_eq!(sw["lid"], 2);
+    assert_eq!(sw["lid"], 3);
     assert_eq!(sw["route"], serde_json::json!([1]));
     let links: Vec<(u64, String)> = sw["links"]
         .as_array()
@@ -206,6 +207,35 @@ fn discover_finds_the_demo_fabric() {
         links,
         [(1, "vmadsim0".to_owned()), (2, "vmadsim1".to_owned())]
     );
+    // From the built-in SA's tables: the same nodes and links, no SMP sent.
+    let sa = vmad_json(&["discover", "--sa"]);
+    let key = |j: &Value| {
+        let mut v: Vec<String> = j["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| format!("{} {} {}", n["name"], n["lid"], n["links"]))
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(key(&sa), key(&j));
+    assert_eq!(
+        (sa["smps"].as_u64(), sa["links"].as_u64()),
+        (Some(0), Some(2))
+    );
+    // The library's own forms.
+    let lib: Value = serde_json::from_str(&vmad(&["discover", "--format", "json"])).unwrap();
+    assert_eq!(
+        (
+            lib["nodes"].as_array().unwrap().len(),
+            lib["links"].as_array().unwrap().len()
+        ),
+        (3, 2)
+    );
+    let dot = vmad(&["discover", "--dot", "--window", "1", "--per-node", "1"]);
+    assert!(dot.starts_with("graph fabric {"), "{dot}");
+    assert_eq!(dot.matches(" -- ").count(), 2, "{dot}");
 }
 
 #[test]
@@ -272,7 +302,7 @@ fn dump_decodes_an_sa_capture() {
     let lines: Vec<&str> = t.lines().collect();
     assert_eq!(lines.len(), 5, "{t}");
     assert!(
-        lines[0].contains("10.0.0.1 > 10.0.0.3 qp 1>1 SubnAdm v2 GetTable NodeRecord(0x0011)"),
+        lines[0].contains("10.0.0.1 > 10.0.0.1 qp 1>1 SubnAdm v2 GetTable NodeRecord(0x0011)"),
         "{t}"
     );
     assert!(
@@ -394,20 +424,21 @@ fn exit_statuses_tell_failures_apart() {
 /// A LID reads the same in hex or decimal everywhere; -G takes a port GUID.
 #[test]
 fn lids_in_hex_or_decimal_and_guids_with_dash_g() {
-    let by_dec = vmad_json(&["ping", "-c", "1", "3"]);
-    let by_hex = vmad_json(&["ping", "-c", "1", "0x3"]);
-    let by_guid = vmad_json(&["-G", "ping", "-c", "1", "0x766d616400000300"]);
+    let by_dec = vmad_json(&["ping", "-c", "1", "2"]);
+    let by_hex = vmad_json(&["ping", "-c", "1", "0x2"]);
+    // vmadsim1's port GUID.
+    let by_guid = vmad_json(&["-G", "ping", "-c", "1", "0x766d616400000201"]);
     for j in [&by_dec, &by_hex, &by_guid] {
         assert_eq!(
             (j["dest_lid"].as_u64(), j["received"].as_u64()),
-            (Some(3), Some(1))
+            (Some(2), Some(1))
         );
     }
     let hex = vmad_json(&["sa-query", "PathRecord", "--slid", "0x1", "--dlid", "0x3"]);
     let dec = vmad_json(&["sa-query", "PathRecord", "--slid", "1", "--dlid", "3"]);
     assert_eq!(hex["records"], dec["records"]);
     assert!(!dec["records"].as_array().unwrap().is_empty());
-    let by_s = vmad_json(&["sa-query", "-s", "0x3"]);
+    let by_s = vmad_json(&["sa-query", "-s", "0x1"]);
     assert_eq!(by_s["records"], vmad_json(&["sa-query"])["records"]);
     let smp = vmad_json(&["-G", "smp-query", "nodedesc", "0x766d616400000200"]);
     let by_lid = vmad_json(&["-L", "smp-query", "nodedesc", "2"]);
@@ -444,6 +475,60 @@ fn transport_defaults_from_vmad_transport() {
         run("bogus", &["--transport", "sim", "ping", "-c", "1"]),
         Some(0)
     );
+}
+
+/// `--transport kernel|hybrid` open the host's CAs; where that cannot be done the
+/// status and the message say why.
+#[test]
+fn host_transports_name_what_is_missing() {
+    let run = |env: Option<&str>, args: &[&str]| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_vmad"));
+        c.args(args).env_remove("VMAD_TRANSPORT");
+        if let Some(v) = env {
+            c.env("VMAD_TRANSPORT", v);
+        }
+        let out = c.output().unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    // A CA no host has: ENODEV, named.
+    let (code, err) = run(
+        None,
+        &["--transport", "kernel", "-C", "vmad-none0", "discover"],
+    );
+    assert_eq!(code, Some(69), "{err}");
+    assert!(
+        err.contains("--transport kernel: cannot open vmad-none0"),
+        "{err}"
+    );
+    #[cfg(not(feature = "verbs"))]
+    {
+        let (code, err) = run(None, &["--transport", "hybrid", "discover"]);
+        assert_eq!(code, Some(78), "{err}");
+        assert!(err.contains("without the hybrid transport"), "{err}");
+    }
+    let host_has_cas =
+        std::fs::read_dir("/sys/class/infiniband").is_ok_and(|mut d| d.next().is_some());
+    if host_has_cas {
+        return; // The rest is what a host without CAs says.
+    }
+    for (env, args) in [
+        (None, &["--transport", "kernel", "discover"][..]),
+        (Some("kernel"), &["discover"][..]),
+    ] {
+        let (code, err) = run(env, args);
+        assert_eq!(code, Some(69), "{err}");
+        assert!(
+            err.contains("this host has no CA (/sys/class/infiniband lists none)"),
+            "{err}"
+        );
+    }
+    // Nothing said: what the drop-in picks on a host without CAs, the embedded fabric.
+    let (code, err) = run(None, &["-v", "ping", "-c", "1"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(err.contains("vmad: sim transport"), "{err}");
 }
 
 #[test]

@@ -6,9 +6,9 @@ use vmad::types::Qp;
 
 use crate::util::*;
 
-const NODE_INFO: u16 = 0x0011;
-const NODE_DESC: u16 = 0x0010;
-const PORT_INFO: u16 = 0x0015;
+const NODE_INFO: u16 = vmad::wire::smp::AttrId::NodeInfo.raw();
+const NODE_DESC: u16 = vmad::wire::smp::AttrId::NodeDescription.raw();
+const PORT_INFO: u16 = vmad::wire::smp::AttrId::PortInfo.raw();
 
 /// dr0 — swA — swB — swC — dr1, with distinct port numbers at each hop.
 fn line(prefix: &str) -> Fabric {

@@ -35,8 +35,8 @@ const GET: u8 = 0x01;
 const SET: u8 = 0x02;
 const GET_RESP: u8 = 0x81;
 /// SA header: MAD 24 + RMPP 12 + SA 20 bytes; a segment carries 200 data bytes.
-const SA_HDR: usize = 56;
-const PER_SEG: usize = 256 - SA_HDR;
+const SA_HDR: usize = vmad::wire::sa::DATA_OFFSET;
+const PER_SEG: usize = vmad::wire::sa::DATA_LEN;
 
 /// The victim's limits: small, so that the attacks reach them quickly.
 pub(crate) fn victim_config() -> EngineConfig {

@@ -10,6 +10,7 @@ mod diags;
 mod discover;
 pub(crate) mod fabric;
 mod peers;
+mod sa_unsegmented;
 // The example's walk is what these tests check against ibnetdiscover.
 #[allow(dead_code)]
 #[path = "../../examples/smp_walk.rs"]
@@ -29,8 +30,8 @@ use smp_walk::{walk, Topology};
 use vmad::port::audit::PortAudit;
 use vmad::port::{Port, PortConfig};
 
-const ATTR_NODE_INFO: u16 = 0x0011;
-const ATTR_PORT_INFO: u16 = 0x0015;
+const ATTR_NODE_INFO: u16 = vmad::wire::smp::AttrId::NodeInfo.raw();
+const ATTR_PORT_INFO: u16 = vmad::wire::smp::AttrId::PortInfo.raw();
 
 /// A directed-route SMP Get, as libibmad builds it (hop pointer 0, both DR LIDs permissive).
 fn dr_get(tid: u64, attr: u16, attr_mod: u32, path: &[u8]) -> [u8; 256] {

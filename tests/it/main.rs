@@ -1,12 +1,14 @@
 //! vmad's one integration-test binary: everything here goes through the public API.
 
 mod access;
+mod client;
 // The `vmad` binary exists only with the `cli` feature (on by default).
 #[cfg(feature = "cli")]
 mod cli;
 mod cli_perf;
 mod counters;
 mod dead_transport;
+mod discover;
 mod dr_walk;
 #[cfg(all(feature = "kernel", feature = "roce"))]
 mod dropin_faults;

@@ -4,7 +4,7 @@
 use alloc::vec::Vec;
 
 use super::peer::reply_addr;
-use super::rmpp::is_rmpp_active;
+use super::rmpp::{is_rmpp_active, is_rmpp_transfer};
 use super::{agent, smi, AgentId, Engine, Event, RecvMeta};
 use crate::time::Instant;
 use crate::types::{MadAddr, Qp};
@@ -140,7 +140,7 @@ impl Engine {
     ) {
         let method = mad::Packet::new_unchecked(&buf[..]).method();
         // Segments handed raw to an agent doing its own RMPP share a TID: never filter those.
-        let filtered = method != Method::Send && !is_rmpp_active(&buf);
+        let filtered = method != Method::Send && !is_rmpp_transfer(&buf);
         self.deliver_request(now, agent, meta.src, buf.to_vec(), filtered);
     }
 

@@ -121,6 +121,14 @@
 //!   to its MAD core, `is_kernel_rmpp_data_response`, drops such a segment
 //!   first); the reassembled message is dropped as unmatched if no request
 //!   waits for it.
+//! - **RMPP headers never filled in**: a MAD with RMPPFlags.Active but
+//!   RMPPVersion 0 reaches an agent running RMPP in the engine as an ordinary
+//!   MAD (a response completes its request with these 256 bytes); the kernel
+//!   answers ABORT UnsupportedVersion (125) and drops it. No RMPP sender
+//!   writes version 0: it is what OpenSM's SA leaves for the kernel's RMPP to
+//!   complete (it sets only the flag), seen raw where nothing segments it, as
+//!   under umad2sim on ibsim, which carries the first 256 bytes of the table.
+//!   The kernel would make every such GetTable time out.
 //! - **A full receive queue** (`max_events`, 200,000) still takes responses
 //!   to the agent's own outstanding requests: the kernel drops them, and the
 //!   request then ends with neither its answer nor ETIMEDOUT.

@@ -233,7 +233,9 @@ impl Engine {
     }
 
     /// RMPP MADs of agents that run RMPP in the engine go to the session
-    /// machines before anything else; true if consumed here.
+    /// machines before anything else; true if consumed here. One whose header
+    /// was never filled in (Active, version 0) goes on as an ordinary MAD: a
+    /// response then completes its request as a one-MAD message.
     pub(super) fn rmpp_intercept(
         &mut self,
         now: Instant,
@@ -242,7 +244,7 @@ impl Engine {
         buf: &[u8; MAD_SIZE],
     ) -> bool {
         let kernel_rmpp = self.agents.get(agent).is_some_and(|a| a.kernel_rmpp());
-        if !kernel_rmpp || !super::rmpp::is_rmpp_active(buf) {
+        if !kernel_rmpp || !super::rmpp::is_rmpp_transfer(buf) {
             return false;
         }
         match crate::wire::rmpp::Packet::new_unchecked(&buf[..]).rmpp_type() {

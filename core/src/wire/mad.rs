@@ -95,6 +95,17 @@ impl MgmtClass {
             _ => HEADER_LEN,
         }
     }
+
+    /// Where a (single-MAD) request's attribute starts: after the class header, which
+    /// for SMPs and PerfMgt is 40 reserved bytes (IBA 14.2.1, 16.1.1), unlike
+    /// [`MgmtClass::data_offset`], the RMPP notion that puts PerfMgt's data at 24.
+    #[inline]
+    pub fn attr_offset(self) -> usize {
+        match self {
+            MgmtClass::SubnLid | MgmtClass::SubnDirectedRoute | MgmtClass::Perf => 64,
+            other => other.data_offset(),
+        }
+    }
 }
 
 enum_with_unknown! {

@@ -153,6 +153,18 @@ macro_rules! enum_with_unknown {
             Unknown($ty),
         }
 
+        impl $name {
+            /// The raw value (a `const fn`, so constants and match patterns can be made of it).
+            #[inline]
+            #[allow(dead_code)]
+            pub const fn raw(self) -> $ty {
+                match self {
+                    $( $name::$variant => $value, )+
+                    $name::Unknown(other) => other,
+                }
+            }
+        }
+
         impl From<$ty> for $name {
             #[inline]
             fn from(value: $ty) -> Self {

@@ -52,6 +52,8 @@ pub const DATA_OFFSET: usize = field::DATA.start;
 pub const DATA_LEN: usize = field::DATA.end - field::DATA.start;
 /// Length of each directed-route path (one byte per hop, 0 unused).
 pub const PATH_LEN: usize = field::INITIAL_PATH.end - field::INITIAL_PATH.start;
+/// The SMP class version (both forms).
+pub const CLASS_VERSION: u8 = 1;
 /// The most hops a directed route can take (IBA 14.2.2: paths index 1..=63).
 pub const MAX_HOPS: u8 = 63;
 /// The permissive LID: DrSLID/DrDLID value meaning "directed-route section".

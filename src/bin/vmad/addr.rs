@@ -3,7 +3,7 @@
 //! GUID where a LID would go, as infiniband-diags take them.
 
 use crate::exit::Failure;
-use crate::{mads, sweep, Session};
+use crate::Session;
 
 fn number(s: &str, what: &str, max: u64) -> Result<u64, String> {
     let t = s.trim();
@@ -37,13 +37,12 @@ pub(crate) fn resolve_lid(s: &Session, arg: &str) -> Result<u16, Failure> {
         return lid(arg).map_err(Failure::usage);
     }
     let want = guid(arg).map_err(Failure::usage)?;
-    let agent = mads::client(&s.port, mads::CLASS_DR, 1, false, 0)?;
-    let topo = sweep::sweep(&s.port, agent, s.timeout_ms, s.retries, &mut |_, _| {})?;
-    s.port.unregister(agent)?;
+    let topo = vmad::discover::discover(&s.port, &crate::discover::config(s))?;
     topo.nodes
         .iter()
-        .find(|n| n.port_guid() == want || n.guid() == want)
-        .map(|n| n.lid())
+        .flat_map(|n| n.ports.values().map(move |p| (n, p)))
+        .find(|(n, p)| p.guid == want || n.guid == want)
+        .map(|(n, p)| if n.is_switch() { n.lid() } else { p.lid })
         .ok_or_else(|| {
             Failure::new(
                 crate::exit::Exit::NoDevice,

@@ -1,200 +1,136 @@
-//! `discover`: a directed-route sweep printed like ibnetdiscover's topology file.
+//! `discover`: the fabric as [`vmad::discover`] sweeps it, printed like
+//! ibnetdiscover's topology file, as Graphviz or as JSON.
 
-use std::fmt::Write as _;
-
-use clap::Args;
+use clap::{Args, ValueEnum};
 use serde_json::{json, Value};
 
+use vmad::discover::{self, Config, Node, Reason, Topology};
+
+use crate::exit::Exit;
 use crate::progress::Progress;
-use crate::sweep::{self, Node, Topology};
-use crate::{mads, CmdResult, Output, Session};
+use crate::{CmdResult, Output, Session};
+
+/// How `discover` prints the fabric.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum Format {
+    /// ibnetdiscover's topology file (ibsim loads it, and so does VMAD_SIM_TOPO).
+    Ibnetdiscover,
+    /// Graphviz (`vmad discover --format dot | dot -Tpng -o fabric.png`).
+    Dot,
+    /// The library's JSON (`--json` wraps the CLI's own document instead).
+    Json,
+}
 
 #[derive(Debug, Args)]
 pub(crate) struct DiscoverArgs {
     /// Show a progress line on stderr (on by default when stderr is a terminal).
     #[arg(long)]
     progress: bool,
-    /// Print the fabric as a Graphviz graph (`vmad discover --dot | dot -Tpng -o fabric.png`).
-    #[arg(long)]
+    /// Output format.
+    #[arg(long, value_enum, default_value = "ibnetdiscover")]
+    format: Format,
+    /// Short for --format dot.
+    #[arg(long, conflicts_with = "format")]
     dot: bool,
+    /// SMPs in flight at once on the port.
+    #[arg(long, default_value_t = Config::default().window)]
+    window: usize,
+    /// SMPs in flight at once to one node.
+    #[arg(long = "per-node", default_value_t = Config::default().per_node)]
+    per_node: usize,
+    /// Read the fabric from the SA (NodeRecord, PortInfoRecord, LinkRecord tables)
+    /// instead of sweeping it with SMPs: what the SM last swept.
+    #[arg(long)]
+    sa: bool,
 }
 
-fn name(n: &Node) -> String {
-    let kind = if n.is_switch() { "S" } else { "H" };
-    format!("{kind}-{:016x}", n.guid())
-}
-
-fn write_node(out: &mut String, topo: &Topology, n: &Node) {
-    let info = n.info();
-    let _ = writeln!(out, "vendid=0x{:x}", info.vendor_id());
-    let _ = writeln!(out, "devid=0x{:x}", info.device_id());
-    let _ = writeln!(out, "sysimgguid=0x{:016x}", info.sys_image_guid());
-    if n.is_switch() {
-        let _ = writeln!(
-            out,
-            "switchguid=0x{:016x}(0x{:016x})",
-            n.guid(),
-            n.port_guid()
-        );
-        let _ = writeln!(
-            out,
-            "Switch\t{} \"{}\"\t\t# \"{}\" base port 0 lid {} lmc 0",
-            n.num_ports(),
-            name(n),
-            n.desc(),
-            n.lid()
-        );
-    } else {
-        let _ = writeln!(out, "caguid=0x{:016x}", n.guid());
-        let _ = writeln!(
-            out,
-            "Ca\t{} \"{}\"\t\t# \"{}\"",
-            n.num_ports(),
-            name(n),
-            n.desc()
-        );
-    }
-    for (&num, p) in &n.ports {
-        let Some((rguid, rport)) = p.remote else {
-            continue;
-        };
-        let Some(r) = topo.by_guid(rguid) else {
-            continue;
-        };
-        let rlid = r.ports.get(&rport).map_or(0, |rp| rp.lid);
-        if n.is_switch() {
-            let _ = writeln!(
-                out,
-                "[{num}]\t\"{}\"[{rport}]\t\t# \"{}\" lid {rlid}",
-                name(r),
-                r.desc()
-            );
-        } else {
-            let _ = writeln!(
-                out,
-                "[{num}]({:x})\t\"{}\"[{rport}]\t\t# lid {} lmc 0 \"{}\" lid {rlid}",
-                n.port_guid(),
-                name(r),
-                p.lid,
-                r.desc()
-            );
-        }
-    }
-    let _ = writeln!(out);
-}
-
-/// Graphviz text: switches as boxes, CAs as ellipses, one edge per link
-/// labelled with both port numbers.
-fn dot(topo: &Topology) -> String {
-    let mut out = String::from("graph fabric {\n\trankdir=LR;\n\tnode [fontname=\"monospace\"];\n");
-    for n in &topo.nodes {
-        let shape = if n.is_switch() { "box" } else { "ellipse" };
-        let _ = writeln!(
-            out,
-            "\t\"{}\" [shape={shape}, label=\"{}\\nlid {}\\n0x{:016x}\"];",
-            name(n),
-            n.desc().replace(['"', '\\'], "_"),
-            n.lid(),
-            n.guid()
-        );
-    }
-    for n in &topo.nodes {
-        for (&num, p) in &n.ports {
-            let Some((rguid, rport)) = p.remote else {
-                continue;
-            };
-            let Some(r) = topo.by_guid(rguid) else {
-                continue;
-            };
-            // Each link is seen from both ends; draw it from the lower (GUID, port).
-            if (n.guid(), num) > (rguid, rport) {
-                continue;
-            }
-            let _ = writeln!(
-                out,
-                "\t\"{}\" -- \"{}\" [taillabel=\"{num}\", headlabel=\"{rport}\"];",
-                name(n),
-                name(r)
-            );
-        }
-    }
-    out.push_str("}\n");
-    out
-}
-
+/// The CLI's JSON document (`--json`): per node its links, as `perf` and scripts read them.
 fn node_json(topo: &Topology, n: &Node) -> Value {
     json!({
-        "name": name(n),
-        "guid": format!("0x{:016x}", n.guid()),
+        "name": n.name(),
+        "guid": format!("0x{:016x}", n.guid),
         "type": if n.is_switch() { "switch" } else { "ca" },
-        "desc": n.desc(),
+        "desc": n.desc,
         "lid": n.lid(),
-        "num_ports": n.num_ports(),
-        "route": n.path,
+        "num_ports": n.num_ports,
+        "route": n.route,
         "links": n.ports.iter().filter_map(|(&num, p)| {
             let (rguid, rport) = p.remote?;
             Some(json!({
                 "port": num,
-                "remote": topo.by_guid(rguid).map(name),
+                "remote": topo.node(rguid).map(Node::name),
                 "remote_port": rport,
             }))
         }).collect::<Vec<Value>>(),
     })
 }
 
+/// The sweep with the session's timeout and retries, for the commands that need the fabric.
+pub(crate) fn config(s: &Session) -> Config {
+    Config {
+        timeout_ms: s.timeout_ms,
+        retries: s.retries,
+        ..Config::default()
+    }
+}
+
 pub(crate) fn run(s: &Session, a: &DiscoverArgs) -> CmdResult {
-    let agent = mads::client(&s.port, mads::CLASS_DR, 1, false, 0)?;
+    let config = Config {
+        window: a.window,
+        per_node: a.per_node,
+        ..config(s)
+    };
     let mut progress = Progress::new(a.progress);
-    let topo = sweep::sweep(
-        &s.port,
-        agent,
-        s.timeout_ms,
-        s.retries,
-        &mut |found, pending| {
+    let start = std::time::Instant::now();
+    let topo = if a.sa {
+        let attempts = std::time::Duration::from_millis(u64::from(s.timeout_ms)) * (s.retries + 1);
+        let sa_lid = crate::mads::sm_lid(&s.port, attempts)?;
+        discover::discover_sa(&s.port, sa_lid, &config)?
+    } else {
+        discover::discover_with(&s.port, &config, &mut |p| {
             progress.show(format_args!(
-                "discover: {found} nodes found, {pending} routes pending"
+                "discover: {} nodes, {} SMPs sent, {} in flight, {} queued",
+                p.nodes, p.smps, p.in_flight, p.queued
             ));
-        },
-    )?;
+        })?
+    };
     progress.done();
-    let mut text = String::new();
-    let _ = writeln!(text, "#\n# Topology file: generated by vmad discover\n#");
-    if let Some(local) = topo.nodes.first() {
-        let _ = writeln!(
-            text,
-            "# Initiated from node 0x{:016x} port 0x{:016x}\n",
-            local.guid(),
-            local.port_guid()
-        );
-    }
-    // Switches first, as ibnetdiscover prints them.
-    for n in topo.nodes.iter().filter(|n| n.is_switch()) {
-        write_node(&mut text, &topo, n);
-    }
-    for n in topo.nodes.iter().filter(|n| !n.is_switch()) {
-        write_node(&mut text, &topo, n);
-    }
+    let secs = start.elapsed().as_secs_f64();
     let switches = topo.nodes.iter().filter(|n| n.is_switch()).count();
-    let _ = writeln!(
-        text,
-        "# {} nodes ({} switches, {} CAs), {} SMPs",
-        topo.nodes.len(),
-        switches,
-        topo.nodes.len() - switches,
-        topo.smps
-    );
-    if a.dot {
-        text = dot(&topo);
+    let cas = topo.nodes.len() - switches;
+    let format = if a.dot { Format::Dot } else { a.format };
+    let text = match format {
+        Format::Ibnetdiscover => format!(
+            "{}\n# {} nodes ({switches} switches, {cas} CAs), {} links, {} SMPs in {secs:.3} s\n",
+            topo.to_ibnetdiscover(),
+            topo.nodes.len(),
+            topo.links().len(),
+            topo.smps
+        ),
+        Format::Dot => topo.to_dot(),
+        Format::Json => topo.to_json() + "\n",
+    };
+    let failures: Vec<String> = topo.failures.iter().map(|f| topo.describe(f)).collect();
+    for f in &failures {
+        eprintln!("vmad: discover: {f}");
     }
+    // A partial fabric is still printed; the status says why it is partial.
+    let exit = topo.failures.first().map(|_| {
+        if topo.failures.iter().any(|f| f.reason == Reason::Timeout) {
+            Exit::Timeout
+        } else {
+            Exit::Protocol
+        }
+    });
     let json = json!({
         "nodes": topo.nodes.iter().map(|n| node_json(&topo, n)).collect::<Vec<Value>>(),
         "switches": switches,
-        "cas": topo.nodes.len() - switches,
+        "cas": cas,
+        "links": topo.links().len(),
         "smps": topo.smps,
+        "sweep_s": secs,
+        "complete": topo.is_complete(),
+        "failures": failures,
     });
-    Ok(Output {
-        text,
-        json,
-        exit: None,
-    })
+    Ok(Output { text, json, exit })
 }

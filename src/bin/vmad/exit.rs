@@ -24,7 +24,7 @@ Exit status (sysexits.h values):
   78  unsupported by this transport or build (EOPNOTSUPP)
 
 Environment:
-  VMAD_TRANSPORT  the default of --transport (sim, ibsim, verbs, roce)
+  VMAD_TRANSPORT  the default of --transport (sim, ibsim, kernel, hybrid, verbs, roce)
   IBSIM_SOCKNAME, IBSIM_SERVER_NAME, IBSIM_SERVER_PORT, SIM_HOST
                   where ibsim runs and which node to attach to (--transport ibsim)";
 

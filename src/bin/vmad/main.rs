@@ -1,7 +1,7 @@
 //! `vmad`: infiniband-diags-like tools on vmad's own MAD stack.
 //!
 //! ```text
-//! vmad [--transport sim|ibsim|verbs|roce] [-C ca] [-P port] [-t ms] [-G] [-v] [--pcap FILE] [--json] <command>
+//! vmad [--transport sim|ibsim|kernel|hybrid|verbs|roce] [-C ca] [-P port] [-t ms] [-G] [-v] [--pcap FILE] [--json] <command>
 //!   ping LID           vendor-class ping-pong with a latency histogram (ibping)
 //!   sa-query [TYPE]    NodeRecord / PathRecord tables from the SA (saquery)
 //!   smp-query ATTR ADDR  NodeInfo / NodeDesc / PortInfo by LID or -D path (smpquery)
@@ -10,8 +10,11 @@
 //!   dump FILE.pcap     decode a capture with vmad's pretty-printer
 //! ```
 //!
-//! `--transport sim` (the default) runs against an in-process demo fabric:
-//! two CAs behind a switch, with an SA and a ping responder on `vmadsim1`; with
+//! `--transport` defaults to `VMAD_TRANSPORT`, then to what the C drop-in would
+//! choose: the host's CAs (`hybrid` where built in and permitted, else `kernel`)
+//! when `/sys/class/infiniband` lists any, else `sim`, an in-process demo fabric:
+//! the library's default pair, with its built-in SM and SA, and a ping responder on
+//! `vmadsim1`; with
 //! `VMAD_SIM_TOPO=file.net`, the subnet of that ibsim topology instead, brought up by the
 //! fabric's built-in SM, the port being `-C ca` (default: the file's first CA).
 //! Exit statuses tell failures apart (`exit.rs`, `docs/tools.md`).
@@ -22,12 +25,12 @@ mod discover;
 mod docs;
 mod dump;
 mod exit;
+mod host;
 mod mads;
 mod perf;
 mod ping;
 mod progress;
 mod query;
-mod sweep;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -48,6 +51,11 @@ enum TransportKind {
     Sim,
     /// A running ibsim (IBSIM_SOCKNAME / IBSIM_SERVER_NAME as umad2sim reads them).
     Ibsim,
+    /// The host's CAs through the kernel's umad devices (`-C`: default the first CA).
+    Kernel,
+    /// The host's CAs: client GMPs over vmad's own UD QP, the rest through the kernel
+    /// (needs the `verbs` feature and CAP_NET_RAW or `privileged-qkey on`).
+    Hybrid,
     /// An RDMA device through libibverbs (needs the `verbs` feature).
     Verbs,
     /// RoCE v2 over UDP: vmad is QP1 of `--roce-addr` (no SMPs; address peers with `--gid`).
@@ -62,7 +70,7 @@ enum TransportKind {
     after_long_help = exit::EXIT_HELP
 )]
 struct Cli {
-    /// Transport to open the port on [default: $VMAD_TRANSPORT (which selects the C library's too), else sim].
+    /// Transport to open the port on [default: $VMAD_TRANSPORT (which selects the C library's too), else what the C library picks: the host's CAs (hybrid or kernel) if it has any, else sim].
     #[arg(long, value_enum, global = true)]
     transport: Option<TransportKind>,
     /// CA name (sim: vmadsim0; ibsim: the node to attach to; verbs: the device).
@@ -176,8 +184,9 @@ fn pcap_config(cli: &Cli) -> Result<Option<PcapConfig>, Failure> {
     Ok(Some(c))
 }
 
-/// `--transport`, else `VMAD_TRANSPORT`, else the demo fabric. Read here, not
-/// through clap's `env`, which would reject a bad variable even under an explicit flag.
+/// `--transport`, else `VMAD_TRANSPORT`, else what the C drop-in picks (`capi/src/select.rs`).
+/// Read here, not through clap's `env`, which would reject a bad variable even under an
+/// explicit flag.
 fn transport(cli: &Cli) -> Result<TransportKind, Failure> {
     if let Some(t) = cli.transport {
         return Ok(t);
@@ -185,10 +194,10 @@ fn transport(cli: &Cli) -> Result<TransportKind, Failure> {
     match std::env::var("VMAD_TRANSPORT") {
         Ok(v) if !v.is_empty() => TransportKind::from_str(&v, true).map_err(|_| {
             Failure::usage(format!(
-                "VMAD_TRANSPORT={v:?}: not sim, ibsim, verbs or roce"
+                "VMAD_TRANSPORT={v:?}: not sim, ibsim, kernel, hybrid, verbs or roce"
             ))
         }),
-        _ => Ok(TransportKind::Sim),
+        _ => Ok(host::default_kind()),
     }
 }
 
@@ -229,6 +238,8 @@ fn open_session(cli: &Cli) -> Result<Session, Failure> {
             })?;
             (Arc::new(Port::open(Box::new(t), config)?), None)
         }
+        TransportKind::Kernel => (host::open_kernel(cli, config)?, None),
+        TransportKind::Hybrid => (host::open_hybrid(cli, config)?, None),
         TransportKind::Verbs => (open_verbs(cli, config)?, None),
         TransportKind::Roce => (open_roce(cli, config)?, None),
     };

@@ -16,8 +16,8 @@ use vmad::wire::perf::{
 
 use crate::exit::Failure;
 use crate::mads;
-use crate::sweep::{self, Topology};
 use crate::{addr, CmdResult, Output, Session};
+use vmad::discover::Topology;
 
 #[derive(Debug, Args)]
 pub(crate) struct PerfArgs {
@@ -218,8 +218,8 @@ fn targets_from(topo: &Topology) -> Vec<Target> {
             // A switch has one LID (port 0's) and its PMA answers for every port.
             let lid = if n.is_switch() { n.lid() } else { p.lid };
             v.push(Target {
-                node: n.desc(),
-                guid: Some(n.guid()),
+                node: n.desc.clone(),
+                guid: Some(n.guid),
                 lid,
                 port: num,
             });
@@ -423,9 +423,7 @@ pub(crate) fn run(s: &Session, a: &PerfArgs) -> CmdResult {
             }]
         }
         None => {
-            let dr = mads::client(&s.port, mads::CLASS_DR, 1, false, 0)?;
-            let topo = sweep::sweep(&s.port, dr, s.timeout_ms, s.retries, &mut |_, _| {})?;
-            s.port.unregister(dr)?;
+            let topo = vmad::discover::discover(&s.port, &crate::discover::config(s))?;
             targets_from(&topo)
         }
     };

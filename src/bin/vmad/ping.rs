@@ -14,7 +14,6 @@ use vmad::types::{GrhAddr, MadAddr};
 
 use crate::mads::{self, CLASS_BULK, CLASS_PING, GET, OPENIB_OUI};
 use crate::progress::Progress;
-use crate::sweep::Topology;
 use crate::{demo, CmdResult, Failure, Output, Session};
 
 #[derive(Debug, Args)]
@@ -123,7 +122,7 @@ pub(crate) fn serve(s: &Session, a: &ServeArgs) -> CmdResult {
                 stop.store(true, Ordering::Relaxed);
             });
         }
-        demo::respond_loop(&s.port, &stop, &agents, &Topology::default());
+        demo::respond_loop(&s.port, &stop, &agents);
     });
     let st = s.port.stats();
     Ok(Output {

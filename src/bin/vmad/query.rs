@@ -7,7 +7,7 @@ use std::time::Duration;
 use clap::Args;
 use serde_json::{json, Value};
 
-use vmad::wire::sa::{self, node_record, path_record, Records};
+use vmad::wire::sa::{self, node_record, path_record};
 use vmad::wire::smp::{self, node_info, port_info};
 
 use crate::mads;
@@ -145,8 +145,16 @@ pub(crate) fn sa_query(s: &Session, a: &SaArgs) -> CmdResult {
             "SA answered status 0x{status:04x}"
         )));
     }
-    let sa_resp = sa::Packet::new_checked(&resp[..])?;
-    let records = Records::new(sa_resp.data(), sa_resp.attr_offset())?;
+    let table = vmad::discover::table_records(&resp)?;
+    // One NodeRecord by LID is the whole answer; any other table may have had more.
+    let one = attr == mads::ATTR_NODE_RECORD && a.lid.is_some();
+    if table.unsegmented && !one {
+        eprintln!(
+            "vmad: the SA's answer came as one MAD without RMPP (its RMPP header never filled \
+             in, as OpenSM's under umad2sim): its length was lost, only its first record is shown"
+        );
+    }
+    let records = table.records;
     let mut text = String::new();
     let mut list = Vec::new();
     for r in records {

@@ -111,6 +111,18 @@ pub(crate) fn is_rmpp_active(mad: &[u8]) -> bool {
         && rmpp::Packet::new_unchecked(mad).is_active()
 }
 
+/// Whether an incoming `mad` belongs to an RMPP transfer: Active, and an
+/// RMPPVersion some RMPP sender wrote. Active with version 0 is a header left
+/// for a kernel to fill in (OpenSM sets only the flag on a GetTableResp and
+/// lets the kernel's RMPP write version, type and segments): seen raw where no
+/// kernel segments it (umad2sim), it is a whole MAD, taken as an ordinary one.
+/// The kernel answers ABORT UnsupportedVersion and drops it; see the engine's
+/// departures.
+#[inline]
+pub(crate) fn is_rmpp_transfer(mad: &[u8]) -> bool {
+    is_rmpp_active(mad) && rmpp::Packet::new_unchecked(mad).rmpp_version() != 0
+}
+
 /// Lowest RMPPStatus an ABORT may carry (T2L).
 const ABORT_MIN: u8 = 118;
 /// Highest RMPPStatus an ABORT may carry (unspecified).

@@ -10,6 +10,7 @@ mod requests;
 mod rmpp_grid;
 mod rmpp_integration;
 mod rmpp_sessions;
+mod rmpp_unfilled;
 mod timers;
 #[cfg(feature = "tracing")]
 mod trace;
