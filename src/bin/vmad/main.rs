@@ -22,6 +22,7 @@ mod discover;
 mod docs;
 mod dump;
 mod exit;
+mod fabric;
 mod mads;
 mod perf;
 mod ping;
@@ -129,6 +130,8 @@ enum Cmd {
     Serve(ping::ServeArgs),
     /// Port counters (PortCounters, PortCountersExtended) of every linked port, as perfquery/ibqueryerrors.
     Perf(perf::PerfArgs),
+    /// Serve the embedded managed subnet to other processes (ibsim's protocol): serve, up, down, ctl.
+    Fabric(fabric::FabricArgs),
     /// Write the man pages (vmad.1 and one per subcommand) into a directory.
     #[command(hide = true)]
     Man(docs::ManArgs),
@@ -188,6 +191,8 @@ fn transport(cli: &Cli) -> Result<TransportKind, Failure> {
                 "VMAD_TRANSPORT={v:?}: not sim, ibsim, verbs or roce"
             ))
         }),
+        // `eval "$(vmad fabric up FILE)"`: the server it started, through its ibsim protocol.
+        _ if vmad::fabric::selected_by_env() => Ok(TransportKind::Ibsim),
         _ => Ok(TransportKind::Sim),
     }
 }
@@ -298,6 +303,7 @@ fn run(cli: &Cli) -> CmdResult {
         Cmd::Dump(a) => return dump::run(a),
         Cmd::Man(a) => return docs::man(a),
         Cmd::Completions(a) => return docs::completions(a),
+        Cmd::Fabric(a) => return fabric::run(a),
         _ => {}
     }
     let s = open_session(cli)?;
@@ -309,7 +315,9 @@ fn run(cli: &Cli) -> CmdResult {
         Cmd::Bench(a) => ping::bench(&s, a),
         Cmd::Serve(a) => ping::serve(&s, a),
         Cmd::Perf(a) => perf::run(&s, a),
-        Cmd::Dump(_) | Cmd::Man(_) | Cmd::Completions(_) => unreachable!("handled above"),
+        Cmd::Dump(_) | Cmd::Man(_) | Cmd::Completions(_) | Cmd::Fabric(_) => {
+            unreachable!("handled above")
+        }
     };
     if cli.verbose > 0 {
         let st = s.port.stats();

@@ -1,0 +1,289 @@
+//! One open CA port of the served fabric and the ibsim clients attached to it.
+//!
+//! A port is opened once ([`crate::subnet::Fabric::open`]) however many clients sit on
+//! it, and driven by a thread of its own: it puts the clients' MADs on the fabric and
+//! hands what the fabric delivers to the client it is for, as ibsim does: a response
+//! by the slot in TID bits 63..48, anything else to the port's SM client.
+
+use std::io;
+use std::os::fd::AsFd;
+use std::os::unix::net::UnixDatagram;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crossbeam_channel::{Receiver, Sender};
+use nix::poll::{PollFd, PollFlags, PollTimeout};
+
+use crate::engine::{RecvMeta, Transmit};
+use crate::transport::ibsim::proto::{Request, PERMISSIVE_LID, REQUEST_LEN};
+use crate::transport::sim::SimTransport;
+use crate::transport::{Transport, Waker};
+use crate::types::{MadAddr, Qp, GSI_QKEY};
+use crate::wire::{mad, rmpp, smp, MAD_SIZE};
+
+/// How long a send waits for a client that does not read before the MAD is dropped
+/// (and the client's later MADs are dropped at once until it reads again).
+const STALL: Duration = Duration::from_millis(200);
+
+/// The bits of a TID that carry the client's slot (as ibsim's `update_trid`).
+pub(crate) const SLOT_SHIFT: u32 = 48;
+
+/// One attached client as the port's thread sees it.
+#[derive(Debug)]
+pub(crate) struct ClientOut {
+    pub(crate) slot: u16,
+    /// `<base>:out<slot>`, connected to the client's `<base>:in<id>`.
+    pub(crate) sock: UnixDatagram,
+    /// Takes the port's unsolicited requests (CONNECT with issm, or SET_ISSM 1).
+    pub(crate) issm: AtomicBool,
+    /// A send found the client gone: the server frees its slot.
+    pub(crate) dead: AtomicBool,
+    /// The last send timed out on a full queue.
+    stalled: AtomicBool,
+}
+
+impl ClientOut {
+    pub(crate) fn new(slot: u16, sock: UnixDatagram, issm: bool) -> ClientOut {
+        ClientOut {
+            slot,
+            sock,
+            issm: AtomicBool::new(issm),
+            dead: AtomicBool::new(false),
+            stalled: AtomicBool::new(false),
+        }
+    }
+
+    /// Send one datagram; a client whose queue stays full loses it (a MAD lost on the
+    /// wire: its sender times out), and one that is gone is marked dead.
+    fn send(&self, pkt: &[u8]) -> bool {
+        loop {
+            match self.sock.send(pkt) {
+                Ok(_) => {
+                    self.stalled.store(false, Ordering::Relaxed);
+                    return true;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    if self.stalled.load(Ordering::Relaxed) {
+                        return false;
+                    }
+                    let mut fds = [PollFd::new(self.sock.as_fd(), PollFlags::POLLOUT)];
+                    let t = PollTimeout::try_from(STALL).unwrap_or(PollTimeout::MAX);
+                    match nix::poll::poll(&mut fds, t) {
+                        Ok(0) => {
+                            self.stalled.store(true, Ordering::Relaxed);
+                            return false;
+                        }
+                        Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+                        Err(_) => return false,
+                    }
+                }
+                Err(_) => {
+                    self.dead.store(true, Ordering::Relaxed);
+                    return false;
+                }
+            }
+        }
+    }
+}
+
+/// What the server asks of a port's thread.
+pub(crate) enum PortCmd {
+    /// A client's `sim_request`, TID already rewritten.
+    Send(Box<[u8; REQUEST_LEN]>),
+    /// Take or give up the SM role on the port; the answer goes back.
+    SetSm(bool, Sender<crate::Result<()>>),
+}
+
+/// A port opened for its clients, and its thread.
+pub(crate) struct PortLink {
+    pub(crate) clients: Arc<Mutex<Vec<Arc<ClientOut>>>>,
+    cmds: Option<Sender<PortCmd>>,
+    waker: Waker,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl PortLink {
+    /// Drive `t` on a new thread; `dead` is told when a client is found gone.
+    pub(crate) fn start(t: SimTransport, dead: Arc<dyn Fn() + Send + Sync>) -> PortLink {
+        let clients: Arc<Mutex<Vec<Arc<ClientOut>>>> = Arc::default();
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let waker = t.waker().unwrap_or_else(|| Waker::new(|| {}));
+        let c = clients.clone();
+        let thread = std::thread::Builder::new()
+            .name("vmad-fabric-port".into())
+            .spawn(move || run(t, &rx, &c, &*dead))
+            .ok();
+        PortLink {
+            clients,
+            cmds: Some(tx),
+            waker,
+            thread,
+        }
+    }
+
+    pub(crate) fn send(&self, cmd: PortCmd) {
+        if let Some(tx) = &self.cmds {
+            let _ = tx.send(cmd);
+            self.waker.wake();
+        }
+    }
+
+    /// Ask the port's thread to take or give up the SM role, and wait for the answer.
+    pub(crate) fn set_sm(&self, on: bool) -> crate::Result<()> {
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        self.send(PortCmd::SetSm(on, tx));
+        rx.recv()
+            .unwrap_or_else(|_| Err(crate::Error::Io(io::ErrorKind::BrokenPipe.into())))
+    }
+}
+
+impl Drop for PortLink {
+    fn drop(&mut self) {
+        // The thread ends when its command channel closes; the wake gets it out of `wait`.
+        self.cmds = None;
+        self.waker.wake();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn run(
+    mut t: SimTransport,
+    cmds: &Receiver<PortCmd>,
+    clients: &Mutex<Vec<Arc<ClientOut>>>,
+    dead: &(dyn Fn() + Send + Sync),
+) {
+    let mut got: Vec<(RecvMeta, [u8; MAD_SIZE], usize)> = Vec::new();
+    loop {
+        // Frames first, then commands, then wait: a command queued before its wake is
+        // seen here, one queued after leaves the wake for `wait`.
+        got.clear();
+        let _ = t.recv_burst(64, &mut |meta, m| {
+            let mut mad = [0u8; MAD_SIZE];
+            let n = m.len().min(MAD_SIZE);
+            mad[..n].copy_from_slice(&m[..n]);
+            got.push((meta, mad, n));
+        });
+        if !got.is_empty() {
+            let own_lid = t.refresh_attrs().lid;
+            let list = lock(clients).clone();
+            let mut lost = false;
+            for (meta, mad, len) in &got {
+                let Some(to) = route(&list, mad) else {
+                    continue;
+                };
+                let pkt = to_client(meta, mad, *len, own_lid);
+                if !to.send(&pkt[..]) && to.dead.load(Ordering::Relaxed) {
+                    lost = true;
+                }
+            }
+            if lost {
+                dead();
+            }
+        }
+        loop {
+            match cmds.try_recv() {
+                Ok(PortCmd::Send(pkt)) => to_fabric(&mut t, &pkt),
+                Ok(PortCmd::SetSm(on, reply)) => {
+                    let _ = reply.send(t.set_sm(on));
+                }
+                Err(crossbeam_channel::TryRecvError::Empty) => break,
+                Err(crossbeam_channel::TryRecvError::Disconnected) => return,
+            }
+        }
+        if got.is_empty() {
+            let _ = t.wait(None);
+        }
+    }
+}
+
+/// Which client gets a MAD the fabric delivered to the port.
+fn route<'a>(clients: &'a [Arc<ClientOut>], m: &[u8; MAD_SIZE]) -> Option<&'a Arc<ClientOut>> {
+    let h = mad::Packet::new_unchecked(&m[..]);
+    let s = smp::Packet::new_unchecked(&m[..]);
+    let dr = h.mgmt_class() == mad::MgmtClass::SubnDirectedRoute;
+    let issm = || clients.iter().find(|c| c.issm.load(Ordering::Relaxed));
+    if h.method().is_response_bit() || dr && s.is_returning() {
+        // ibsim's `client_by_trid`: the slot the request left with.
+        let slot = (h.tid() >> SLOT_SHIFT) as u16;
+        if let Some(c) = clients.iter().find(|c| c.slot == slot) {
+            return Some(c);
+        }
+        // An RMPP ACK or STOP answers a transfer the port's SM client (an SA) sends:
+        // its requester's TID carries the requester's slot, not the SA's.
+        let r = rmpp::Packet::new_unchecked(&m[..]);
+        let control = h.mgmt_class().is_rmpp_class()
+            && r.rmpp_version() != 0
+            && r.is_active()
+            && r.rmpp_type() != rmpp::RmppType::Data;
+        return if control { issm() } else { None };
+    }
+    // A request: the port's SM client, as ibsim; where none, the port's only client
+    // (ibsim drops it), whose engine answers what it does not serve.
+    issm().or_else(|| (clients.len() == 1).then(|| &clients[0]))
+}
+
+/// A MAD from the fabric as ibsim hands it to a client.
+fn to_client(meta: &RecvMeta, m: &[u8; MAD_SIZE], len: usize, own_lid: u16) -> [u8; REQUEST_LEN] {
+    let mut pkt = [0u8; REQUEST_LEN];
+    let mut req = Request::new_unchecked(&mut pkt[..]);
+    req.mad_mut().copy_from_slice(m);
+    let dr = mad::Packet::new_unchecked(&m[..]).mgmt_class() == mad::MgmtClass::SubnDirectedRoute;
+    if dr {
+        // ibsim walks directed routes whole and hands them over with hop pointer 0.
+        smp::Packet::new_unchecked(req.mad_mut()).set_hop_pointer(0);
+        req.set_dlid(PERMISSIVE_LID);
+        req.set_slid(PERMISSIVE_LID);
+    } else {
+        req.set_dlid(own_lid);
+        req.set_slid(meta.src.lid);
+    }
+    req.set_dqp(meta.qp.qpn());
+    req.set_sqp(meta.src.qpn);
+    req.set_status(0);
+    req.set_length(len as u64);
+    pkt
+}
+
+/// A client's `sim_request` put on the fabric from the port.
+fn to_fabric(t: &mut SimTransport, pkt: &[u8; REQUEST_LEN]) {
+    let req = Request::new_unchecked(&pkt[..]);
+    let mut m = [0u8; MAD_SIZE];
+    m.copy_from_slice(req.mad());
+    let class = mad::Packet::new_unchecked(&m[..]).mgmt_class();
+    let smi = class.is_smp();
+    if class == mad::MgmtClass::SubnDirectedRoute {
+        // ibsim's clients send directed routes with hop pointer 0 (no kernel SMI in
+        // between); the fabric takes them as a sender's SMI leaves them.
+        let mut s = smp::Packet::new_unchecked(&mut m[..]);
+        let step = if s.is_returning() { s.hop_count() } else { 1 };
+        s.set_hop_pointer(step);
+    }
+    let dest = MadAddr {
+        qpn: if smi { 0 } else { req.dqp() },
+        qkey: GSI_QKEY,
+        lid: req.dlid(),
+        sl: 0,
+        path_bits: 0,
+        grh: None,
+        pkey_index: 0,
+    };
+    let qp = if smi { Qp::Smi } else { Qp::Gsi };
+    let _ = t.transmit(&mut |buf| {
+        *buf = m;
+        Some(Transmit {
+            qp,
+            dest,
+            len: MAD_SIZE,
+            timeout_ms: 0,
+        })
+    });
+}
