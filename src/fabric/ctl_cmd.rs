@@ -2,12 +2,14 @@
 //!
 //! ```text
 //! status                    up|down, nodes, clients, who holds the SM role
-//! clients                   one line per client: slot node port pid sm
+//! clients                   the count, then a line per client: slot node port pid sm sent delivered
 //! link NODE PORT up|down    take a link down (the SM sweeps around it) or bring it back
 //! faults NODE PORT SPEC     loss=P,dup=P,reorder=P,corrupt=P,delay_us=N,seed=N or none
 //! counters NODE PORT        the link's frames and faults, the port's refusals and state
 //! sweep                     the built-in SM sweeps again
 //! wait-up [MS]              answers once the subnet is up (default 10000 ms)
+//! wait-clients N [MS]       answers once exactly N clients are attached
+//! wait-delivered N [MS]     answers once some client has been handed N MADs
 //! stop                      the server closes every port and exits
 //! ```
 //!
@@ -103,6 +105,31 @@ fn port_arg(words: &[&str]) -> Result<(String, u8)> {
     }
 }
 
+fn count_arg<T: std::str::FromStr>(words: &[&str]) -> Result<T> {
+    words
+        .get(1)
+        .and_then(|n| n.parse().ok())
+        .ok_or(Error::InvalidArgument("expected a count"))
+}
+
+/// Answer once `cond` holds, or fail after `ms` (default 10 s). The state changes
+/// inside the fabric and the server's other threads: look again every few ms (the
+/// caller waits on one read).
+fn wait_until(ms: Option<&&str>, what: &str, cond: impl Fn() -> bool) -> Result<()> {
+    let ms = ms.and_then(|m| m.parse().ok()).unwrap_or(10_000);
+    let until = Instant::now() + Duration::from_millis(ms);
+    while !cond() {
+        if Instant::now() >= until {
+            return Err(Error::Io(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                what.to_string(),
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    Ok(())
+}
+
 fn is_up(shared: &Shared) -> bool {
     shared.fabric.port_state(&shared.default_ca, 1) == Some(4)
 }
@@ -132,11 +159,13 @@ fn command(shared: &Shared, words: &[&str]) -> Result<String> {
             for (slot, c) in &st.clients {
                 let sm = c.out.issm.load(Ordering::Relaxed);
                 out.push_str(&format!(
-                    "\n{slot} {} {} {} {}",
+                    "\n{slot} {} {} {} {} {} {}",
                     c.node,
                     c.port,
                     c.pid,
-                    u8::from(sm)
+                    u8::from(sm),
+                    c.out.sent.load(Ordering::Relaxed),
+                    c.out.delivered.load(Ordering::Relaxed)
                 ));
             }
             Ok(out)
@@ -182,23 +211,28 @@ fn command(shared: &Shared, words: &[&str]) -> Result<String> {
             Ok(format!("{s:?}"))
         }
         "wait-up" => {
-            let ms = words.get(1).and_then(|m| m.parse().ok()).unwrap_or(10_000);
-            let until = Instant::now() + Duration::from_millis(ms);
-            // The state changes inside the fabric, from any client's SMPs: look again
-            // every few ms (a server-side wait, so the caller waits on one read).
-            while !is_up(shared) {
-                if Instant::now() >= until {
-                    return Err(Error::Io(std::io::Error::new(
-                        std::io::ErrorKind::TimedOut,
-                        "the subnet is not up",
-                    )));
-                }
-                std::thread::sleep(Duration::from_millis(5));
-            }
+            wait_until(words.get(1), "the subnet is not up", || is_up(shared))?;
             Ok("up".into())
         }
+        "wait-clients" => {
+            let n: usize = count_arg(words)?;
+            wait_until(words.get(2), "the clients did not come or go", || {
+                lock(&shared.state).clients.len() == n
+            })?;
+            Ok(n.to_string())
+        }
+        "wait-delivered" => {
+            let n: u64 = count_arg(words)?;
+            wait_until(words.get(2), "no client was handed that many MADs", || {
+                let st = lock(&shared.state);
+                st.clients
+                    .values()
+                    .any(|c| c.out.delivered.load(Ordering::Relaxed) >= n)
+            })?;
+            Ok(n.to_string())
+        }
         _ => Err(Error::InvalidArgument(
-            "commands: status, clients, link, faults, counters, sweep, wait-up, stop",
+            "commands: status, clients, link, faults, counters, sweep, wait-up, wait-clients, wait-delivered, stop",
         )),
     }
 }

@@ -8,7 +8,7 @@
 use std::io;
 use std::os::fd::AsFd;
 use std::os::unix::net::UnixDatagram;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -42,6 +42,10 @@ pub(crate) struct ClientOut {
     pub(crate) dead: AtomicBool,
     /// The last send timed out on a full queue.
     stalled: AtomicBool,
+    /// MADs handed to the client.
+    pub(crate) delivered: AtomicU64,
+    /// MADs the client sent.
+    pub(crate) sent: AtomicU64,
 }
 
 impl ClientOut {
@@ -52,6 +56,8 @@ impl ClientOut {
             issm: AtomicBool::new(issm),
             dead: AtomicBool::new(false),
             stalled: AtomicBool::new(false),
+            delivered: AtomicU64::new(0),
+            sent: AtomicU64::new(0),
         }
     }
 
@@ -62,6 +68,7 @@ impl ClientOut {
             match self.sock.send(pkt) {
                 Ok(_) => {
                     self.stalled.store(false, Ordering::Relaxed);
+                    self.delivered.fetch_add(1, Ordering::Relaxed);
                     return true;
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}

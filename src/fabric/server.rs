@@ -138,6 +138,7 @@ fn take_data(shared: &Shared, slot: u16, out: &ClientOut) {
         if n != REQUEST_LEN {
             continue;
         }
+        out.sent.fetch_add(1, Ordering::Relaxed);
         let mut pkt = Box::new([0u8; REQUEST_LEN]);
         pkt.copy_from_slice(&buf[..REQUEST_LEN]);
         stamp_tid(&mut pkt[32..], slot);

@@ -10,6 +10,8 @@ mod dead_transport;
 mod dr_walk;
 #[cfg(all(feature = "kernel", feature = "roce"))]
 mod dropin_faults;
+#[cfg(feature = "cli")]
+mod fabric;
 mod hostile;
 #[cfg(all(feature = "kernel", feature = "roce", feature = "verbs"))]
 mod hybrid;
