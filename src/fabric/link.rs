@@ -5,6 +5,7 @@
 //! hands what the fabric delivers to the client it is for, as ibsim does: a response
 //! by the slot in TID bits 63..48, anything else to the port's SM client.
 
+use std::collections::VecDeque;
 use std::io;
 use std::os::fd::AsFd;
 use std::os::unix::net::UnixDatagram;
@@ -107,6 +108,9 @@ pub(crate) enum PortCmd {
 /// A port opened for its clients, and its thread.
 pub(crate) struct PortLink {
     pub(crate) clients: Arc<Mutex<Vec<Arc<ClientOut>>>>,
+    /// (TID, slot) of the RMPP transfers the port's clients send (their Data
+    /// segments): the ACKs and STOPs that answer them go to that client.
+    pub(crate) senders: Arc<Mutex<VecDeque<(u64, u16)>>>,
     cmds: Option<Sender<PortCmd>>,
     waker: Waker,
     thread: Option<JoinHandle<()>>,
@@ -118,13 +122,15 @@ impl PortLink {
         let clients: Arc<Mutex<Vec<Arc<ClientOut>>>> = Arc::default();
         let (tx, rx) = crossbeam_channel::unbounded();
         let waker = t.waker().unwrap_or_else(|| Waker::new(|| {}));
-        let c = clients.clone();
+        let senders: Arc<Mutex<VecDeque<(u64, u16)>>> = Arc::default();
+        let (c, snd) = (clients.clone(), senders.clone());
         let thread = std::thread::Builder::new()
             .name("vmad-fabric-port".into())
-            .spawn(move || run(t, &rx, &c, &*dead))
+            .spawn(move || run(t, &rx, &c, &snd, &*dead))
             .ok();
         PortLink {
             clients,
+            senders,
             cmds: Some(tx),
             waker,
             thread,
@@ -166,6 +172,7 @@ fn run(
     mut t: SimTransport,
     cmds: &Receiver<PortCmd>,
     clients: &Mutex<Vec<Arc<ClientOut>>>,
+    senders: &Mutex<VecDeque<(u64, u16)>>,
     dead: &(dyn Fn() + Send + Sync),
 ) {
     let mut got: Vec<(RecvMeta, [u8; MAD_SIZE], usize)> = Vec::new();
@@ -184,7 +191,7 @@ fn run(
             let list = lock(clients).clone();
             let mut lost = false;
             for (meta, mad, len) in &got {
-                let Some(to) = route(&list, mad) else {
+                let Some(to) = route(&list, senders, mad) else {
                     continue;
                 };
                 let pkt = to_client(meta, mad, *len, own_lid);
@@ -212,25 +219,56 @@ fn run(
     }
 }
 
+/// The RMPP type of an RMPP-active MAD of an RMPP class; None for any other MAD.
+pub(crate) fn rmpp_type(m: &[u8]) -> Option<rmpp::RmppType> {
+    let h = mad::Packet::new_checked(m).ok()?;
+    let r = rmpp::Packet::new_checked(m).ok()?;
+    (h.mgmt_class().is_rmpp_class() && r.rmpp_version() != 0 && r.is_active())
+        .then(|| r.rmpp_type())
+}
+
+/// How many RMPP transfers per port are remembered for routing their ACKs.
+const SENDERS_KEPT: usize = 256;
+
+/// Remember that client `slot` sends an RMPP transfer with `tid` from this port.
+pub(crate) fn note_sender(senders: &Mutex<VecDeque<(u64, u16)>>, tid: u64, slot: u16) {
+    let mut s = lock(senders);
+    if s.contains(&(tid, slot)) {
+        return;
+    }
+    if s.len() == SENDERS_KEPT {
+        s.pop_front();
+    }
+    s.push_back((tid, slot));
+}
+
 /// Which client gets a MAD the fabric delivered to the port.
-fn route<'a>(clients: &'a [Arc<ClientOut>], m: &[u8; MAD_SIZE]) -> Option<&'a Arc<ClientOut>> {
+fn route<'a>(
+    clients: &'a [Arc<ClientOut>],
+    senders: &Mutex<VecDeque<(u64, u16)>>,
+    m: &[u8; MAD_SIZE],
+) -> Option<&'a Arc<ClientOut>> {
     let h = mad::Packet::new_unchecked(&m[..]);
     let s = smp::Packet::new_unchecked(&m[..]);
     let dr = h.mgmt_class() == mad::MgmtClass::SubnDirectedRoute;
     let issm = || clients.iter().find(|c| c.issm.load(Ordering::Relaxed));
+    let by_slot = |slot: u16| clients.iter().find(|c| c.slot == slot);
     if h.method().is_response_bit() || dr && s.is_returning() {
+        let control = rmpp_type(&m[..]).is_some_and(|t| t != rmpp::RmppType::Data);
+        if control {
+            // An ACK or STOP answers a transfer a client here sends (an SA's GetTable
+            // answer): its TID carries the requester's slot, not the sender's, and
+            // the requester may sit on this very port.
+            let tid = h.tid();
+            let sender = lock(senders).iter().rev().find(|e| e.0 == tid).map(|e| e.1);
+            if let Some(c) = sender.and_then(by_slot) {
+                return Some(c);
+            }
+        }
         // ibsim's `client_by_trid`: the slot the request left with.
-        let slot = (h.tid() >> SLOT_SHIFT) as u16;
-        if let Some(c) = clients.iter().find(|c| c.slot == slot) {
+        if let Some(c) = by_slot((h.tid() >> SLOT_SHIFT) as u16) {
             return Some(c);
         }
-        // An RMPP ACK or STOP answers a transfer the port's SM client (an SA) sends:
-        // its requester's TID carries the requester's slot, not the SA's.
-        let r = rmpp::Packet::new_unchecked(&m[..]);
-        let control = h.mgmt_class().is_rmpp_class()
-            && r.rmpp_version() != 0
-            && r.is_active()
-            && r.rmpp_type() != rmpp::RmppType::Data;
         return if control { issm() } else { None };
     }
     // A request: the port's SM client, as ibsim; where none, the port's only client

@@ -14,7 +14,7 @@ use nix::sys::socket::{
     self, sockopt, AddressFamily, ControlMessageOwned, MsgFlags, SockFlag, SockType,
 };
 
-use super::link::{ClientOut, PortCmd, PortLink, SLOT_SHIFT};
+use super::link::{self, ClientOut, PortCmd, PortLink, SLOT_SHIFT};
 use super::{lock, Shared};
 use crate::transport::ibsim::proto::{ClientInfo, CtlRepr, CtlType, CTL_LEN, REQUEST_LEN};
 use crate::wire::{mad, rmpp};
@@ -147,6 +147,12 @@ fn take_data(shared: &Shared, slot: u16, out: &ClientOut) {
             return;
         };
         if let Some(p) = st.ports.get(&(c.node.clone(), c.port)) {
+            let m = &pkt[32..];
+            let data = link::rmpp_type(m) == Some(rmpp::RmppType::Data);
+            if data && mad::Packet::new_unchecked(m).method().is_response_bit() {
+                let tid = mad::Packet::new_unchecked(m).tid();
+                link::note_sender(&p.senders, tid, slot);
+            }
             p.send(PortCmd::Send(pkt));
         }
     }
@@ -161,13 +167,7 @@ fn stamp_tid(m: &mut [u8], slot: u16) {
     };
     let response = h.method().is_response_bit();
     let class = h.mgmt_class();
-    let control = {
-        let r = rmpp::Packet::new_unchecked(&m[..]);
-        class.is_rmpp_class()
-            && r.rmpp_version() != 0
-            && r.is_active()
-            && r.rmpp_type() != rmpp::RmppType::Data
-    };
+    let control = link::rmpp_type(m).is_some_and(|t| t != rmpp::RmppType::Data);
     let dr_back = class == mad::MgmtClass::SubnDirectedRoute
         && crate::wire::smp::Packet::new_unchecked(&m[..]).is_returning();
     if (!response && !dr_back) || (response && control) {
@@ -286,6 +286,19 @@ fn answer(shared: &Arc<Shared>, req: &CtlRepr, from: &[u8], pid: i32) -> CtlRepr
                 }
             } else {
                 data = pi;
+            }
+            // IsSM set by the built-in SM is not a client's: the built-in SM steps aside
+            // for any client that takes the role, so clients must not see a holder to
+            // respect (vmad's ibsim client refuses SET_ISSM where IsSM is set).
+            let asked = if which == 0 { port } else { which };
+            let held = lock(&shared.state)
+                .clients
+                .values()
+                .any(|c| (&c.node, c.port) == (&node, asked) && c.out.issm.load(Ordering::Relaxed));
+            if !held {
+                let cap = u32::from_be_bytes([data[20], data[21], data[22], data[23]]);
+                let cap = cap & !crate::wire::smp::port_info::CAP_IS_SM;
+                data[20..24].copy_from_slice(&cap.to_be_bytes());
             }
         }
         CtlType::GetPkeys => {

@@ -518,3 +518,63 @@ fn fabric_ibsim_diags_on_ft1612_through_the_dropin_and_umad2sim() {
     assert_eq!(nodes_found(&net2), 1612);
     assert_eq!(s.ctl(&["wait-clients", "0"]).trim(), "0");
 }
+
+#[test]
+#[ignore = "needs OpenSM and infiniband-diags: run by ./scripts/test (ibsim suite)"]
+fn fabric_ibsim_opensm_on_the_dropin_takes_over_and_gives_back() {
+    let s = Served::serve(&topo("ft234.net"));
+    let lib = dropin_dir();
+    let lib = lib.to_string_lossy();
+    let cwd = s.dir.clone();
+    let cache = cwd.join("osm");
+    std::fs::create_dir_all(&cache).unwrap();
+    let mut osm = Command::new("opensm");
+    osm.args(["-s", "0", "-f"])
+        .arg(cache.join("osm.log"))
+        .env_remove("VMAD_TRANSPORT")
+        .env("LD_LIBRARY_PATH", &*lib)
+        .env("OSM_CACHE_DIR", &cache)
+        .env("OSM_TMP_DIR", &cache)
+        .current_dir(&cwd)
+        .stdout(Stdio::piped());
+    for (k, v) in &s.env {
+        osm.env(k, v);
+    }
+    /// Kills OpenSM however the test ends.
+    struct Kill(Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut osm = Kill(osm.spawn().expect("start opensm"));
+    // OpenSM opened the issm path (SET_ISSM): the built-in SM stepped aside. Its stdout
+    // stays open to the end (a closed pipe would kill it on its next line).
+    let mut lines = BufReader::new(osm.0.stdout.take().unwrap()).lines();
+    let mut seen = String::new();
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        seen.push_str(&line);
+        seen.push('\n');
+        if line.contains("Entering MASTER state") {
+            break;
+        }
+    }
+    assert!(seen.contains("Entering MASTER state"), "{seen}");
+    assert!(
+        s.ctl(&["status"]).contains(" sm=client "),
+        "{}",
+        s.ctl(&["status"])
+    );
+    // OpenSM's SA, in the other process, answers a GetTable over RMPP.
+    let dropin = [("LD_LIBRARY_PATH", &*lib)];
+    let sa = run_tool(&s, &dropin, &cwd, &["saquery", "-N"]);
+    assert_eq!(sa.matches("NodeRecord dump").count(), 234);
+    // OpenSM gone: its slot is freed, the built-in SM takes the role back and sweeps.
+    drop(osm);
+    drop(lines);
+    assert_eq!(s.ctl(&["wait-clients", "0"]).trim(), "0");
+    assert!(s.ctl(&["status"]).contains(" sm=built-in "));
+    assert_eq!(s.node_records(&[]), 234);
+}
