@@ -332,3 +332,105 @@ fn to_fabric(t: &mut SimTransport, pkt: &[u8; REQUEST_LEN]) {
         })
     });
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn client(slot: u16, issm: bool) -> Arc<ClientOut> {
+        let (a, _b) = UnixDatagram::pair().unwrap();
+        Arc::new(ClientOut::new(slot, a, issm))
+    }
+
+    fn gmp(method: u8, tid: u64) -> [u8; MAD_SIZE] {
+        let mut m = [0u8; MAD_SIZE];
+        m[0] = 1;
+        m[1] = 0x03; // SubnAdm
+        m[2] = 2;
+        m[3] = method;
+        m[8..16].copy_from_slice(&tid.to_be_bytes());
+        m
+    }
+
+    fn rmpp(method: u8, tid: u64, rmpp_type: u8) -> [u8; MAD_SIZE] {
+        let mut m = gmp(method, tid);
+        m[24] = 1; // RMPPVersion
+        m[25] = rmpp_type;
+        m[26] = 0x01 << 4 | 0x01; // RRespTime, Active
+        m
+    }
+
+    fn slot_of(c: Option<&Arc<ClientOut>>) -> Option<u16> {
+        c.map(|c| c.slot)
+    }
+
+    #[test]
+    fn responses_go_by_the_slot_in_their_tid_requests_to_the_sm_client() {
+        let clients = vec![client(3, false), client(7, true)];
+        let senders = Mutex::default();
+        let tid = |slot: u64| slot << SLOT_SHIFT | 0x42;
+        assert_eq!(
+            slot_of(route(&clients, &senders, &gmp(0x81, tid(3)))),
+            Some(3)
+        );
+        assert_eq!(
+            slot_of(route(&clients, &senders, &gmp(0x81, tid(7)))),
+            Some(7)
+        );
+        // A response for a slot not on this port: nobody.
+        assert_eq!(slot_of(route(&clients, &senders, &gmp(0x81, tid(9)))), None);
+        // A request: the SM client, whatever its TID says.
+        assert_eq!(
+            slot_of(route(&clients, &senders, &gmp(0x01, tid(3)))),
+            Some(7)
+        );
+    }
+
+    #[test]
+    fn a_request_without_an_sm_client_goes_to_a_sole_client_only() {
+        let one = vec![client(4, false)];
+        let senders = Mutex::default();
+        assert_eq!(slot_of(route(&one, &senders, &gmp(0x01, 1))), Some(4));
+        let two = vec![client(4, false), client(5, false)];
+        assert_eq!(slot_of(route(&two, &senders, &gmp(0x01, 1))), None);
+    }
+
+    #[test]
+    fn an_rmpp_ack_goes_to_the_sender_of_the_transfer_not_the_requester() {
+        // The SA client (slot 2) answers a GetTable of the requester (slot 5) on the
+        // same port: the requester's ACK carries slot 5 in its TID.
+        let clients = vec![client(2, false), client(5, false)];
+        let senders = Mutex::default();
+        let tid = 5 << SLOT_SHIFT | 0x99;
+        note_sender(&senders, tid, 2);
+        let ack = rmpp(0x92, tid, 2);
+        assert_eq!(slot_of(route(&clients, &senders, &ack)), Some(2));
+        // The Data segments themselves go to the requester.
+        let data = rmpp(0x92, tid, 1);
+        assert_eq!(slot_of(route(&clients, &senders, &data)), Some(5));
+        // An ABORT of a transfer nobody here sends goes by the slot in its TID.
+        let abort = rmpp(0x92, 5 << SLOT_SHIFT | 0x100, 4);
+        assert_eq!(slot_of(route(&clients, &senders, &abort)), Some(5));
+    }
+
+    #[test]
+    fn directed_routes_reach_clients_with_hop_pointer_zero_and_permissive_lids() {
+        let mut m = [0u8; MAD_SIZE];
+        m[0] = 1;
+        m[1] = 0x81;
+        m[3] = 0x81;
+        m[4] = 0x80; // D bit: returning
+        m[6] = 2; // hop pointer
+        m[7] = 2; // hop count
+        let meta = RecvMeta {
+            qp: Qp::Smi,
+            src: MadAddr::default(),
+            local_qpn: None,
+        };
+        let pkt = to_client(&meta, &m, MAD_SIZE, 7);
+        let r = Request::new_unchecked(&pkt[..]);
+        assert_eq!((r.dlid(), r.slid(), r.dqp()), (0xffff, 0xffff, 0));
+        assert_eq!(r.mad()[6], 0);
+        assert_eq!(r.length(), 256);
+    }
+}

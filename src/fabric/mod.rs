@@ -233,14 +233,15 @@ impl Server {
             .name("vmad-fabric-ctl".into())
             .spawn(move || ctl_cmd::accept_loop(&s, &listener))?;
         server::run(&shared, &ctl, &wake_rx);
+        // One connection more gets the accept thread out of `accept` to see the stop.
+        drop(std::os::unix::net::UnixStream::connect(&path));
+        let _ = accept.join();
         let _ = std::fs::remove_file(&path);
         let slots: Vec<u16> = lock(&shared.state).clients.keys().copied().collect();
         for slot in slots {
             server::free(&shared, slot);
         }
         drop(ctl);
-        // The accept thread ends on its next connection or with the process.
-        drop(accept);
         lock(&shared.stoppers).clear();
         Ok(())
     }

@@ -462,3 +462,57 @@ fn alive(pid: i32) -> bool {
         Err(_) => false,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mad(class: u8, method: u8, tid: u64) -> [u8; 256] {
+        let mut m = [0u8; 256];
+        m[0] = 1;
+        m[1] = class;
+        m[3] = method;
+        m[8..16].copy_from_slice(&tid.to_be_bytes());
+        m
+    }
+
+    fn tid(m: &[u8]) -> u64 {
+        u64::from_be_bytes(m[8..16].try_into().unwrap())
+    }
+
+    #[test]
+    fn requests_and_rmpp_acks_carry_the_slot_responses_keep_their_tid() {
+        let orig = 0xabcd_0001_0000_0042;
+        let mut req = mad(0x03, 0x12, orig);
+        stamp_tid(&mut req, 9);
+        assert_eq!(tid(&req), 0x0009_0001_0000_0042);
+        let mut resp = mad(0x04, 0x81, orig);
+        stamp_tid(&mut resp, 9);
+        assert_eq!(tid(&resp), orig);
+        let mut ack = mad(0x03, 0x92, orig);
+        ack[24] = 1;
+        ack[25] = 2; // ACK
+        ack[26] = 1; // Active
+        stamp_tid(&mut ack, 9);
+        assert_eq!(tid(&ack), 0x0009_0001_0000_0042);
+        let mut data = ack;
+        data[25] = 1; // Data: an answer's segment keeps its requester's TID
+        data[8..16].copy_from_slice(&orig.to_be_bytes());
+        stamp_tid(&mut data, 9);
+        assert_eq!(tid(&data), orig);
+        let mut dr_back = mad(0x81, 0x81, orig);
+        dr_back[4] = 0x80;
+        stamp_tid(&mut dr_back, 9);
+        assert_eq!(tid(&dr_back), orig);
+        // Too short to be a MAD: left alone.
+        let mut short = [0u8; 8];
+        stamp_tid(&mut short, 9);
+        assert_eq!(short, [0u8; 8]);
+    }
+
+    #[test]
+    fn only_live_processes_are_alive() {
+        assert!(alive(std::process::id() as i32));
+        assert!(!alive(i32::MAX));
+    }
+}

@@ -428,9 +428,13 @@ fn fabric_hostile_datagrams_get_nothing_and_break_nothing() {
     assert_eq!(port.ctl_type, CtlType::GetPort);
     // Another client is served whole.
     assert_eq!(s.node_records(&[]), 6);
-    // Leave without DISCONNECT: the server frees the slot when it finds the socket gone.
+    // Leave without DISCONNECT (this process lives on): the next MAD for H2, a ping
+    // its port's sole client would get, finds the socket gone, and the slot is freed.
     drop(data);
     drop(ctl);
+    let ping = ["-G", "-C", "H1", "ping", "-c", "1", "-t", "200", "0x100003"];
+    let _ = s.client(&ping).output().unwrap();
+    assert_eq!(s.ctl(&["wait-clients", "0"]).trim(), "0");
     assert!(s.ctl(&["status"]).starts_with("up "));
 }
 
