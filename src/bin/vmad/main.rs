@@ -63,7 +63,7 @@ enum TransportKind {
     after_long_help = exit::EXIT_HELP
 )]
 struct Cli {
-    /// Transport to open the port on [default: $VMAD_TRANSPORT (which selects the C library's too), else sim].
+    /// Transport to open the port on [default: $VMAD_TRANSPORT (which selects the C library's too), else ibsim if $VMAD_FABRIC names a `vmad fabric` server, else sim].
     #[arg(long, value_enum, global = true)]
     transport: Option<TransportKind>,
     /// CA name (sim: vmadsim0; ibsim: the node to attach to; verbs: the device).
