@@ -582,3 +582,37 @@ fn fabric_ibsim_opensm_on_the_dropin_takes_over_and_gives_back() {
     assert!(s.ctl(&["status"]).contains(" sm=built-in "));
     assert_eq!(s.node_records(&[]), 234);
 }
+
+#[test]
+fn fabric_two_vmad_clients_talk_through_the_server_rmpp_included() {
+    let s = Served::serve(&topo("small.net"));
+    // A responder on H2 (its port's only client, so it gets the port's requests)...
+    let mut responder = s
+        .client(&["-C", "H2", "serve"])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    s.ctl(&["wait-clients", "1"]);
+    // ...and a requester on H1: pings, a burst, and 10 RMPP transfers (their segments
+    // and ACKs are ordinary MADs to the server).
+    let out = s
+        .client(&["--json", "-C", "H1", "bench", "-G", "0x100003"])
+        .output()
+        .unwrap();
+    let _ = responder.kill();
+    let _ = responder.wait();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let j: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let runs = j["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 3, "{j}");
+    for r in runs {
+        assert_eq!(r["failed"], 0, "{r}");
+        assert!(r["ok"].as_u64().unwrap() > 0, "{r}");
+    }
+    assert_eq!(j["counters"]["rmpp_reassembled"], 10);
+    assert_eq!(j["counters"]["timeouts"], 0);
+}
