@@ -105,16 +105,19 @@ pub(crate) fn run(shared: &Arc<Shared>, ctl: &OwnedFd, wake: &UnixDatagram) {
             let mut b = [0u8; 16];
             while wake.recv(&mut b).is_ok() {}
         }
+        let mut lost = false;
         for i in data_ready {
             let (slot, out) = &socks[i];
             take_data(shared, *slot, out);
+            lost |= out.dead.load(Ordering::Relaxed);
         }
         // A slot freed now must not keep its socket (and name) alive through this turn.
         drop(socks);
         if ctl_ready {
             serve_ctl(shared, ctl);
         }
-        if wake_ready || last_reap.elapsed() >= REAP_EVERY {
+        // A socket in error stays readable: free its client now, not in half a second.
+        if lost || wake_ready || last_reap.elapsed() >= REAP_EVERY {
             reap(shared);
             last_reap = Instant::now();
         }

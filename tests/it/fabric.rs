@@ -533,8 +533,8 @@ fn fabric_ibsim_opensm_on_the_dropin_takes_over_and_gives_back() {
     let cache = cwd.join("osm");
     std::fs::create_dir_all(&cache).unwrap();
     let mut osm = Command::new("opensm");
-    osm.args(["-s", "0", "-f"])
-        .arg(cache.join("osm.log"))
+    // The log on stdout: its "SUBNET UP" is the event to wait for.
+    osm.args(["-s", "0", "-f", "stdout"])
         .env_remove("VMAD_TRANSPORT")
         .env("LD_LIBRARY_PATH", &*lib)
         .env("OSM_CACHE_DIR", &cache)
@@ -553,19 +553,21 @@ fn fabric_ibsim_opensm_on_the_dropin_takes_over_and_gives_back() {
         }
     }
     let mut osm = Kill(osm.spawn().expect("start opensm"));
-    // OpenSM opened the issm path (SET_ISSM): the built-in SM stepped aside. Its stdout
-    // stays open to the end (a closed pipe would kill it on its next line).
+    // OpenSM opened the issm path (SET_ISSM): the built-in SM stepped aside, OpenSM swept.
+    // Its stdout stays open to the end (a closed pipe would kill it on its next line).
     let mut lines = BufReader::new(osm.0.stdout.take().unwrap()).lines();
     let mut seen = String::new();
     for line in lines.by_ref() {
         let line = line.unwrap();
         seen.push_str(&line);
         seen.push('\n');
-        if line.contains("Entering MASTER state") {
+        if line.contains("SUBNET UP") {
             break;
         }
     }
-    assert!(seen.contains("Entering MASTER state"), "{seen}");
+    assert!(seen.contains("SUBNET UP"), "{seen}");
+    // Read the rest as it comes, so that a full pipe never stops OpenSM.
+    let drain = std::thread::spawn(move || lines.count());
     assert!(
         s.ctl(&["status"]).contains(" sm=client "),
         "{}",
@@ -577,7 +579,7 @@ fn fabric_ibsim_opensm_on_the_dropin_takes_over_and_gives_back() {
     assert_eq!(sa.matches("NodeRecord dump").count(), 234);
     // OpenSM gone: its slot is freed, the built-in SM takes the role back and sweeps.
     drop(osm);
-    drop(lines);
+    drain.join().unwrap();
     assert_eq!(s.ctl(&["wait-clients", "0"]).trim(), "0");
     assert!(s.ctl(&["status"]).contains(" sm=built-in "));
     assert_eq!(s.node_records(&[]), 234);
