@@ -15,7 +15,7 @@
 //!   take it) is silence, as on a wire; ibsim echoes every drop back at once.
 //! - **Any number of clients** (slots up to 65,535, not ten), several per CA port; a
 //!   client that dies is freed without a word from it (its process is watched).
-//! - **Control while running** over a second, filesystem socket ([`ctl`]): links
+//! - **Control while running** over a second, filesystem socket ([`request`]): links
 //!   down and up, faults per link, counters, status, wait until up, stop.
 //! - **Isolation**: the control socket lives in a directory only its user can enter
 //!   ([`runtime_dir`]); ibsim's sockets are abstract (umad2sim's protocol wants
