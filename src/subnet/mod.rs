@@ -600,6 +600,11 @@ impl Fabric {
     /// port's attributes.
     pub(crate) fn smp_view(&self, node: &str, port: u8) -> Option<([u8; 64], [u8; 64], PortAttrs)> {
         let i = self.inner.node_index(node)?;
+        let n = &self.inner.nodes[i];
+        // The SMA's encoders index the port tables: only ports the node has.
+        if port > n.num_ports || (port == 0 && n.kind == NodeKind::Ca) {
+            return None;
+        }
         let (mut ni, mut pi) = ([0u8; 64], [0u8; 64]);
         sma::node_info(&self.inner, i, port, &mut ni);
         sma::port_info(&self.inner, i, port, port, false, &mut pi);

@@ -423,6 +423,11 @@ fn fabric_hostile_datagrams_get_nothing_and_break_nothing() {
     }
     let port = call(&CtlRepr::request(slot, CtlType::GetPort, &[]));
     assert_eq!(port.ctl_type, CtlType::GetPort);
+    // PortInfo of ports H2 does not have: refused.
+    for which in [2u8, 200] {
+        let pi = call(&CtlRepr::request(slot, CtlType::GetPortInfo, &[which]));
+        assert_eq!(pi.ctl_type, CtlType::Error, "port {which}");
+    }
     // Another client is served whole.
     assert_eq!(s.node_records(&[]), 6);
     // Leave without DISCONNECT (this process lives on): the next MAD for H2, a ping
