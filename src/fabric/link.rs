@@ -205,7 +205,11 @@ fn run(
         }
         loop {
             match cmds.try_recv() {
-                Ok(PortCmd::Send(pkt)) => to_fabric(&mut t, &pkt),
+                Ok(PortCmd::Send(pkt)) => {
+                    // A MAD the fabric chokes on (a bug there) loses itself, not the port.
+                    let send = std::panic::AssertUnwindSafe(|| to_fabric(&mut t, &pkt));
+                    let _ = std::panic::catch_unwind(send);
+                }
                 Ok(PortCmd::SetSm(on, reply)) => {
                     let _ = reply.send(t.set_sm(on));
                 }
