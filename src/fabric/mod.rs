@@ -49,8 +49,9 @@ use crate::{Error, Result};
 pub const ENV: &str = "VMAD_FABRIC";
 
 /// Where this user's servers keep their control sockets: `$XDG_RUNTIME_DIR/vmad`,
-/// else `/tmp/vmad-<uid>`; created mode 0700, and refused if another user owns it
-/// or others may enter it.
+/// else `$TMPDIR/vmad-<uid>` (`/tmp`), the directory of vmad's issm files too; created
+/// mode 0700 (narrowed to 0700 if it is this user's and wider), and refused if another
+/// user owns it.
 ///
 /// # Errors
 /// EIO if it cannot be created, or if it is not this user's alone.
@@ -59,12 +60,18 @@ pub fn runtime_dir() -> Result<PathBuf> {
     let uid = nix::unistd::getuid().as_raw();
     let dir = match std::env::var_os("XDG_RUNTIME_DIR").filter(|d| !d.is_empty()) {
         Some(d) => PathBuf::from(d).join("vmad"),
-        None => PathBuf::from(format!("/tmp/vmad-{uid}")),
+        None => std::env::temp_dir().join(format!("vmad-{uid}")),
     };
     match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
         Err(e) => return Err(e.into()),
+    }
+    let meta = std::fs::symlink_metadata(&dir)?;
+    if meta.is_dir() && meta.uid() == uid && meta.permissions().mode() & 0o077 != 0 {
+        // Ours, made wider by another part of vmad (the issm files' `create_dir_all`):
+        // narrow it, as nothing in it is for other users.
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))?;
     }
     let meta = std::fs::symlink_metadata(&dir)?;
     if !meta.is_dir() || meta.uid() != uid || meta.permissions().mode() & 0o077 != 0 {

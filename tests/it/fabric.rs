@@ -182,6 +182,10 @@ fn records(out: &Output) -> usize {
 #[test]
 fn fabric_up_serves_two_client_processes_rmpp_tables_then_down() {
     let (dir, name) = fresh();
+    // The runtime directory as vmad's issm files leave it (0755): narrowed to 0700.
+    std::fs::create_dir(dir.join("vmad")).unwrap();
+    let wide = std::os::unix::fs::PermissionsExt::from_mode(0o755);
+    std::fs::set_permissions(dir.join("vmad"), wide).unwrap();
     // `eval "$(vmad fabric up FILE)"`: returns once the subnet is up, prints sh.
     let out = Command::new(VMAD)
         .args(["fabric", "up", "--name", &name, &topo("ft234.net")])
