@@ -114,6 +114,7 @@ pub mod clock;
 pub mod discover;
 mod entropy;
 pub mod error;
+pub mod fabric;
 pub mod pcap;
 pub mod port;
 pub mod subnet;
@@ -141,5 +142,12 @@ fn global_registry() -> &'static std::sync::Arc<transport::registry::Registry> {
     use std::sync::{Arc, OnceLock};
     use transport::registry::Registry;
     static GLOBAL: OnceLock<Arc<Registry>> = OnceLock::new();
-    GLOBAL.get_or_init(|| Arc::new(Registry::with_default(Arc::new(subnet::DefaultPair))))
+    GLOBAL.get_or_init(|| {
+        // `eval "$(vmad fabric up FILE)"` names a fabric server: the default CA is
+        // vmad's ibsim client attached to it.
+        if fabric::selected_by_env() {
+            return Arc::new(Registry::with_default(Arc::new(fabric::EnvDefault)));
+        }
+        Arc::new(Registry::with_default(Arc::new(subnet::DefaultPair)))
+    })
 }

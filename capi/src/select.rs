@@ -3,6 +3,7 @@
 //!
 //! | `VMAD_TRANSPORT` | CAs |
 //! |---|---|
+//! | unset, `VMAD_FABRIC` set | `ibsim0` on the `vmad fabric` server `IBSIM_SOCKNAME` names (what `eval "$(vmad fabric up FILE)"` sets) |
 //! | unset | the host's CAs when `/sys/class/infiniband` lists any: as `hybrid` where built in and the GSI Q_Key is permitted (CAP_NET_RAW, or the kernel allows it on a probe QP: `privileged-qkey on`), else as `kernel`; otherwise the embedded fabric (as `sim`) |
 //! | `kernel` | the host's CAs (`rxe0`, `mlx5_0`, …) through `/dev/infiniband/umadN`, QP0 where the port has one; vmad's engine does RMPP, timeouts and retries (`vmad::transport::kernel`). Not in a library built with `--no-default-features` |
 //! | `hybrid` | the host's CAs, each port over two paths (`vmad::transport::hybrid`): GMPs this process sends as a client over vmad's own UD QP (verbs), SMPs and what must arrive at QP1 through the kernel. Only in a library built with the `hybrid` feature; needs CAP_NET_RAW (or `privileged-qkey on`) |
@@ -118,6 +119,11 @@ pub(crate) fn logging() -> bool {
 
 /// `VMAD_TRANSPORT` unset: the host's CAs when it has any, else the embedded fabric.
 fn select_default() -> Result<(Selected, String)> {
+    if vmad::fabric::selected_by_env() {
+        // `eval "$(vmad fabric up FILE)"`: the server it started, over ibsim's protocol.
+        let why = "VMAD_TRANSPORT unset and VMAD_FABRIC set: the vmad fabric server (IBSIM_SOCKNAME), as ibsim0";
+        return Ok((select_ibsim()?, why.into()));
+    }
     #[cfg(feature = "kernel")]
     {
         let cas = vmad::transport::kernel::host_cas();

@@ -595,6 +595,22 @@ impl Fabric {
         }
     }
 
+    /// For `crate::fabric` (ibsim's control channel): the raw NodeInfo and PortInfo
+    /// (64 bytes each, IBA layout) the SMA of `node`'s `port` would answer now, and the
+    /// port's attributes.
+    pub(crate) fn smp_view(&self, node: &str, port: u8) -> Option<([u8; 64], [u8; 64], PortAttrs)> {
+        let i = self.inner.node_index(node)?;
+        let n = &self.inner.nodes[i];
+        // The SMA's encoders index the port tables: only ports the node has.
+        if port > n.num_ports || (port == 0 && n.kind == NodeKind::Ca) {
+            return None;
+        }
+        let (mut ni, mut pi) = ([0u8; 64], [0u8; 64]);
+        sma::node_info(&self.inner, i, port, &mut ni);
+        sma::port_info(&self.inner, i, port, port, false, &mut pi);
+        Some((ni, pi, self.inner.port_attrs(i, port)))
+    }
+
     fn link_at(&self, node: &str, port: u8) -> Option<usize> {
         let n = &self.inner.nodes[self.inner.node_index(node)?];
         *n.links.get(usize::from(port))?

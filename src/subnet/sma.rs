@@ -282,7 +282,7 @@ pub(crate) fn respond(
     resp
 }
 
-fn node_info(fabric: &FabricInner, node: usize, port: u8, d: &mut [u8; DATA_LEN]) {
+pub(crate) fn node_info(fabric: &FabricInner, node: usize, port: u8, d: &mut [u8; DATA_LEN]) {
     let n = &fabric.nodes[node];
     node_info::Repr {
         base_version: 1,
@@ -302,7 +302,7 @@ fn node_info(fabric: &FabricInner, node: usize, port: u8, d: &mut [u8; DATA_LEN]
 }
 
 /// PortInfo of `which`, asked on `in_port`; M_Key reads 0 unless `show_mkey`.
-fn port_info(
+pub(crate) fn port_info(
     fabric: &FabricInner,
     node: usize,
     which: u8,

@@ -12,6 +12,8 @@ mod discover;
 mod dr_walk;
 #[cfg(all(feature = "kernel", feature = "roce"))]
 mod dropin_faults;
+#[cfg(feature = "cli")]
+mod fabric;
 mod hostile;
 mod hostile_load;
 #[cfg(all(feature = "kernel", feature = "roce", feature = "verbs"))]

@@ -26,7 +26,9 @@ Exit status (sysexits.h values):
 Environment:
   VMAD_TRANSPORT  the default of --transport (sim, ibsim, kernel, hybrid, verbs, roce)
   IBSIM_SOCKNAME, IBSIM_SERVER_NAME, IBSIM_SERVER_PORT, SIM_HOST
-                  where ibsim runs and which node to attach to (--transport ibsim)";
+                  where ibsim runs and which node to attach to (--transport ibsim)
+  VMAD_FABRIC     a `vmad fabric` server's control socket (set by eval \"$(vmad fabric up)\");
+                  with VMAD_TRANSPORT unset, --transport defaults to ibsim, its protocol";
 
 /// What `vmad` exits with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -25,6 +25,7 @@ mod discover;
 mod docs;
 mod dump;
 mod exit;
+mod fabric;
 mod host;
 mod mads;
 mod perf;
@@ -70,7 +71,7 @@ enum TransportKind {
     after_long_help = exit::EXIT_HELP
 )]
 struct Cli {
-    /// Transport to open the port on [default: $VMAD_TRANSPORT (which selects the C library's too), else what the C library picks: the host's CAs (hybrid or kernel) if it has any, else sim].
+    /// Transport to open the port on [default: $VMAD_TRANSPORT (which selects the C library's too), else ibsim if $VMAD_FABRIC names a `vmad fabric` server, else what the C library picks: the host's CAs (hybrid or kernel) if it has any, else sim].
     #[arg(long, value_enum, global = true)]
     transport: Option<TransportKind>,
     /// CA name (sim: vmadsim0; ibsim: the node to attach to; verbs: the device).
@@ -137,6 +138,8 @@ enum Cmd {
     Serve(ping::ServeArgs),
     /// Port counters (PortCounters, PortCountersExtended) of every linked port, as perfquery/ibqueryerrors.
     Perf(perf::PerfArgs),
+    /// Serve the embedded managed subnet to other processes (ibsim's protocol): serve, up, down, ctl.
+    Fabric(fabric::FabricArgs),
     /// Write the man pages (vmad.1 and one per subcommand) into a directory.
     #[command(hide = true)]
     Man(docs::ManArgs),
@@ -197,6 +200,8 @@ fn transport(cli: &Cli) -> Result<TransportKind, Failure> {
                 "VMAD_TRANSPORT={v:?}: not sim, ibsim, kernel, hybrid, verbs or roce"
             ))
         }),
+        // `eval "$(vmad fabric up FILE)"`: the server it started, through its ibsim protocol.
+        _ if vmad::fabric::selected_by_env() => Ok(TransportKind::Ibsim),
         _ => Ok(host::default_kind()),
     }
 }
@@ -309,6 +314,7 @@ fn run(cli: &Cli) -> CmdResult {
         Cmd::Dump(a) => return dump::run(a),
         Cmd::Man(a) => return docs::man(a),
         Cmd::Completions(a) => return docs::completions(a),
+        Cmd::Fabric(a) => return fabric::run(a),
         _ => {}
     }
     let s = open_session(cli)?;
@@ -320,7 +326,9 @@ fn run(cli: &Cli) -> CmdResult {
         Cmd::Bench(a) => ping::bench(&s, a),
         Cmd::Serve(a) => ping::serve(&s, a),
         Cmd::Perf(a) => perf::run(&s, a),
-        Cmd::Dump(_) | Cmd::Man(_) | Cmd::Completions(_) => unreachable!("handled above"),
+        Cmd::Dump(_) | Cmd::Man(_) | Cmd::Completions(_) | Cmd::Fabric(_) => {
+            unreachable!("handled above")
+        }
     };
     if cli.verbose > 0 {
         let st = s.port.stats();

@@ -85,6 +85,19 @@ pub fn register_ca(name: &str, config: IbsimConfig) -> Result<()> {
     registry::register_cas(&[name.to_string()], Arc::new(IbsimCa { config }))
 }
 
+/// As [`register_ca`], in `registry` rather than the process-wide one.
+///
+/// # Errors
+///
+/// EADDRINUSE ([`Error::AddressInUse`]) if the name is taken.
+pub fn register_ca_in(
+    registry: &registry::Registry,
+    name: &str,
+    config: IbsimConfig,
+) -> Result<()> {
+    registry.register_cas(&[name.to_string()], Arc::new(IbsimCa { config }))
+}
+
 /// Why ibsim answered CONNECT with a bare ERROR.
 pub(super) fn refused(node: &str) -> String {
     format!(

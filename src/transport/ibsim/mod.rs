@@ -42,7 +42,7 @@ use std::time::Duration;
 
 use nix::poll::{PollFd, PollFlags, PollTimeout};
 
-pub use ca::register_ca;
+pub use ca::{register_ca, register_ca_in};
 pub use monitor::{DropMonitor, DroppedMad};
 pub use sock::Endpoint;
 

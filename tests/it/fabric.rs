@@ -1,0 +1,626 @@
+//! `vmad fabric`: the embedded managed subnet served to other processes over ibsim's
+//! socket protocol. Every server here is a real child process (the `vmad` binary), in
+//! a private runtime directory, under a name no other test uses; clients are child
+//! processes too (`vmad sa-query`), or vmad's ibsim transport in this process.
+//!
+//! Nothing sleeps: a test waits for the server's "up" line, for a child to exit, or
+//! asks the server to answer once something happened (`ctl wait-clients`, `wait-delivered`).
+
+use std::io::{BufRead, BufReader};
+use std::os::linux::net::SocketAddrExt;
+use std::os::unix::net::{SocketAddr, UnixDatagram};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use vmad::engine::Transmit;
+use vmad::transport::ibsim::proto::{ClientInfo, CtlRepr, CtlType, CTL_LEN, REQUEST_LEN};
+use vmad::transport::ibsim::{DropPolicy, Endpoint, IbsimConfig, IbsimTransport};
+use vmad::transport::Transport;
+use vmad::types::{MadAddr, Qp};
+
+const VMAD: &str = env!("CARGO_BIN_EXE_vmad");
+const UP_LINE: &str = "# vmad fabric: up";
+
+fn topo(name: &str) -> String {
+    format!("{}/tests/topo/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A fresh runtime directory (as `$XDG_RUNTIME_DIR`) and server name for one test.
+fn fresh() -> (PathBuf, String) {
+    static N: AtomicU32 = AtomicU32::new(0);
+    let n = N.fetch_add(1, Ordering::Relaxed);
+    let name = format!("it{}x{n}", std::process::id());
+    let dir = std::env::temp_dir().join(format!("vmad-fabric-{name}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    (dir, name)
+}
+
+/// `NAME='value'; export NAME;` lines into (name, value).
+fn parse_env(text: &str) -> Vec<(String, String)> {
+    text.lines()
+        .filter_map(|l| {
+            let (k, rest) = l.split_once('=')?;
+            let v = rest.strip_prefix('\'')?.split_once('\'')?.0;
+            Some((k.to_string(), v.to_string()))
+        })
+        .collect()
+}
+
+/// A server: started by `fabric serve` (a child of this test) or `fabric up`.
+struct Served {
+    child: Option<Child>,
+    dir: PathBuf,
+    env: Vec<(String, String)>,
+}
+
+impl Served {
+    /// `vmad fabric serve FILE` in the foreground, once its "up" line is out.
+    fn serve(file: &str) -> Served {
+        let (dir, name) = fresh();
+        let mut child = Command::new(VMAD)
+            .args(["fabric", "serve", "--name", &name, file])
+            .env("XDG_RUNTIME_DIR", &dir)
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start vmad fabric serve");
+        let mut text = String::new();
+        let out = BufReader::new(child.stdout.take().unwrap());
+        for line in out.lines() {
+            let line = line.unwrap();
+            if line == UP_LINE {
+                break;
+            }
+            text.push_str(&line);
+            text.push('\n');
+        }
+        assert!(text.contains("VMAD_FABRIC="), "no environment: {text:?}");
+        Served {
+            child: Some(child),
+            dir,
+            env: parse_env(&text),
+        }
+    }
+
+    fn var(&self, k: &str) -> String {
+        let v = self.env.iter().find(|(n, _)| n == k);
+        v.map(|(_, v)| v.clone()).unwrap_or_default()
+    }
+
+    fn socket(&self) -> PathBuf {
+        PathBuf::from(self.var("VMAD_FABRIC"))
+    }
+
+    /// `vmad ARGS` as a client of this server: its environment, VMAD_TRANSPORT unset.
+    fn client(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(VMAD);
+        c.args(args)
+            .env_remove("VMAD_TRANSPORT")
+            .env_remove("SIM_HOST");
+        for (k, v) in &self.env {
+            c.env(k, v);
+        }
+        c
+    }
+
+    /// `vmad fabric ctl WORDS`: its answer; panics if the server refuses.
+    fn ctl(&self, words: &[&str]) -> String {
+        let out = self
+            .client(&["fabric", "ctl"])
+            .args(words)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "ctl {words:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// The number of NodeRecords `vmad sa-query` gets (a GetTable over RMPP).
+    fn node_records(&self, extra: &[&str]) -> usize {
+        let out = self
+            .client(&["--json"])
+            .args(extra)
+            .arg("sa-query")
+            .output()
+            .unwrap();
+        records(&out)
+    }
+
+    fn ibsim_config(&self, node: &str) -> IbsimConfig {
+        IbsimConfig {
+            endpoint: Endpoint::Local {
+                sockname: self.var("IBSIM_SOCKNAME"),
+            },
+            node: Some(node.into()),
+            drops: DropPolicy::Report,
+            ..IbsimConfig::default()
+        }
+    }
+
+    fn down(&mut self) {
+        let out = self.client(&["fabric", "down"]).output().unwrap();
+        assert!(
+            out.status.success(),
+            "fabric down: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(String::from_utf8_lossy(&out.stdout).contains("unset VMAD_FABRIC"));
+        if let Some(mut c) = self.child.take() {
+            assert!(c.wait().unwrap().success(), "the server failed");
+        }
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        if self.socket().exists() {
+            let _ = self.client(&["fabric", "down"]).output();
+        }
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn records(out: &Output) -> usize {
+    assert!(
+        out.status.success(),
+        "sa-query failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let j: Value = serde_json::from_slice(&out.stdout).unwrap();
+    j["records"].as_array().map_or(0, Vec::len)
+}
+
+#[test]
+fn fabric_up_serves_two_client_processes_rmpp_tables_then_down() {
+    let (dir, name) = fresh();
+    // The runtime directory as vmad's issm files leave it (0755): narrowed to 0700.
+    std::fs::create_dir(dir.join("vmad")).unwrap();
+    let wide = std::os::unix::fs::PermissionsExt::from_mode(0o755);
+    std::fs::set_permissions(dir.join("vmad"), wide).unwrap();
+    // `eval "$(vmad fabric up FILE)"`: returns once the subnet is up, prints sh.
+    let out = Command::new(VMAD)
+        .args(["fabric", "up", "--name", &name, &topo("ft234.net")])
+        .env("XDG_RUNTIME_DIR", &dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let mut s = Served {
+        child: None,
+        dir,
+        env: parse_env(&text),
+    };
+    assert!(text.contains("export IBSIM_SOCKNAME"), "{text}");
+    let sock = s.socket();
+    assert!(sock.starts_with(s.dir.join("vmad")), "{}", sock.display());
+    let mode = std::os::unix::fs::PermissionsExt::mode(
+        &std::fs::metadata(s.dir.join("vmad")).unwrap().permissions(),
+    );
+    assert_eq!(mode & 0o777, 0o700);
+    assert!(s.ctl(&["status"]).starts_with("up "));
+    // Two client processes at once, each a GetTable of 234 NodeRecords: ~120 RMPP
+    // segments each way through the server.
+    let a = s
+        .client(&["--json", "sa-query"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let b = s
+        .client(&["--json", "sa-query"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert_eq!(records(&a.wait_with_output().unwrap()), 234);
+    assert_eq!(records(&b.wait_with_output().unwrap()), 234);
+    // They said DISCONNECT on the way out: nothing left.
+    assert_eq!(s.ctl(&["wait-clients", "0"]).trim(), "0");
+    s.down();
+    assert!(!sock.exists(), "the control socket outlived the server");
+    let after = s.client(&["fabric", "ctl", "status"]).output().unwrap();
+    assert!(!after.status.success());
+}
+
+/// A directed-route NodeInfo Get along `path`, as libibmad builds it.
+fn dr_node_info(tid: u64, path: &[u8]) -> [u8; 256] {
+    let mut m = [0u8; 256];
+    m[0] = 1;
+    m[1] = 0x81;
+    m[2] = 1;
+    m[3] = 0x01;
+    m[7] = (path.len() - 1) as u8;
+    m[8..16].copy_from_slice(&tid.to_be_bytes());
+    m[16..18].copy_from_slice(&0x0011u16.to_be_bytes());
+    m[32..36].copy_from_slice(&[0xff; 4]);
+    m[128..128 + path.len()].copy_from_slice(path);
+    m
+}
+
+/// Send `mad` and wait up to `limit` for its answer: Some(NodeGUID), or None when
+/// nothing came (the fabric dropped it: silence, never an echo).
+fn ask(t: &mut IbsimTransport, mad: &[u8; 256], limit: Duration) -> Option<u64> {
+    let dest = MadAddr {
+        lid: 0xffff,
+        ..MadAddr::default()
+    };
+    t.transmit(&mut |slot| {
+        slot.copy_from_slice(mad);
+        Some(Transmit {
+            qp: Qp::Smi,
+            dest,
+            len: 256,
+            timeout_ms: 0,
+        })
+    })
+    .unwrap();
+    let until = Instant::now() + limit;
+    let want = u64::from_be_bytes(mad[8..16].try_into().unwrap()) & 0xffff_ffff;
+    loop {
+        let mut got = None;
+        t.recv_burst(16, &mut |_, m| {
+            if u64::from_be_bytes(m[8..16].try_into().unwrap()) & 0xffff_ffff == want {
+                got = Some(u64::from_be_bytes(m[64 + 12..64 + 20].try_into().unwrap()));
+            }
+        })
+        .unwrap();
+        if got.is_some() {
+            return got;
+        }
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return None;
+        }
+        t.wait(Some(left)).unwrap();
+    }
+}
+
+#[test]
+fn fabric_link_down_under_traffic_is_silence_then_answers_again() {
+    let s = Served::serve(&topo("small.net"));
+    let mut t = IbsimTransport::connect(s.ibsim_config("H1")).unwrap();
+    let drops = t.drop_monitor();
+    // H1 -> S1 (port 1) -> S2 (S1 port 7) -> H3 (S2 port 1).
+    let path = [0u8, 1, 7, 1];
+    let h3 = 0x10_0000 + 2 * 2; // ibsim's GUIDs: CAs from 0x100000, one per port + one.
+    let (tx, rx) = std::sync::mpsc::channel::<Option<u64>>();
+    let traffic = std::thread::spawn(move || {
+        for tid in 1..u64::MAX {
+            // Generous: an answer is fast, but this machine may be loaded.
+            let r = ask(&mut t, &dr_node_info(tid, &path), Duration::from_secs(2));
+            if tx.send(r).is_err() {
+                return t;
+            }
+        }
+        t
+    });
+    let mut outcomes = Vec::new();
+    let next = |outcomes: &mut Vec<Option<u64>>| {
+        let r = rx.recv().unwrap();
+        outcomes.push(r);
+        r
+    };
+    for _ in 0..20 {
+        next(&mut outcomes);
+    }
+    s.ctl(&["link", "H3", "1", "down"]);
+    // Requests in flight when the link went are answered or dropped; later ones drop.
+    while next(&mut outcomes).is_some() {}
+    let down = s.ctl(&["counters", "H3", "1"]);
+    assert!(down.contains("state=1"), "{down}");
+    s.ctl(&["link", "H3", "1", "up"]);
+    s.ctl(&["wait-up"]);
+    while next(&mut outcomes).is_none() {}
+    for _ in 0..20 {
+        assert!(
+            next(&mut outcomes).is_some(),
+            "a request was lost on an up link"
+        );
+    }
+    drop(rx);
+    let t = traffic.join().unwrap();
+    let answered: Vec<u64> = outcomes.iter().flatten().copied().collect();
+    assert!(answered.iter().all(|&g| g == h3), "{answered:x?}");
+    assert!(answered.len() >= 41 && outcomes.len() > answered.len());
+    // A drop is silence: no echo ever came back (ibsim's status 110 packets).
+    assert_eq!(drops.count(), 0);
+    drop(t);
+    assert_eq!(s.ctl(&["wait-clients", "0"]).trim(), "0");
+}
+
+#[test]
+fn fabric_client_killed_mid_rmpp_leaves_the_server_and_others_fine() {
+    let s = Served::serve(&topo("ft234.net"));
+    // The SA sits at H0; the victim at H5, whose link holds every frame 200 ms: its
+    // ~120-segment answer takes several windows, each 400 ms there and back.
+    s.ctl(&["faults", "H5", "1", "delay_us=200000"]);
+    let mut victim = s
+        .client(&["-C", "H5", "-t", "5000", "sa-query"])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    s.ctl(&["wait-delivered", "3"]);
+    victim.kill().unwrap();
+    // Killed, not done: its table was still on the way.
+    let st = victim.wait().unwrap();
+    assert_eq!(std::os::unix::process::ExitStatusExt::signal(&st), Some(9));
+    // The server notices by itself (no DISCONNECT came) and frees the slot and port.
+    assert_eq!(s.ctl(&["wait-clients", "0"]).trim(), "0");
+    s.ctl(&["faults", "H5", "1", "none"]);
+    // Everyone else is served as before: the same table, whole, twice over.
+    assert_eq!(s.node_records(&[]), 234);
+    assert_eq!(s.node_records(&["-C", "H5"]), 234);
+    assert!(s.ctl(&["status"]).starts_with("up "));
+}
+
+fn abstract_addr(name: &str) -> SocketAddr {
+    let mut b = name.as_bytes().to_vec();
+    b.push(0);
+    SocketAddr::from_abstract_name(&b).unwrap()
+}
+
+#[test]
+fn fabric_hostile_datagrams_get_nothing_and_break_nothing() {
+    let s = Served::serve(&topo("small.net"));
+    let base = s.var("IBSIM_SOCKNAME");
+    let id = 0x5000_0000 + std::process::id();
+    let ctl = UnixDatagram::bind_addr(&abstract_addr(&format!("{base}:ctl{id}"))).unwrap();
+    ctl.connect_addr(&abstract_addr(&format!("{base}:ctl")))
+        .unwrap();
+    ctl.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let data = UnixDatagram::bind_addr(&abstract_addr(&format!("{base}:in{id}"))).unwrap();
+    let call = |req: &CtlRepr| {
+        ctl.send(&req.emit()).unwrap();
+        let mut b = [0u8; CTL_LEN + 1];
+        let n = ctl.recv(&mut b).unwrap();
+        CtlRepr::parse(&b[..n]).unwrap()
+    };
+    // Wrong sizes and a bad magic: no answer at all (the next call gets its own).
+    ctl.send(&[0u8; 7]).unwrap();
+    let mut bad = CtlRepr::request(0, CtlType::GetPort, &[]).emit();
+    bad[0] ^= 0xff;
+    ctl.send(&bad).unwrap();
+    ctl.send(&[0xa5; CTL_LEN + 40]).unwrap();
+    // A slot that is not ours, an unknown node, a switch: refused.
+    let stranger = call(&CtlRepr::request(3, CtlType::GetNodeInfo, &[]));
+    assert_eq!(stranger.ctl_type, CtlType::Error);
+    let info = |node: &str| ClientInfo {
+        id,
+        qp: 0,
+        issm: false,
+        node_id: node.into(),
+    };
+    for node in ["nosuchnode", "S1"] {
+        let r = call(&CtlRepr::request(0, CtlType::Connect, &info(node).emit()));
+        assert_eq!(r.ctl_type, CtlType::Error, "{node}");
+    }
+    // Attached, then garbage on the data channel: sizes, bad versions, random bytes.
+    let r = call(&CtlRepr::request(0, CtlType::Connect, &info("H2").emit()));
+    assert_eq!(r.ctl_type, CtlType::Connect);
+    let slot = ClientInfo::parse(&r.data).unwrap().id;
+    data.connect_addr(&abstract_addr(&format!("{base}:out{slot}")))
+        .unwrap();
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    for i in 0..300 {
+        let mut pkt = vec![0u8; if i % 10 == 0 { i } else { REQUEST_LEN }];
+        for b in &mut pkt {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            *b = x as u8;
+        }
+        if pkt.len() > 40 && i % 3 == 0 {
+            pkt[32] = 1; // BaseVersion 1: it reaches the fabric's parsers
+        }
+        let _ = data.send(&pkt);
+    }
+    let port = call(&CtlRepr::request(slot, CtlType::GetPort, &[]));
+    assert_eq!(port.ctl_type, CtlType::GetPort);
+    // PortInfo of ports H2 does not have: refused.
+    for which in [2u8, 200] {
+        let pi = call(&CtlRepr::request(slot, CtlType::GetPortInfo, &[which]));
+        assert_eq!(pi.ctl_type, CtlType::Error, "port {which}");
+    }
+    // Another client is served whole.
+    assert_eq!(s.node_records(&[]), 6);
+    // Leave without DISCONNECT (this process lives on): the next MAD for H2, a ping
+    // its port's sole client would get, finds the socket gone, and the slot is freed.
+    drop(data);
+    drop(ctl);
+    let ping = ["-G", "-C", "H1", "ping", "-c", "1", "-t", "200", "0x100003"];
+    let _ = s.client(&ping).output().unwrap();
+    assert_eq!(s.ctl(&["wait-clients", "0"]).trim(), "0");
+    assert!(s.ctl(&["status"]).starts_with("up "));
+}
+
+#[test]
+fn fabric_servers_side_by_side_are_separate() {
+    let small = Served::serve(&topo("small.net"));
+    let big = Served::serve(&topo("ft234.net"));
+    assert_ne!(small.var("IBSIM_SOCKNAME"), big.var("IBSIM_SOCKNAME"));
+    assert_eq!(small.node_records(&[]), 6);
+    assert_eq!(big.node_records(&[]), 234);
+    // A second server under a name in use fails, and leaves the first one serving.
+    let name = small.var("IBSIM_SOCKNAME");
+    let name = name.rsplit('.').next().unwrap();
+    let out = Command::new(VMAD)
+        .args(["fabric", "serve", "--name", name, &topo("small.net")])
+        .env("XDG_RUNTIME_DIR", &small.dir)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert_eq!(small.node_records(&[]), 6);
+}
+
+/// The drop-in `libibumad.so.3` (built by `scripts/with-vmad`), as a directory for
+/// LD_LIBRARY_PATH.
+fn dropin_dir() -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let st = Command::new(root.join("scripts/with-vmad"))
+        .arg("true")
+        .status()
+        .unwrap();
+    assert!(
+        st.success(),
+        "scripts/with-vmad could not build the drop-in"
+    );
+    Path::new(VMAD).parent().unwrap().join("vmad-lib")
+}
+
+fn run_tool(s: &Served, env: &[(&str, &str)], cwd: &Path, args: &[&str]) -> String {
+    let mut c = Command::new(args[0]);
+    c.args(&args[1..])
+        .current_dir(cwd)
+        .env_remove("VMAD_TRANSPORT")
+        .env_remove("SIM_HOST");
+    for (k, v) in &s.env {
+        c.env(k, v);
+    }
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let out = c.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn nodes_found(ibnetdiscover: &str) -> usize {
+    ibnetdiscover
+        .lines()
+        .filter(|l| l.starts_with("Ca\t") || l.starts_with("Switch\t"))
+        .count()
+}
+
+#[test]
+#[ignore = "needs infiniband-diags and libumad2sim (ibsim-utils): run by ./scripts/test (ibsim suite)"]
+fn fabric_ibsim_diags_on_ft1612_through_the_dropin_and_umad2sim() {
+    let s = Served::serve(&topo("ft1612.net"));
+    let lib = dropin_dir();
+    let lib = lib.to_string_lossy();
+    let cwd = s.dir.clone();
+    // The drop-in with VMAD_TRANSPORT unset: VMAD_FABRIC selects the server.
+    let dropin = [("LD_LIBRARY_PATH", &*lib)];
+    let sa = run_tool(&s, &dropin, &cwd, &["saquery", "-N"]);
+    assert_eq!(sa.matches("NodeRecord dump").count(), 1612);
+    let net = run_tool(&s, &dropin, &cwd, &["ibnetdiscover"]);
+    assert_eq!(nodes_found(&net), 1612);
+    // umad2sim, unmodified: it attaches by IBSIM_SOCKNAME as to ibsim.
+    let preload = [(
+        "LD_PRELOAD",
+        "/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so",
+    )];
+    let net2 = run_tool(&s, &preload, &cwd, &["ibnetdiscover"]);
+    assert_eq!(nodes_found(&net2), 1612);
+    assert_eq!(s.ctl(&["wait-clients", "0"]).trim(), "0");
+}
+
+#[test]
+#[ignore = "needs OpenSM and infiniband-diags: run by ./scripts/test (ibsim suite)"]
+fn fabric_ibsim_opensm_on_the_dropin_takes_over_and_gives_back() {
+    let s = Served::serve(&topo("ft234.net"));
+    let lib = dropin_dir();
+    let lib = lib.to_string_lossy();
+    let cwd = s.dir.clone();
+    let cache = cwd.join("osm");
+    std::fs::create_dir_all(&cache).unwrap();
+    let mut osm = Command::new("opensm");
+    // The log on stdout: its "SUBNET UP" is the event to wait for.
+    osm.args(["-s", "0", "-f", "stdout"])
+        .env_remove("VMAD_TRANSPORT")
+        .env("LD_LIBRARY_PATH", &*lib)
+        .env("OSM_CACHE_DIR", &cache)
+        .env("OSM_TMP_DIR", &cache)
+        .current_dir(&cwd)
+        .stdout(Stdio::piped());
+    for (k, v) in &s.env {
+        osm.env(k, v);
+    }
+    /// Kills OpenSM however the test ends.
+    struct Kill(Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut osm = Kill(osm.spawn().expect("start opensm"));
+    // OpenSM opened the issm path (SET_ISSM): the built-in SM stepped aside, OpenSM swept.
+    // Its stdout stays open to the end (a closed pipe would kill it on its next line).
+    let mut lines = BufReader::new(osm.0.stdout.take().unwrap()).lines();
+    let mut seen = String::new();
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        seen.push_str(&line);
+        seen.push('\n');
+        if line.contains("SUBNET UP") {
+            break;
+        }
+    }
+    assert!(seen.contains("SUBNET UP"), "{seen}");
+    // Read the rest as it comes, so that a full pipe never stops OpenSM.
+    let drain = std::thread::spawn(move || lines.count());
+    assert!(
+        s.ctl(&["status"]).contains(" sm=client "),
+        "{}",
+        s.ctl(&["status"])
+    );
+    // OpenSM's SA, in the other process, answers a GetTable over RMPP.
+    let dropin = [("LD_LIBRARY_PATH", &*lib)];
+    let sa = run_tool(&s, &dropin, &cwd, &["saquery", "-N"]);
+    assert_eq!(sa.matches("NodeRecord dump").count(), 234);
+    // OpenSM gone: its slot is freed, the built-in SM takes the role back and sweeps.
+    drop(osm);
+    drain.join().unwrap();
+    assert_eq!(s.ctl(&["wait-clients", "0"]).trim(), "0");
+    assert!(s.ctl(&["status"]).contains(" sm=built-in "));
+    assert_eq!(s.node_records(&[]), 234);
+}
+
+#[test]
+fn fabric_two_vmad_clients_talk_through_the_server_rmpp_included() {
+    let s = Served::serve(&topo("small.net"));
+    // A responder on H2 (its port's only client, so it gets the port's requests)...
+    let mut responder = s
+        .client(&["-C", "H2", "serve"])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    s.ctl(&["wait-clients", "1"]);
+    // ...and a requester on H1: pings, a burst, and 10 RMPP transfers (their segments
+    // and ACKs are ordinary MADs to the server).
+    let out = s
+        .client(&["--json", "-C", "H1", "bench", "-G", "0x100003"])
+        .output()
+        .unwrap();
+    let _ = responder.kill();
+    let _ = responder.wait();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let j: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let runs = j["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 3, "{j}");
+    for r in runs {
+        assert_eq!(r["failed"], 0, "{r}");
+        assert!(r["ok"].as_u64().unwrap() > 0, "{r}");
+    }
+    assert_eq!(j["counters"]["rmpp_reassembled"], 10);
+    assert_eq!(j["counters"]["timeouts"], 0);
+}
