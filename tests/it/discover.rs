@@ -177,6 +177,26 @@ fn discover_sa_equals_the_smp_sweep() {
     }
 }
 
+/// The SA-only topology starts from the port's own node, as the sweep's does,
+/// whatever the SA's order.
+#[test]
+fn discover_sa_puts_the_own_node_first() {
+    let text = std::fs::read_to_string("tests/topo/ft234.net").unwrap();
+    let f = Plan::from_net(&text).builder().build_private().unwrap();
+    for ca in ["H0", "H7", "H100"] {
+        let port = open(&f, ca);
+        let sa_lid = port.attrs().sm_lid;
+        let by_sa = vmad::discover::discover_sa(&port, sa_lid, &Config::default()).unwrap();
+        assert_eq!(by_sa.nodes[0].guid, port.attrs().node_guid, "from {ca}");
+        assert_eq!(by_sa.nodes[0].desc, ca);
+        let i = by_sa.nodes.len() - 1;
+        assert_eq!(
+            by_sa.node(by_sa.nodes[i].guid).unwrap().guid,
+            by_sa.nodes[i].guid
+        );
+    }
+}
+
 #[test]
 fn discover_a_generated_fat_tree_at_each_window() {
     // 40 leaves of 20 CAs, 10 spines: 850 nodes, 1,200 links.
