@@ -146,6 +146,57 @@ fn discover_ft234_equals_the_fabric() {
     assert!(topo.nodes.iter().all(|n| n.lid() != 0));
 }
 
+/// Once the SM has assigned LIDs, a switch's other ports and its description go
+/// LID-routed; the fabric read is the same as by directed route alone.
+#[test]
+fn discover_switches_to_lid_routing_once_lids_are_known() {
+    let text = std::fs::read_to_string("tests/topo/ft234.net").unwrap();
+    let plan = Plan::from_net(&text);
+    let f = plan.builder().build_private().unwrap();
+    let port = open(&f, "H0");
+    let by_lid = discover(&port, &Config::default()).unwrap();
+    let dr_only = Config {
+        lid_routing: false,
+        ..Config::default()
+    };
+    let by_dr = discover(&port, &dr_only).unwrap();
+    assert!(by_lid.is_complete() && by_dr.is_complete());
+    assert_eq!(found(&by_lid), plan.expected(&f));
+    assert_eq!(found(&by_lid), found(&by_dr));
+    assert_eq!((by_lid.smps, by_dr.lid_routed), (by_dr.smps, 0));
+    // What may go by LID: each switch's description and ports 1..N (port 0 is what
+    // tells its LID). Most of it does; the rest left before port 0 answered.
+    let eligible: u64 = by_lid
+        .nodes
+        .iter()
+        .filter(|n| n.is_switch())
+        .map(|n| u64::from(n.num_ports) + 1)
+        .sum();
+    assert!(
+        by_lid.lid_routed > eligible / 2 && by_lid.lid_routed <= eligible,
+        "{} of {eligible} LID-routed",
+        by_lid.lid_routed
+    );
+    for n in &by_dr.nodes {
+        let m = by_lid.node(n.guid).unwrap();
+        assert_eq!((&m.desc, &m.ports), (&n.desc, &n.ports), "{}", n.desc);
+    }
+}
+
+/// A fabric no SM brought up has no LIDs: every SMP goes by directed route.
+#[test]
+fn discover_without_lids_goes_by_directed_route() {
+    let text = std::fs::read_to_string("tests/topo/ft234.net").unwrap();
+    let plan = Plan::from_net(&text);
+    let f = plan.builder().unmanaged().build_private().unwrap();
+    let port = open(&f, "H0");
+    let topo = discover(&port, &Config::default()).unwrap();
+    assert!(topo.is_complete(), "failures: {:?}", topo.failures);
+    assert_eq!(found(&topo), plan.expected(&f));
+    assert_eq!(topo.lid_routed, 0);
+    assert!(topo.nodes.iter().all(|n| n.lid() == 0));
+}
+
 /// The SA-only mode reads the same fabric from the built-in SA's tables.
 #[test]
 fn discover_sa_equals_the_smp_sweep() {
