@@ -183,6 +183,55 @@ fn discover_switches_to_lid_routing_once_lids_are_known() {
     }
 }
 
+/// Where LID routing fails (here a leaf's forwarding table, set to drop every
+/// LID, stands between the sweep and every other switch), the SMPs that got no
+/// answer by LID are asked again by directed route: the fabric is read whole.
+#[test]
+fn discover_asks_by_directed_route_where_lid_routing_fails() {
+    let plan = Plan::fat_tree("lrf_", 4, 3, 2);
+    let clock = VirtualClock::new();
+    let f = plan.builder().clock(clock.clone()).build_private().unwrap();
+    // SubnSet(LinearForwardingTable block 0) on the leaf behind H0_0: port 255 (drop)
+    // for LIDs 0-63, every LID of this fabric.
+    let mut t = f.open("lrf_H0_0", 1).unwrap();
+    let mut set = crate::util::dr_get(1, 0x0019, 0, &[1]);
+    set[3] = 0x02;
+    set[64..128].fill(0xff);
+    crate::util::send(&mut t, vmad::types::Qp::Smi, crate::util::smi(0xffff), &set);
+    let answers = crate::util::drain(&mut t);
+    assert!(
+        matches!(&answers[..], [(_, m)] if m[3] == 0x81 && m[4..6] == [0x80, 0]),
+        "LFT Set answered: {answers:?}"
+    );
+    drop(t);
+    let run = |config: Config| {
+        let port = open(&f, "lrf_H0_0");
+        let sweep = std::thread::spawn(move || discover(&port, &config));
+        // Steps far below the timeout: only what gets no answer expires.
+        while !sweep.is_finished() {
+            clock.advance(Duration::from_micros(500));
+            std::thread::yield_now();
+        }
+        sweep.join().unwrap().unwrap()
+    };
+    let quick = Config {
+        timeout_ms: 100,
+        retries: 0,
+        ..Config::default()
+    };
+    let topo = run(quick.clone());
+    let by_dr = run(Config {
+        lid_routing: false,
+        ..quick
+    });
+    assert!(topo.is_complete(), "failures: {:?}", topo.failures);
+    assert_eq!(found(&topo), plan.expected(&f));
+    assert_eq!(found(&topo), found(&by_dr));
+    // The leaf's own LID still works; the SMPs to the other switches were sent twice.
+    assert!(topo.lid_routed > 0);
+    assert!(topo.smps > by_dr.smps, "{} vs {}", topo.smps, by_dr.smps);
+}
+
 /// A fabric no SM brought up has no LIDs: every SMP goes by directed route.
 #[test]
 fn discover_without_lids_goes_by_directed_route() {
