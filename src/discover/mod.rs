@@ -10,6 +10,12 @@
 //! above 2–3). Answers are matched to their requests by TID, whatever order they
 //! come in.
 //!
+//! Once the SM has brought the subnet up (the local port and a switch's port 0
+//! answer with a LID, Active), the switch's NodeDescription and the PortInfo of
+//! its other ports go LID-routed ([`Config::lid_routing`]); an SMP with no answer
+//! that way is asked again by directed route, and a fabric without LIDs is swept
+//! by directed route throughout.
+//!
 //! A node that does not answer does not end the sweep: what it would have led to
 //! is reached by other routes if there are any, and the [`Topology`] names what
 //! failed ([`Topology::failures`]) next to what was found. It prints as
@@ -69,6 +75,12 @@ pub struct Config {
     pub retries: u32,
     /// The longest directed route to follow (IBA: 63 hops).
     pub max_hops: u8,
+    /// Once a switch's port 0 and the local port have answered with a LID and
+    /// Active (the SM has brought the subnet up), read the switch's other ports
+    /// and NodeDescription LID-routed; an SMP that gets no answer that way is
+    /// asked again by directed route. Default on; a fabric without LIDs goes by
+    /// directed route throughout either way.
+    pub lid_routing: bool,
 }
 
 impl Default for Config {
@@ -79,6 +91,7 @@ impl Default for Config {
             timeout_ms: 200,
             retries: 2,
             max_hops: crate::wire::smp::MAX_HOPS,
+            lid_routing: true,
         }
     }
 }
@@ -212,6 +225,8 @@ pub struct Topology {
     pub failures: Vec<Failure>,
     /// SMPs sent (a retried one counts once).
     pub smps: u64,
+    /// Of those, the SMPs sent LID-routed ([`Config::lid_routing`]).
+    pub lid_routed: u64,
     index: HashMap<u64, usize>,
 }
 

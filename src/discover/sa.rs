@@ -27,7 +27,7 @@ const TABLES: [(AttrId, usize); 3] = [
 /// Read the fabric from the SA at `sa_lid` (the port's SM LID, as
 /// [`Port::attrs`] reports it, where the SA runs with the SM).
 ///
-/// Nodes come in the SA's order with an empty [`Node::route`]; a switch's ports
+/// Nodes come in the SA's order, the port's own node first, with an empty [`Node::route`]; a switch's ports
 /// and a CA's are those PortInfoRecords list, their remotes those LinkRecords
 /// list. [`Topology::smps`] is 0.
 ///
@@ -52,7 +52,21 @@ pub fn discover_sa(port: &Port, sa_lid: u16, config: &Config) -> Result<Topology
     let links = got.pop().unwrap_or_default();
     let ports = got.pop().unwrap_or_default();
     let nodes = got.pop().unwrap_or_default();
-    build(&nodes, &ports, &links)
+    let mut topo = build(&nodes, &ports, &links)?;
+    // The port's own node first, as the sweep has it (the topology file names it
+    // as where discovery started).
+    let own = port.attrs().node_guid;
+    if let Some(i) = topo.nodes.iter().position(|n| n.guid == own) {
+        let node = topo.nodes.remove(i);
+        topo.nodes.insert(0, node);
+        topo.index = topo
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.guid, i))
+            .collect();
+    }
+    Ok(topo)
 }
 
 /// Send the three GetTables and collect their responses, in [`TABLES`] order.

@@ -46,45 +46,63 @@ enum Answer {
     Other,
 }
 
-/// Directed-route SMP Gets in flight on one agent, keyed by the TID's low word.
+/// SMP Gets in flight on two agents (directed route and LID routed), keyed by
+/// the TID's low word, which one counter hands out to both.
 struct Smps<'p> {
     port: &'p Port,
     agent: AgentId,
+    lid_agent: AgentId,
     timeout_ms: u32,
     retries: u32,
     next_tid: u32,
     sent: u64,
+    lid_routed: u64,
 }
 
 impl<'p> Smps<'p> {
     fn open(port: &'p Port, config: &Config) -> Result<Smps<'p>> {
-        let agent = port.register(AgentSpec {
+        let spec = |mgmt_class| AgentSpec {
             qp: Qp::Smi,
-            mgmt_class: MgmtClass::SubnDirectedRoute,
+            mgmt_class,
             class_version: 1,
             rmpp_version: 0,
             method_mask: [0; 2],
             oui: 0,
             user_rmpp: false,
-        })?;
+        };
+        let agent = port.register(spec(MgmtClass::SubnDirectedRoute))?;
+        let lid_agent = match port.register(spec(MgmtClass::SubnLid)) {
+            Ok(a) => a,
+            Err(e) => {
+                let _ = port.unregister(agent);
+                return Err(e);
+            }
+        };
         Ok(Smps {
             port,
             agent,
+            lid_agent,
             timeout_ms: config.timeout_ms,
             retries: config.retries,
             next_tid: 1,
             sent: 0,
+            lid_routed: 0,
         })
     }
 
-    /// Send a SubnGet(`attr`, `attr_mod`) along `route`; returns its TID.
-    fn get(&mut self, attr: AttrId, attr_mod: u32, route: &[u8]) -> Result<u32> {
+    /// Send a SubnGet(`attr`, `attr_mod`) to `lid` if given, else along `route`;
+    /// returns its TID.
+    fn get(&mut self, attr: AttrId, attr_mod: u32, route: &[u8], lid: Option<u16>) -> Result<u32> {
         let tid = self.next_tid;
         self.next_tid = self.next_tid.wrapping_add(1).max(1);
         let mut m = [0u8; crate::wire::MAD_SIZE];
+        let class = match lid {
+            Some(_) => MgmtClass::SubnLid,
+            None => MgmtClass::SubnDirectedRoute,
+        };
         mad::Repr {
             base_version: mad::BASE_VERSION,
-            mgmt_class: MgmtClass::SubnDirectedRoute,
+            mgmt_class: class,
             class_version: 1,
             method: Method::Get,
             status: MadStatus::OK,
@@ -94,23 +112,31 @@ impl<'p> Smps<'p> {
             attr_mod,
         }
         .emit(&mut mad::Packet::new_unchecked(&mut m[..]));
-        let mut dr = DirectedRoute {
-            hop_count: route.len() as u8,
-            ..DirectedRoute::default()
-        };
-        dr.initial_path[1..=route.len()].copy_from_slice(route);
+        let dr = lid.is_none().then(|| {
+            let mut dr = DirectedRoute {
+                hop_count: route.len() as u8,
+                ..DirectedRoute::default()
+            };
+            dr.initial_path[1..=route.len()].copy_from_slice(route);
+            dr
+        });
         smp::Repr {
             m_key: 0,
             data: [0; smp::DATA_LEN],
-            dr: Some(dr),
+            dr,
         }
         .emit(&mut smp::Packet::new_unchecked(&mut m[..]));
+        let agent = if lid.is_some() {
+            self.lid_agent
+        } else {
+            self.agent
+        };
         self.port.send(
-            self.agent,
+            agent,
             SendRequest {
                 // Directed-route SMPs go to the permissive LID.
                 addr: MadAddr {
-                    lid: smp::PERMISSIVE_LID,
+                    lid: lid.unwrap_or(smp::PERMISSIVE_LID),
                     ..MadAddr::default()
                 },
                 mad: &m,
@@ -119,16 +145,17 @@ impl<'p> Smps<'p> {
             },
         )?;
         self.sent += 1;
+        self.lid_routed += u64::from(lid.is_some());
         Ok(tid)
     }
 
     /// The next answer or timeout report of this agent (others' events are dropped:
     /// the sweep owns its open).
     fn next(&self, patience: Duration) -> Result<Answer> {
-        let agent = self.agent;
+        let ours = |a: &AgentId| *a == self.agent || *a == self.lid_agent;
         self.port.recv_with(Some(patience), |e| {
             Ok(match e {
-                Event::Recv { agent: a, mad, .. } if *a == agent => {
+                Event::Recv { agent: a, mad, .. } if ours(a) => {
                     match smp::Packet::new_checked(&mad[..]) {
                         Ok(p) => {
                             let mut data = [0u8; smp::DATA_LEN];
@@ -144,7 +171,7 @@ impl<'p> Smps<'p> {
                 }
                 Event::SendTimedOut {
                     agent: a, header, ..
-                } if *a == agent => Answer::TimedOut {
+                } if ours(a) => Answer::TimedOut {
                     tid: mad::Packet::new_unchecked(&header[..]).tid() as u32,
                 },
                 _ => Answer::Other,
@@ -154,14 +181,20 @@ impl<'p> Smps<'p> {
 
     fn close(self) {
         let _ = self.port.unregister(self.agent);
+        let _ = self.port.unregister(self.lid_agent);
     }
 }
 
 /// A request waiting to be sent or on the wire.
 struct Pending {
     job: Job,
-    /// The route it takes: the key of the per-node cap.
+    /// The node's directed route: the key of the per-node cap, and the way the
+    /// SMP goes unless it goes by LID.
     route: Vec<u8>,
+    /// The LID it went to, if it went LID-routed.
+    lid: Option<u16>,
+    /// Directed route only: it went by LID once and got no answer.
+    dr_only: bool,
 }
 
 struct Sweep<'a> {
@@ -188,10 +221,11 @@ pub(super) fn run(
     }
     let mut smps = Smps::open(port, config)?;
     let result = sweep(&mut smps, config, progress);
-    let sent = smps.sent;
+    let (sent, lid_routed) = (smps.sent, smps.lid_routed);
     smps.close();
     let mut topo = result?;
     topo.smps = sent;
+    topo.lid_routed = lid_routed;
     Ok(topo)
 }
 
@@ -257,7 +291,44 @@ impl Sweep<'_> {
 
     fn enqueue(&mut self, job: Job) {
         let route = self.route_of(&job);
-        self.queue.push_back(Pending { job, route });
+        self.queue.push_back(Pending {
+            job,
+            route,
+            lid: None,
+            dr_only: false,
+        });
+    }
+
+    /// The LID to send `p` to instead of its directed route: a switch's
+    /// NodeDescription and PortInfo of ports other than 0, once its port 0 and the
+    /// local port have answered with a LID, Active (so the SM has assigned LIDs and,
+    /// it can be taken, programmed the forwarding tables). A fabric without LIDs,
+    /// and every node until then, goes by directed route.
+    fn lid_for(&self, p: &Pending) -> Option<u16> {
+        let node = match p.job {
+            Job::NodeDesc { node } => node,
+            Job::PortInfo { node, port } if port != 0 => node,
+            _ => return None,
+        };
+        if p.dr_only || !self.config.lid_routing {
+            return None;
+        }
+        let active = |port: Option<&super::NodePort>| {
+            port.filter(|q| q.lid != 0 && q.state == u8::from(port_info::PortState::Active))
+                .map(|q| q.lid)
+        };
+        let local = self.topo.nodes.first()?;
+        let entry = local
+            .ports
+            .iter()
+            .find(|(_, q)| q.state != 0)
+            .map(|(_, q)| q);
+        active(entry)?;
+        let n = &self.topo.nodes[node];
+        if !n.is_switch() || n.route.is_empty() {
+            return None;
+        }
+        active(n.ports.get(&0))
     }
 
     /// Send until the window is full or nothing can go.
@@ -276,12 +347,14 @@ impl Sweep<'_> {
         Ok(())
     }
 
-    fn send(&mut self, smps: &mut Smps<'_>, p: Pending) -> Result<()> {
-        let tid = match p.job {
-            Job::NodeInfo { .. } => smps.get(AttrId::NodeInfo, 0, &p.route)?,
-            Job::NodeDesc { .. } => smps.get(AttrId::NodeDescription, 0, &p.route)?,
-            Job::PortInfo { port, .. } => smps.get(AttrId::PortInfo, u32::from(port), &p.route)?,
+    fn send(&mut self, smps: &mut Smps<'_>, mut p: Pending) -> Result<()> {
+        p.lid = self.lid_for(&p);
+        let (attr, attr_mod) = match p.job {
+            Job::NodeInfo { .. } => (AttrId::NodeInfo, 0),
+            Job::NodeDesc { .. } => (AttrId::NodeDescription, 0),
+            Job::PortInfo { port, .. } => (AttrId::PortInfo, u32::from(port)),
         };
+        let tid = smps.get(attr, attr_mod, &p.route, p.lid)?;
         *self.busy.entry(p.route.clone()).or_default() += 1;
         self.in_flight.insert(tid, p);
         Ok(())
@@ -306,6 +379,16 @@ impl Sweep<'_> {
     }
 
     fn fail(&mut self, p: Pending, reason: Reason) {
+        if p.lid.is_some() {
+            // No answer by LID (forwarding tables not set up yet, a stale LID):
+            // ask again by directed route before calling it a failure.
+            self.queue.push_back(Pending {
+                lid: None,
+                dr_only: true,
+                ..p
+            });
+            return;
+        }
         let (via, node, query) = match p.job {
             Job::NodeInfo { from, .. } => (
                 from.map(|(i, port)| (self.topo.nodes[i].guid, port)),
@@ -382,16 +465,21 @@ impl Sweep<'_> {
                         port: entry,
                     },
                     route,
+                    lid: None,
+                    dr_only: false,
                 });
             }
             return;
         }
-        self.enqueue(Job::NodeDesc { node: idx });
         if switch {
-            for port in 0..=info.num_ports() {
+            // Port 0 first: its LID can carry the rest (see `lid_for`).
+            self.enqueue(Job::PortInfo { node: idx, port: 0 });
+            self.enqueue(Job::NodeDesc { node: idx });
+            for port in 1..=info.num_ports() {
                 self.enqueue(Job::PortInfo { node: idx, port });
             }
         } else {
+            self.enqueue(Job::NodeDesc { node: idx });
             self.enqueue(Job::PortInfo {
                 node: idx,
                 port: entry,
@@ -447,6 +535,8 @@ impl Sweep<'_> {
                 from: Some((node, port)),
             },
             route,
+            lid: None,
+            dr_only: false,
         });
     }
 }

@@ -146,6 +146,106 @@ fn discover_ft234_equals_the_fabric() {
     assert!(topo.nodes.iter().all(|n| n.lid() != 0));
 }
 
+/// Once the SM has assigned LIDs, a switch's other ports and its description go
+/// LID-routed; the fabric read is the same as by directed route alone.
+#[test]
+fn discover_switches_to_lid_routing_once_lids_are_known() {
+    let text = std::fs::read_to_string("tests/topo/ft234.net").unwrap();
+    let plan = Plan::from_net(&text);
+    let f = plan.builder().build_private().unwrap();
+    let port = open(&f, "H0");
+    let by_lid = discover(&port, &Config::default()).unwrap();
+    let dr_only = Config {
+        lid_routing: false,
+        ..Config::default()
+    };
+    let by_dr = discover(&port, &dr_only).unwrap();
+    assert!(by_lid.is_complete() && by_dr.is_complete());
+    assert_eq!(found(&by_lid), plan.expected(&f));
+    assert_eq!(found(&by_lid), found(&by_dr));
+    assert_eq!((by_lid.smps, by_dr.lid_routed), (by_dr.smps, 0));
+    // What may go by LID: each switch's description and ports 1..N (port 0 is what
+    // tells its LID). Most of it does; the rest left before port 0 answered.
+    let eligible: u64 = by_lid
+        .nodes
+        .iter()
+        .filter(|n| n.is_switch())
+        .map(|n| u64::from(n.num_ports) + 1)
+        .sum();
+    assert!(
+        by_lid.lid_routed > eligible / 2 && by_lid.lid_routed <= eligible,
+        "{} of {eligible} LID-routed",
+        by_lid.lid_routed
+    );
+    for n in &by_dr.nodes {
+        let m = by_lid.node(n.guid).unwrap();
+        assert_eq!((&m.desc, &m.ports), (&n.desc, &n.ports), "{}", n.desc);
+    }
+}
+
+/// Where LID routing fails (here a leaf's forwarding table, set to drop every
+/// LID, stands between the sweep and every other switch), the SMPs that got no
+/// answer by LID are asked again by directed route: the fabric is read whole.
+#[test]
+fn discover_asks_by_directed_route_where_lid_routing_fails() {
+    let plan = Plan::fat_tree("lrf_", 4, 3, 2);
+    let clock = VirtualClock::new();
+    let f = plan.builder().clock(clock.clone()).build_private().unwrap();
+    // SubnSet(LinearForwardingTable block 0) on the leaf behind H0_0: port 255 (drop)
+    // for LIDs 0-63, every LID of this fabric.
+    let mut t = f.open("lrf_H0_0", 1).unwrap();
+    let mut set = crate::util::dr_get(1, 0x0019, 0, &[1]);
+    set[3] = 0x02;
+    set[64..128].fill(0xff);
+    crate::util::send(&mut t, vmad::types::Qp::Smi, crate::util::smi(0xffff), &set);
+    let answers = crate::util::drain(&mut t);
+    assert!(
+        matches!(&answers[..], [(_, m)] if m[3] == 0x81 && m[4..6] == [0x80, 0]),
+        "LFT Set answered: {answers:?}"
+    );
+    drop(t);
+    let run = |config: Config| {
+        let port = open(&f, "lrf_H0_0");
+        let sweep = std::thread::spawn(move || discover(&port, &config));
+        // Steps far below the timeout: only what gets no answer expires.
+        while !sweep.is_finished() {
+            clock.advance(Duration::from_micros(500));
+            std::thread::yield_now();
+        }
+        sweep.join().unwrap().unwrap()
+    };
+    let quick = Config {
+        timeout_ms: 100,
+        retries: 0,
+        ..Config::default()
+    };
+    let topo = run(quick.clone());
+    let by_dr = run(Config {
+        lid_routing: false,
+        ..quick
+    });
+    assert!(topo.is_complete(), "failures: {:?}", topo.failures);
+    assert_eq!(found(&topo), plan.expected(&f));
+    assert_eq!(found(&topo), found(&by_dr));
+    // The leaf's own LID still works; the SMPs to the other switches were sent twice.
+    assert!(topo.lid_routed > 0);
+    assert!(topo.smps > by_dr.smps, "{} vs {}", topo.smps, by_dr.smps);
+}
+
+/// A fabric no SM brought up has no LIDs: every SMP goes by directed route.
+#[test]
+fn discover_without_lids_goes_by_directed_route() {
+    let text = std::fs::read_to_string("tests/topo/ft234.net").unwrap();
+    let plan = Plan::from_net(&text);
+    let f = plan.builder().unmanaged().build_private().unwrap();
+    let port = open(&f, "H0");
+    let topo = discover(&port, &Config::default()).unwrap();
+    assert!(topo.is_complete(), "failures: {:?}", topo.failures);
+    assert_eq!(found(&topo), plan.expected(&f));
+    assert_eq!(topo.lid_routed, 0);
+    assert!(topo.nodes.iter().all(|n| n.lid() == 0));
+}
+
 /// The SA-only mode reads the same fabric from the built-in SA's tables.
 #[test]
 fn discover_sa_equals_the_smp_sweep() {
@@ -174,6 +274,26 @@ fn discover_sa_equals_the_smp_sweep() {
                 n.desc
             );
         }
+    }
+}
+
+/// The SA-only topology starts from the port's own node, as the sweep's does,
+/// whatever the SA's order.
+#[test]
+fn discover_sa_puts_the_own_node_first() {
+    let text = std::fs::read_to_string("tests/topo/ft234.net").unwrap();
+    let f = Plan::from_net(&text).builder().build_private().unwrap();
+    for ca in ["H0", "H7", "H100"] {
+        let port = open(&f, ca);
+        let sa_lid = port.attrs().sm_lid;
+        let by_sa = vmad::discover::discover_sa(&port, sa_lid, &Config::default()).unwrap();
+        assert_eq!(by_sa.nodes[0].guid, port.attrs().node_guid, "from {ca}");
+        assert_eq!(by_sa.nodes[0].desc, ca);
+        let i = by_sa.nodes.len() - 1;
+        assert_eq!(
+            by_sa.node(by_sa.nodes[i].guid).unwrap().guid,
+            by_sa.nodes[i].guid
+        );
     }
 }
 

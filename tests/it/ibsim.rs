@@ -9,6 +9,7 @@
 mod diags;
 mod discover;
 pub(crate) mod fabric;
+mod lid_routed;
 mod peers;
 mod sa_unsegmented;
 // The example's walk is what these tests check against ibnetdiscover.

@@ -421,7 +421,7 @@ fn expectations(path: &Path) -> Vec<Expect> {
 fn tshark_dissects_captures_from_real_ports() {
     let dir = scratch("real-ports");
     // A directed-route sweep: SubnGet/GetResp pairs of NodeInfo, NodeDesc, PortInfo.
-    let walk = crate::cli::capture(&dir, "discover.pcap", &["discover"]);
+    let walk = crate::cli::capture(&dir, "discover.pcap", &["discover", "--dr-only"]);
     let e = expectations(&walk);
     assert!(e.len() >= 20 && e.len() % 2 == 0, "{} packets", e.len());
     for (i, x) in e.iter().enumerate() {

@@ -42,6 +42,10 @@ pub(crate) struct DiscoverArgs {
     /// instead of sweeping it with SMPs: what the SM last swept.
     #[arg(long)]
     sa: bool,
+    /// Every SMP by directed route: no switch to LID routing once the SM has
+    /// assigned LIDs.
+    #[arg(long = "dr-only")]
+    dr_only: bool,
 }
 
 /// The CLI's JSON document (`--json`): per node its links, as `perf` and scripts read them.
@@ -78,6 +82,7 @@ pub(crate) fn run(s: &Session, a: &DiscoverArgs) -> CmdResult {
     let config = Config {
         window: a.window,
         per_node: a.per_node,
+        lid_routing: !a.dr_only,
         ..config(s)
     };
     let mut progress = Progress::new(a.progress);
@@ -128,6 +133,7 @@ pub(crate) fn run(s: &Session, a: &DiscoverArgs) -> CmdResult {
         "cas": cas,
         "links": topo.links().len(),
         "smps": topo.smps,
+        "lid_routed": topo.lid_routed,
         "sweep_s": secs,
         "complete": topo.is_complete(),
         "failures": failures,
