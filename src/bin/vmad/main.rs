@@ -20,13 +20,13 @@
 //! Exit statuses tell failures apart (`exit.rs`, `docs/tools.md`).
 
 mod addr;
+mod client;
 mod demo;
 mod discover;
 mod docs;
 mod dump;
 mod exit;
 mod host;
-mod mads;
 mod perf;
 mod ping;
 mod progress;
