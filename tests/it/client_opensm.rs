@@ -78,7 +78,12 @@ fn diag(f: &Ibsim, node: &str, args: &[&str]) -> String {
 
 /// A client on ibsim's `node`, its SM LID known.
 fn client_at(f: &Ibsim, node: &str) -> Client {
-    let t = IbsimTransport::connect(f.config(Some(node))).unwrap();
+    client_with(f.config(Some(node)))
+}
+
+/// A client on ibsim as `config` attaches, its SM LID known.
+fn client_with(config: vmad::transport::ibsim::IbsimConfig) -> Client {
+    let t = IbsimTransport::connect(config).unwrap();
     let port = Port::open(Box::new(t), PortConfig::default()).unwrap();
     assert_ne!(port.refresh_attrs().unwrap().sm_lid, 0);
     Client::new(&port, ClientConfig::default()).unwrap()
@@ -338,4 +343,51 @@ fn ibsim_opensm_port_counters_equal_perfquery() {
             .unwrap_or_else(|| panic!("no {name} in {text}"));
         assert_eq!(number(v), mine.to_string(), "{name}: {text}");
     }
+}
+
+/// InformInfo with OpenSM: subscribed to every trap, the client gets OpenSM's Reports
+/// when the link to H4 goes down (ibsim's console `Unlink`): the switch's trap 128
+/// that OpenSM forwards, and OpenSM's own trap 65 (H4's GID out of service) after the
+/// sweep that trap starts.
+#[test]
+#[ignore = "needs ibsim and opensm, and builds vmad-capi: run by ./scripts/test"]
+fn ibsim_opensm_reports_a_link_change_to_a_subscriber() {
+    use vmad::wire::sa::inform_info;
+    let f = Ibsim::start("small.net", &[]);
+    let _sm = opensm_on_dropin(&f, "sm-inform", Duration::from_secs(300));
+    // ibsim hands a request that comes to QP1 (the SA's Report) only to a client
+    // attached as an SM (`find_client`: "zero qp - only issm clients may get requests").
+    let c = client_with(vmad::transport::ibsim::IbsimConfig {
+        issm: true,
+        ..f.config(Some("H2"))
+    });
+    let h4 = c
+        .sa_get_table(&node_record::Repr::template(), 0)
+        .unwrap()
+        .iter()
+        .find(|r| r.node_desc.text() == b"H4")
+        .expect("H4")
+        .node_info
+        .port_guid;
+    let info = c.subscribe(inform_info::ANY).unwrap();
+    assert!(info.subscribe);
+    f.command("Unlink \"S2\"[2]");
+    let mut seen = Vec::new();
+    let give_up = Instant::now() + crate::util::PATIENCE;
+    // Until the Report of H4's GID: the wait is bounded only so that a broken run ends.
+    while !seen.iter().any(|&(n, _)| n == 65) {
+        let left = give_up.saturating_duration_since(Instant::now());
+        let Some(notice) = c.next_report(left) else {
+            panic!("no trap 65 Report; got {seen:?}; {:?}", c.port().stats());
+        };
+        // Traps 64/65 carry the GID at DataDetails bytes 6..22.
+        let gid_guid = u64::from_be_bytes(notice.details[14..22].try_into().unwrap());
+        seen.push((notice.trap_number, gid_guid));
+    }
+    assert!(seen.iter().any(|&(n, _)| n == 128), "no trap 128: {seen:?}");
+    assert!(
+        seen.contains(&(65, h4)),
+        "H4's GID not out of service: {seen:?}"
+    );
+    c.unsubscribe(inform_info::ANY).unwrap();
 }
