@@ -7,9 +7,11 @@
 //!
 //! ```sh
 //! eval "$(scripts/ibsim-start tests/topo/ft234.net)"
-//! cargo run --example smp_walk -- [--window N] [--timeout MS] [--retries N] [--quiet]
+//! cargo run --example smp_walk -- [--window N] [--per-dest N] [--timeout MS] [--retries N] [--quiet]
 //! scripts/ibsim-stop "$VMAD_IBSIM_RUN"
 //! ```
+//!
+//! or on the embedded subnet built from the same file: `--sim tests/topo/ft234.net`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -17,6 +19,7 @@ use std::time::{Duration, Instant};
 use vmad::client::{Client, ClientConfig, NodeDesc, NodeInfo, Pending, PortInfo, Target};
 use vmad::engine::AgentSpec;
 use vmad::port::{Port, PortConfig};
+use vmad::subnet::FabricBuilder;
 use vmad::transport::ibsim::IbsimTransport;
 use vmad::types::{MadAddr, Qp};
 use vmad::wire::mad::{self, MadStatus, Method, MgmtClass};
@@ -145,18 +148,30 @@ enum Asked {
 /// # Errors
 ///
 /// The port's errors (a closed port, an event that never comes).
+#[allow(dead_code)] // for the ibsim tests that compile this file
 pub(crate) fn walk(
     port: &Port,
     window: usize,
     timeout_ms: u32,
     retries: u32,
 ) -> vmad::Result<(Topology, Sweep)> {
-    let config = ClientConfig {
-        smp_window: window,
-        timeout_ms,
-        retries,
-        ..ClientConfig::default()
-    };
+    walk_with(
+        port,
+        ClientConfig {
+            smp_window: window,
+            timeout_ms,
+            retries,
+            ..ClientConfig::default()
+        },
+    )
+}
+
+/// [`walk`] under any client settings (the windows, the per-destination cap).
+///
+/// # Errors
+///
+/// As [`walk`].
+pub(crate) fn walk_with(port: &Port, config: ClientConfig) -> vmad::Result<(Topology, Sweep)> {
     let client = Client::new(port, config)?;
     let mut topo = Topology::default();
     let mut sweep = Sweep::default();
@@ -334,10 +349,14 @@ pub(crate) fn render(topo: &Topology) -> String {
 
 #[allow(dead_code)] // Also compiled into the ibsim integration tests, which have their own main.
 fn main() {
-    let mut window = 64usize;
-    let mut timeout_ms = 100u32;
-    let mut retries = 3u32;
+    let mut config = ClientConfig {
+        smp_window: 64,
+        timeout_ms: 100,
+        retries: 3,
+        ..ClientConfig::default()
+    };
     let mut quiet = false;
+    let mut sim = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let mut num = |what: &str| -> u64 {
@@ -346,24 +365,47 @@ fn main() {
                 .unwrap_or_else(|| panic!("{what} needs a number"))
         };
         match a.as_str() {
-            "--window" => window = num("--window").max(1) as usize,
-            "--timeout" => timeout_ms = num("--timeout") as u32,
-            "--retries" => retries = num("--retries") as u32,
+            "--window" => config.smp_window = num("--window").max(1) as usize,
+            "--per-dest" => config.per_destination = num("--per-dest").max(1) as usize,
+            "--timeout" => config.timeout_ms = num("--timeout") as u32,
+            "--retries" => config.retries = num("--retries") as u32,
             "--quiet" | "-q" => quiet = true,
+            "--sim" => sim = args.next(),
             _ => {
-                eprintln!("usage: smp_walk [--window N] [--timeout MS] [--retries N] [--quiet]");
+                eprintln!(
+                    "usage: smp_walk [--window N] [--per-dest N] [--timeout MS] [--retries N] \
+                     [--quiet] [--sim TOPOLOGY]"
+                );
                 std::process::exit(2);
             }
         }
     }
     let start = Instant::now();
-    let transport = IbsimTransport::from_env().unwrap_or_else(|e| {
-        eprintln!("smp_walk: cannot attach to ibsim ({e}); start one with scripts/ibsim-start");
-        std::process::exit(1);
-    });
-    let port = Port::open(Box::new(transport), PortConfig::default()).expect("open port");
+    // The embedded subnet, when there is one, lives until the walk is done.
+    let mut _fabric = None;
+    let port = match sim {
+        // The embedded subnet built from an ibsim topology file, from its first CA.
+        Some(file) => {
+            let text = std::fs::read_to_string(&file).expect("read the topology");
+            let builder = FabricBuilder::from_topology(&text).expect("parse the topology");
+            let ca = builder.ca_names().into_iter().next().expect("a CA");
+            _fabric = Some(builder.register_only(&[&ca]).build().expect("build"));
+            vmad::umad::open(&ca, 1).expect("open port").1
+        }
+        None => {
+            let transport = IbsimTransport::from_env().unwrap_or_else(|e| {
+                eprintln!(
+                    "smp_walk: cannot attach to ibsim ({e}); start one with scripts/ibsim-start"
+                );
+                std::process::exit(1);
+            });
+            std::sync::Arc::new(
+                Port::open(Box::new(transport), PortConfig::default()).expect("open port"),
+            )
+        }
+    };
     let walked = Instant::now();
-    let (topo, sweep) = walk(&port, window, timeout_ms, retries).expect("walk");
+    let (topo, sweep) = walk_with(&port, config).expect("walk");
     let done = walked.elapsed();
     if !quiet {
         print!("{}", render(&topo));

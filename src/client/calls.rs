@@ -53,6 +53,9 @@ impl Target {
 pub struct Table<R> {
     mad: Vec<u8>,
     size: usize,
+    /// Records there are: fewer than the bytes hold for an unsegmented answer.
+    count: usize,
+    unsegmented: bool,
     _records: core::marker::PhantomData<fn() -> R>,
 }
 
@@ -65,18 +68,30 @@ impl<R: SaRecord> Table<R> {
         if size != 0 && size < R::LEN {
             return Err(Error::Malformed(crate::wire::Error::BadAttrOffset));
         }
+        // An SA that left segmentation to a kernel's RMPP, seen where nothing segments
+        // (OpenSM under umad2sim), sends one MAD whatever the table's length: only its
+        // first record is certain.
+        let found = crate::discover::table_records(&resp.mad)?;
+        let (count, unsegmented) = (found.records.len(), found.unsegmented);
         Ok(Table {
             mad: resp.mad,
             size,
+            count,
+            unsegmented,
             _records: core::marker::PhantomData,
         })
     }
 
     /// How many records.
     pub fn len(&self) -> usize {
-        (self.mad.len() - sa::DATA_OFFSET)
-            .checked_div(self.size)
-            .unwrap_or(0)
+        self.count
+    }
+
+    /// Whether the answer came as one MAD whose RMPP header was never filled in
+    /// (OpenSM's SA under umad2sim): its length was lost, so the table holds its
+    /// first record only and whether more followed is unknown.
+    pub fn unsegmented(&self) -> bool {
+        self.unsegmented
     }
 
     /// Whether there are none.
@@ -514,15 +529,22 @@ impl Client {
             .wait()
     }
 
+    /// PortCountersExtended of `port` at `lid`, without waiting.
+    ///
+    /// # Errors
+    /// As [`Client::submit`].
+    pub fn port_counters_ext_async(&self, lid: u16, port: u8) -> Result<Pending<PortCountersExt>> {
+        let mut pc = PortCountersExt::default();
+        pc.view_mut().set_port_select(port);
+        self.gmp(MgmtClass::Perf, perf::CLASS_VERSION, Method::Get, lid, &pc)
+    }
+
     /// PortCountersExtended of `port` at `lid`.
     ///
     /// # Errors
     /// As [`Client::get`].
     pub fn port_counters_ext(&self, lid: u16, port: u8) -> Result<PortCountersExt> {
-        let mut pc = PortCountersExt::default();
-        pc.view_mut().set_port_select(port);
-        self.gmp(MgmtClass::Perf, perf::CLASS_VERSION, Method::Get, lid, &pc)?
-            .wait()
+        self.port_counters_ext_async(lid, port)?.wait()
     }
 
     /// Reset the PortCountersExtended that `select` names.

@@ -30,11 +30,12 @@ const BURST: usize = 64;
 
 /// A client's settings.
 ///
-/// The windows' defaults follow the field figures in the tools' own sources and
-/// reports (`docs/`'s research notes): a real port keeps 128 SMPs in flight without
-/// drops, but one switch gains nothing beyond 2 to 20 outstanding and drops VL15
-/// above about 20; ibdiagnet's GMP window is 128. They are not yet tuned by a
-/// benchmark of vmad's own.
+/// The SMP window's default, 64, is where a whole-fabric directed-route walk
+/// stops getting faster on ibsim and on the embedded subnet (1,612 and 3,992 nodes;
+/// on ibsim 256 is slower again): `docs/performance.md`, `scripts/bench-client-windows`.
+/// The per-destination cap showed no trend there (1 to 32), so its default, 8,
+/// follows the field figures (a switch gains nothing beyond 2 to 20 outstanding and
+/// drops VL15 above about 20); the GMP window, 128, is ibdiagnet's, not measured.
 #[derive(Debug, Clone)]
 pub struct ClientConfig {
     /// Most SMPs (QP0) on the wire at once. Default 64.

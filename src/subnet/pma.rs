@@ -20,14 +20,14 @@ use super::sma::respond;
 use super::FabricInner;
 use crate::transport::sim::Pkt;
 use crate::wire::class_port_info;
-use crate::wire::mad::Method;
+use crate::wire::mad::{MadStatus, Method};
 use crate::wire::perf::{self, port_counters as pc, port_counters_ext as pce};
 use crate::wire::smp::DATA_LEN;
 
 /// Unsupported method/attribute (status code 3).
-const STATUS_UNSUPPORTED: u16 = 0x000c;
+const STATUS_UNSUPPORTED: u16 = MadStatus::UNSUPPORTED_METHOD_ATTR.0;
 /// Invalid attribute value or modifier (status code 7).
-const STATUS_INVALID_VALUE: u16 = 0x001c;
+const STATUS_INVALID_VALUE: u16 = MadStatus::INVALID_ATTR_VALUE.0;
 /// ClassPortInfo:CapabilityMask: IsAllPortSelectSupported, IsExtendedWidthSupported.
 const CAPMASK: u16 = 0x0300;
 /// Bytes a frame adds to its MAD on the wire: LRH 8, BTH 12, DETH 8, ICRC 4, VCRC 2.

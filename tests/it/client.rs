@@ -513,37 +513,15 @@ fn a_subscription_delivers_reports() {
 #[ignore = "needs ibsim and opensm, and builds vmad-capi: run by ./scripts/test"]
 fn ibsim_opensm_gettable_of_node_records_equals_saquery() {
     use crate::ibsim::fabric::Fabric as Ibsim;
-    use std::process::{Command, Stdio};
+    use std::process::Command;
     use vmad::transport::ibsim::IbsimTransport;
     let f = Ibsim::start("ft234.net", &[]);
     let with_vmad = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/with-vmad");
-    let work = f.run.join("client-sm");
-    std::fs::create_dir_all(&work).unwrap();
-    std::fs::write(work.join("opensm.conf"), "force_log_flush TRUE\n").unwrap();
-    let log = work.join("opensm.log");
-    let mut sm = Command::new(with_vmad)
-        .args(["--ibsim", "opensm", "-s", "0", "-F"])
-        .arg(work.join("opensm.conf"))
-        .arg("-f")
-        .arg(&log)
-        .envs(f.env.iter().cloned())
-        .env_remove("SIM_HOST")
-        .env_remove("SIM_SET_ISSM")
-        .env("OSM_CACHE_DIR", &work)
-        .env("OSM_TMP_DIR", &work)
-        .current_dir(&work)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    // OpenSM says when the subnet is up; the bound only keeps a broken run from hanging.
-    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(300);
-    while !std::fs::read_to_string(&log).is_ok_and(|l| l.contains("SUBNET UP")) {
-        assert!(sm.try_wait().unwrap().is_none(), "OpenSM exited");
-        assert!(std::time::Instant::now() < give_up, "no SUBNET UP");
-        thread::sleep(std::time::Duration::from_millis(100));
-    }
+    let sm = crate::client_opensm::opensm_on_dropin(
+        &f,
+        "client-sm",
+        std::time::Duration::from_secs(300),
+    );
     let t = IbsimTransport::connect(f.config(Some("H1"))).unwrap();
     let port = vmad::port::Port::open(Box::new(t), PortConfig::default()).unwrap();
     assert_ne!(port.refresh_attrs().unwrap().sm_lid, 0);
@@ -564,8 +542,7 @@ fn ibsim_opensm_gettable_of_node_records_equals_saquery() {
         .env("SIM_HOST", "H1")
         .output()
         .unwrap();
-    let _ = sm.kill();
-    let _ = sm.wait();
+    drop(sm);
     assert!(
         out.status.success(),
         "{}",

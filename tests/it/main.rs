@@ -2,6 +2,7 @@
 
 mod access;
 mod client;
+mod client_opensm;
 // The `vmad` binary exists only with the `cli` feature (on by default).
 #[cfg(feature = "cli")]
 mod cli;

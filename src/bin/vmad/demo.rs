@@ -20,7 +20,6 @@ use vmad::types::{MadAddr, Qp};
 use vmad::wire::mad::{self, MadStatus};
 use vmad::wire::{rmpp, vendor};
 
-use crate::mads::{self, CLASS_BULK, CLASS_PING, GET, OPENIB_OUI};
 use crate::Failure;
 
 /// The CA the CLI uses by default.
@@ -29,6 +28,29 @@ pub(crate) const CLIENT_CA: &str = "vmadsim0";
 pub(crate) const SERVER_CA: &str = "vmadsim1";
 /// LID of `vmadsim1`, where `ping` goes by default.
 pub(crate) const SERVER_LID: u16 = 2;
+/// ibping's class: vendor range 2 + 2, OUI OpenIB.
+pub(crate) const CLASS_PING: u8 = 0x32;
+/// vmad's RMPP bench class (vendor range 2 + 3, OUI OpenIB).
+pub(crate) const CLASS_BULK: u8 = 0x33;
+pub(crate) use vmad::wire::vendor::OPENIB_OUI;
+const GET: u8 = mad::Method::Get.raw();
+
+/// Method mask with the given methods set.
+fn mask(methods: &[u8]) -> [u64; 2] {
+    let mut m = [0u64; 2];
+    for &x in methods {
+        m[usize::from(x / 64)] |= 1 << (x % 64);
+    }
+    m
+}
+
+/// Mark a MAD as an RMPP DATA transfer (the engine segments it).
+fn set_rmpp_active(m: &mut [u8]) {
+    let mut r = rmpp::Packet::new_unchecked(m);
+    r.set_rmpp_version(rmpp::VERSION);
+    r.set_rmpp_type(rmpp::RmppType::Data);
+    r.set_resp_time_flags(rmpp::RESP_TIME_NONE, rmpp::FLAG_ACTIVE);
+}
 
 /// The pattern byte `i` of a bulk response.
 pub(crate) fn bulk_byte(i: usize) -> u8 {
@@ -61,7 +83,7 @@ fn serve(
         mgmt_class: spec_class.into(),
         class_version: version,
         rmpp_version: u8::from(rmpp),
-        method_mask: mads::mask(methods),
+        method_mask: mask(methods),
         oui,
         user_rmpp: false,
     })?)
@@ -163,7 +185,7 @@ fn ping_reply(req: &[u8], name: &str) -> Vec<u8> {
 fn bulk_reply(req: &[u8]) -> Vec<u8> {
     let n = (mad::Packet::new_unchecked(req).attr_mod() as usize).min(1 << 24);
     let mut r = response_header(req, 40, 0);
-    mads::set_rmpp_active(&mut r);
+    set_rmpp_active(&mut r);
     r.extend((0..n).map(bulk_byte));
     r
 }

@@ -89,7 +89,7 @@ pub(crate) fn run(s: &Session, a: &DiscoverArgs) -> CmdResult {
     let start = std::time::Instant::now();
     let topo = if a.sa {
         let attempts = std::time::Duration::from_millis(u64::from(s.timeout_ms)) * (s.retries + 1);
-        let sa_lid = crate::mads::sm_lid(&s.port, attempts)?;
+        let sa_lid = crate::client::sm_lid(&s.port, attempts)?;
         discover::discover_sa(&s.port, sa_lid, &config)?
     } else {
         discover::discover_with(&s.port, &config, &mut |p| {

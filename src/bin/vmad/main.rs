@@ -20,6 +20,7 @@
 //! Exit statuses tell failures apart (`exit.rs`, `docs/tools.md`).
 
 mod addr;
+mod client;
 mod demo;
 mod discover;
 mod docs;
@@ -27,7 +28,6 @@ mod dump;
 mod exit;
 mod fabric;
 mod host;
-mod mads;
 mod perf;
 mod ping;
 mod progress;

@@ -8,14 +8,10 @@ use std::path::{Path, PathBuf};
 use clap::Args;
 use serde_json::{json, Map, Value};
 
-use vmad::engine::AgentId;
-use vmad::wire::perf::{
-    port_counters, port_counters_ext, ATTR_PORT_COUNTERS, ATTR_PORT_COUNTERS_EXT,
-    DATA_OFFSET as DATA,
-};
+use vmad::client::Client;
+use vmad::wire::perf::{port_counters, port_counters_ext};
 
 use crate::exit::Failure;
-use crate::mads;
 use crate::{addr, CmdResult, Output, Session};
 use vmad::discover::Topology;
 
@@ -29,8 +25,6 @@ pub(crate) struct PerfArgs {
     #[arg(long, value_name = "FILE")]
     prometheus: Option<PathBuf>,
 }
-
-const CLASS_PERF: u8 = 0x04;
 
 /// Reads one counter out of its attribute's data.
 type Read = fn(&[u8]) -> u64;
@@ -228,30 +222,6 @@ fn targets_from(topo: &Topology) -> Vec<Target> {
     v
 }
 
-fn get(s: &Session, agent: AgentId, attr: u16, t: &Target, tid: u32) -> Result<Vec<u8>, Failure> {
-    let mut req = mads::request(CLASS_PERF, 1, mads::GET, attr, 0, tid);
-    port_counters::Packet::new_unchecked(&mut req[DATA..]).set_port_select(t.port);
-    let resp = mads::transact(
-        &s.port,
-        agent,
-        mads::gsi(t.lid),
-        &req,
-        s.timeout_ms,
-        s.retries,
-    )?;
-    match mads::status(&resp) {
-        0 if resp.len() >= DATA + 72 => Ok(resp[DATA..].to_vec()),
-        0 => Err(Failure::protocol(format!(
-            "short PerfMgt answer: {} bytes",
-            resp.len()
-        ))),
-        st => Err(Failure::protocol(format!(
-            "PerfMgt Get(0x{attr:04x}) of LID {} port {}: status 0x{st:04x}",
-            t.lid, t.port
-        ))),
-    }
-}
-
 fn decode(
     table: &'static [(&'static str, Read, &'static str)],
     d: &[u8],
@@ -259,26 +229,45 @@ fn decode(
     table.iter().map(|&(n, read, _)| (n, read(d))).collect()
 }
 
-fn read(s: &Session, agent: AgentId, targets: Vec<Target>) -> Vec<Row> {
-    let mut tid = 0x7e00_0000u32;
-    targets
+/// Every target's counters, asked all at once under the client's windows: PortCounters,
+/// then PortCountersExtended of the ports whose PMA answered.
+fn read(s: &Session, client: &Client, targets: Vec<Target>) -> Result<Vec<Row>, Failure> {
+    let what =
+        |t: &Target, attr: &str| format!("PerfMgt Get({attr}) of LID {} port {}", t.lid, t.port);
+    let asked = targets
+        .iter()
+        .map(|t| client.port_counters_async(t.lid, t.port))
+        .collect::<Result<Vec<_>, _>>()?;
+    let counters: Vec<_> = asked
         .into_iter()
-        .map(|t| {
-            tid = tid.wrapping_add(2);
-            let counters = get(s, agent, ATTR_PORT_COUNTERS, &t, tid).map(|d| decode(COUNTERS, &d));
-            // Optional (CapabilityMask bit 9): a PMA without it answers with a status.
-            let extended = counters
-                .as_ref()
-                .ok()
-                .and_then(|_| get(s, agent, ATTR_PORT_COUNTERS_EXT, &t, tid + 1).ok())
-                .map(|d| decode(EXTENDED, &d));
-            Row {
-                target: t,
-                counters,
-                extended,
-            }
+        .zip(&targets)
+        .map(|(p, t)| {
+            p.wait()
+                .map(|c| decode(COUNTERS, &c.bytes))
+                .map_err(|e| s.failure(&what(t, "PortCounters"), e))
         })
-        .collect()
+        .collect();
+    // Optional (CapabilityMask bit 9): a PMA without it answers with a status.
+    let asked = targets
+        .iter()
+        .zip(&counters)
+        .map(|(t, c)| match c {
+            Ok(_) => client.port_counters_ext_async(t.lid, t.port).map(Some),
+            Err(_) => Ok(None),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(targets
+        .into_iter()
+        .zip(counters)
+        .zip(asked)
+        .map(|((target, counters), ext)| Row {
+            target,
+            counters,
+            extended: ext
+                .and_then(|p| p.wait().ok())
+                .map(|e| decode(EXTENDED, &e.bytes)),
+        })
+        .collect())
 }
 
 fn value(list: &[(&str, u64)], name: &str) -> u64 {
@@ -427,8 +416,7 @@ pub(crate) fn run(s: &Session, a: &PerfArgs) -> CmdResult {
             targets_from(&topo)
         }
     };
-    let agent = mads::client(&s.port, CLASS_PERF, 1, false, 0)?;
-    let rows = read(s, agent, targets);
+    let rows = read(s, &s.client()?, targets)?;
     if let Some(first) = rows.iter().find_map(|r| r.counters.as_ref().err()) {
         if rows.iter().all(|r| r.counters.is_err()) {
             return Err(Failure::new(

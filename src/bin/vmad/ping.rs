@@ -8,11 +8,13 @@ use serde_json::{json, Value};
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use vmad::engine::{AgentId, Event, SendRequest};
-use vmad::port::Port;
-use vmad::types::{GrhAddr, MadAddr};
+use vmad::client::{Client, Request, Response};
+use vmad::types::{GrhAddr, MadAddr, GSI_QKEY};
+use vmad::wire::mad::{self, MadStatus, Method, MgmtClass};
+use vmad::wire::{vendor, MAD_SIZE};
 
-use crate::mads::{self, CLASS_BULK, CLASS_PING, GET, OPENIB_OUI};
+use crate::client::desc_text;
+use crate::demo::{CLASS_BULK, CLASS_PING, OPENIB_OUI};
 use crate::progress::Progress;
 use crate::{demo, CmdResult, Failure, Output, Session};
 
@@ -74,6 +76,53 @@ pub(crate) struct ServeArgs {
     seconds: Option<u64>,
 }
 
+/// QP1 (GSI) at `lid`.
+fn gsi(lid: u16) -> MadAddr {
+    MadAddr {
+        qpn: 1,
+        qkey: GSI_QKEY,
+        lid,
+        ..MadAddr::default()
+    }
+}
+
+/// A vendor-class Get (OUI OpenIB) to `to`: ibping's (class 0x32), or the bulk RMPP
+/// one (class 0x33) asking for `attr_mod` bytes.
+fn vendor_get(class: u8, attr_mod: u32, to: MadAddr) -> Request {
+    let mut m = vec![0u8; MAD_SIZE];
+    mad::Repr {
+        base_version: mad::BASE_VERSION,
+        mgmt_class: MgmtClass::from(class),
+        class_version: 1,
+        method: Method::Get,
+        status: MadStatus::OK,
+        class_specific: 0,
+        tid: 0,
+        attr_id: 0,
+        attr_mod,
+    }
+    .emit(&mut mad::Packet::new_unchecked(&mut m[..]));
+    vendor::Packet::new_unchecked(&mut m[..]).set_oui(OPENIB_OUI);
+    Request {
+        class,
+        version: 1,
+        rmpp: class == CLASS_BULK,
+        oui: OPENIB_OUI,
+        addr: to,
+        mad: m,
+        timeout_ms: None,
+        retries: None,
+    }
+}
+
+/// One vendor Get, waited for: the answer, or the failure in the CLI's words.
+fn exchange(s: &Session, client: &Client, req: Request) -> Result<Response, Failure> {
+    client
+        .submit(req)?
+        .wait()
+        .map_err(|e| s.failure("vendor Get", e))
+}
+
 /// QP1 of the destination: by GID (with a GRH) when given, else by LID.
 fn dest(
     s: &Session,
@@ -92,7 +141,7 @@ fn dest(
                     hop_limit: 64,
                     ..GrhAddr::default()
                 }),
-                ..mads::gsi(0)
+                ..gsi(0)
             };
             Ok((addr, format!("Gid {ip}")))
         }
@@ -101,7 +150,7 @@ fn dest(
                 Some(a) => crate::addr::resolve_lid(s, a)?,
                 None => demo::SERVER_LID,
             };
-            Ok((mads::gsi(l), format!("Lid {l}")))
+            Ok((gsi(l), format!("Lid {l}")))
         }
     }
 }
@@ -153,25 +202,19 @@ fn percentile(sorted: &[u64], p: f64) -> u64 {
     sorted[i.min(sorted.len() - 1)]
 }
 
-fn ping_agent(port: &Port) -> Result<AgentId, Failure> {
-    mads::client(port, CLASS_PING, 1, false, OPENIB_OUI)
-}
-
 pub(crate) fn ping(s: &Session, a: &PingArgs) -> CmdResult {
     let (to, name) = dest(s, a.lid.as_deref(), a.gid)?;
-    let agent = ping_agent(&s.port)?;
+    let client = s.client()?;
     let mut text = String::new();
     let mut samples = Vec::new();
     let mut responder = String::new();
     let start = Instant::now();
     for i in 0..a.count {
-        let req = mads::request(CLASS_PING, 1, GET, 0, 0, 0x7000_0000 + i);
         let t0 = Instant::now();
-        match mads::transact(&s.port, agent, to, &req, s.timeout_ms, s.retries) {
+        match exchange(s, &client, vendor_get(CLASS_PING, 0, to)) {
             Ok(resp) => {
                 let us = t0.elapsed().as_micros() as u64;
-                responder =
-                    mads::desc_text(vmad::wire::vendor::Packet::new_unchecked(&resp[..]).data());
+                responder = desc_text(vendor::Packet::new_checked(&resp.mad[..])?.data());
                 let _ = writeln!(
                     text,
                     "Pong from {responder} ({name}): time {}.{:03} ms",
@@ -260,14 +303,13 @@ struct Row {
     p99_us: u64,
 }
 
-fn latency_run(s: &Session, agent: AgentId, to: MadAddr, n: u32, p: &mut Progress) -> Row {
+fn latency_run(s: &Session, client: &Client, to: MadAddr, n: u32, p: &mut Progress) -> Row {
     let mut samples = Vec::with_capacity(n as usize);
     let mut failed = 0;
     let start = Instant::now();
     for i in 0..n {
-        let req = mads::request(CLASS_PING, 1, GET, 0, 0, 0x6100_0000 + i);
         let t0 = Instant::now();
-        match mads::transact(&s.port, agent, to, &req, s.timeout_ms, s.retries) {
+        match exchange(s, client, vendor_get(CLASS_PING, 0, to)) {
             Ok(_) => samples.push(t0.elapsed().as_micros() as u64),
             Err(_) => failed += 1,
         }
@@ -288,44 +330,29 @@ fn latency_run(s: &Session, agent: AgentId, to: MadAddr, n: u32, p: &mut Progres
     }
 }
 
+/// `n` pings with up to `window` of them in flight: the client's windows keep the rest
+/// queued until answers make room.
 fn throughput_run(
     s: &Session,
-    agent: AgentId,
     to: MadAddr,
     n: u32,
     window: u32,
     p: &mut Progress,
 ) -> Result<Row, Failure> {
-    let send = |i: u32| -> Result<(), Failure> {
-        let req = mads::request(CLASS_PING, 1, GET, 0, 0, 0x6200_0000 + i);
-        s.port.send(
-            agent,
-            SendRequest {
-                addr: to,
-                mad: &req,
-                timeout_ms: s.timeout_ms,
-                retries: s.retries,
-            },
-        )?;
-        Ok(())
-    };
+    let window = window.max(1) as usize;
+    let client = s.client_with(|c| {
+        c.gmp_window = window;
+        c.per_destination = window;
+    })?;
     let start = Instant::now();
-    let mut next = 0;
-    while next < n.min(window.max(1)) {
-        send(next)?;
-        next += 1;
-    }
+    let asked = (0..n)
+        .map(|_| client.submit(vendor_get(CLASS_PING, 0, to)))
+        .collect::<Result<Vec<_>, _>>()?;
     let (mut done, mut failed) = (0u64, 0u64);
-    let limit = Duration::from_millis(u64::from(s.timeout_ms) * u64::from(s.retries + 1) + 5000);
-    while done + failed < u64::from(n) {
-        match s.port.recv(Some(limit))? {
-            Event::Recv { agent: a, .. } if a == agent => done += 1,
-            Event::SendTimedOut { agent: a, .. } if a == agent => failed += 1,
-            _ => continue,
-        }
-        if next < n {
-            send(next)?;
-            next += 1;
+    for pending in asked {
+        match pending.wait() {
+            Ok(_) => done += 1,
+            Err(_) => failed += 1,
         }
         p.show(format_args!("bench: throughput {}/{n}", done + failed));
     }
@@ -350,16 +377,15 @@ fn rmpp_run(
     transfers: u32,
     p: &mut Progress,
 ) -> Result<Row, Failure> {
-    let agent = mads::client(&s.port, CLASS_BULK, 1, true, OPENIB_OUI)?;
+    let client = s.client()?;
     let mut samples = Vec::new();
     let mut failed = 0;
     let start = Instant::now();
     for i in 0..transfers {
-        let req = mads::request(CLASS_BULK, 1, GET, 0, size, 0x6300_0000 + i);
         let t0 = Instant::now();
-        match mads::transact(&s.port, agent, to, &req, s.timeout_ms, s.retries) {
+        match exchange(s, &client, vendor_get(CLASS_BULK, size, to)) {
             Ok(resp) => {
-                let data = &resp[40.min(resp.len())..];
+                let data = resp.mad.get(vendor::DATA_OFFSET..).unwrap_or_default();
                 let intact = data.len() == size as usize
                     && data
                         .iter()
@@ -395,14 +421,14 @@ fn rmpp_run(
 
 pub(crate) fn bench(s: &Session, a: &BenchArgs) -> CmdResult {
     let (to, name) = dest(s, a.lid.as_deref(), a.gid)?;
-    let agent = ping_agent(&s.port)?;
+    let client = s.client()?;
     let mut rows = Vec::new();
     let mut p = Progress::new(a.progress);
     if matches!(a.mode, Mode::All | Mode::Latency) {
-        rows.push(latency_run(s, agent, to, a.count, &mut p));
+        rows.push(latency_run(s, &client, to, a.count, &mut p));
     }
     if matches!(a.mode, Mode::All | Mode::Throughput) {
-        rows.push(throughput_run(s, agent, to, a.count, a.window, &mut p)?);
+        rows.push(throughput_run(s, to, a.count, a.window, &mut p)?);
     }
     if matches!(a.mode, Mode::All | Mode::Rmpp) {
         rows.push(rmpp_run(s, to, a.size, a.transfers, &mut p)?);

@@ -7,10 +7,11 @@ use std::time::Duration;
 use clap::Args;
 use serde_json::{json, Value};
 
-use vmad::wire::sa::{self, node_record, path_record};
-use vmad::wire::smp::{self, node_info, port_info};
+use vmad::wire::sa::{node_record, path_record};
 
-use crate::mads;
+use vmad::client::{Client, NodeDesc, NodeInfo, PortInfo, SaRecord, Target};
+
+use crate::client;
 use crate::{addr, CmdResult, Failure, Output, Session};
 
 #[derive(Debug, Args)]
@@ -61,22 +62,22 @@ fn gid_text(g: &[u8]) -> String {
 }
 
 /// NodeInfo as JSON.
-fn node_info_json(ni: &node_info::Packet<&[u8]>) -> Value {
-    let node_type = u8::from(ni.node_type());
+fn node_info_json(ni: &NodeInfo) -> Value {
+    let node_type = u8::from(ni.node_type);
     json!({
-        "base_version": ni.base_version(),
-        "class_version": ni.class_version(),
+        "base_version": ni.base_version,
+        "class_version": ni.class_version,
         "node_type": node_type,
         "node_type_name": node_type_name(node_type),
-        "num_ports": ni.num_ports(),
-        "sys_image_guid": format!("0x{:016x}", ni.sys_image_guid()),
-        "node_guid": format!("0x{:016x}", ni.node_guid()),
-        "port_guid": format!("0x{:016x}", ni.port_guid()),
-        "partition_cap": ni.partition_cap(),
-        "device_id": ni.device_id(),
-        "revision": ni.revision(),
-        "local_port_num": ni.local_port_num(),
-        "vendor_id": ni.vendor_id(),
+        "num_ports": ni.num_ports,
+        "sys_image_guid": format!("0x{:016x}", ni.sys_image_guid),
+        "node_guid": format!("0x{:016x}", ni.node_guid),
+        "port_guid": format!("0x{:016x}", ni.port_guid),
+        "partition_cap": ni.partition_cap,
+        "device_id": ni.device_id,
+        "revision": ni.revision,
+        "local_port_num": ni.local_port_num,
+        "vendor_id": ni.vendor_id,
     })
 }
 
@@ -85,11 +86,41 @@ fn kv(out: &mut String, indent: &str, key: &str, width: usize, value: impl std::
     let _ = writeln!(out, "{indent}{key}{}{value}", ".".repeat(dots));
 }
 
+/// The record types `sa-query` prints.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Record {
+    Node,
+    Path,
+}
+
+/// The records of a GetTable, as their bytes (each `AttributeOffset * 8` long).
+fn table<R: SaRecord>(
+    s: &Session,
+    client: &Client,
+    template: &R,
+    mask: u64,
+    one: bool,
+) -> Result<Vec<Vec<u8>>, Failure> {
+    let table = client
+        .sa_get_table(template, mask)
+        .map_err(|e| s.failure("SA GetTable", e))?;
+    // One NodeRecord by LID is the whole answer; any other table may have had more.
+    if table.unsegmented() && !one {
+        eprintln!(
+            "vmad: the SA's answer came as one MAD without RMPP (its RMPP header never filled \
+             in, as OpenSM's under umad2sim): its length was lost, only its first record is shown"
+        );
+    }
+    Ok((0..table.len())
+        .filter_map(|i| table.raw(i).map(<[u8]>::to_vec))
+        .collect())
+}
+
 pub(crate) fn sa_query(s: &Session, a: &SaArgs) -> CmdResult {
     let kind = a.record.to_ascii_lowercase();
-    let (attr, rec_len) = match kind.as_str() {
-        "noderecord" | "node" | "nr" => (mads::ATTR_NODE_RECORD, 112usize),
-        "pathrecord" | "path" | "pr" => (mads::ATTR_PATH_RECORD, path_record::LEN),
+    let record = match kind.as_str() {
+        "noderecord" | "node" | "nr" => Record::Node,
+        "pathrecord" | "path" | "pr" => Record::Path,
         _ => {
             return Err(Failure::usage(format!(
                 "unsupported record type {:?}",
@@ -102,66 +133,40 @@ pub(crate) fn sa_query(s: &Session, a: &SaArgs) -> CmdResult {
     let attempts = Duration::from_millis(u64::from(s.timeout_ms)) * (s.retries + 1);
     let sa_lid = match a.sa_lid {
         Some(lid) => lid,
-        None => mads::sm_lid(&s.port, attempts)?,
+        None => client::sm_lid(&s.port, attempts)?,
     };
-    let agent = mads::client(&s.port, mads::CLASS_SA, 2, true, 0)?;
-    let mut req = mads::request(mads::CLASS_SA, 2, mads::GET_TABLE, attr, 0, 0x5a00_0001);
-    let mut sa_req = sa::Packet::new_unchecked(&mut req[..]);
-    sa_req.set_attr_offset(sa::Repr::attr_offset_for(rec_len));
-    let mut mask = 0u64;
-    if attr == mads::ATTR_NODE_RECORD {
+    let client = s.client_with(|c| c.sa_lid = Some(sa_lid))?;
+    let records = if record == Record::Node {
+        let mut q = node_record::Repr::template();
+        let mut mask = 0u64;
         if let Some(l) = a.lid {
             mask |= node_record::COMP_LID;
-            node_record::Packet::new_unchecked(sa_req.data_mut()).set_lid(l);
+            q.lid = l;
         }
+        table(s, &client, &q, mask, a.lid.is_some())?
     } else {
         let q = path_record::Repr {
             slid: a.slid.unwrap_or(0),
             dlid: a.dlid.unwrap_or(0),
             ..path_record::Repr::default()
         };
+        let mut mask = 0u64;
         if a.slid.is_some() {
             mask |= path_record::comp::SLID;
         }
         if a.dlid.is_some() {
             mask |= path_record::comp::DLID;
         }
-        q.emit(&mut path_record::Packet::new_unchecked(
-            &mut sa_req.data_mut()[..path_record::LEN],
-        ));
-    }
-    sa_req.set_comp_mask(mask);
-    let resp = mads::transact(
-        &s.port,
-        agent,
-        mads::gsi(sa_lid),
-        &req,
-        s.timeout_ms,
-        s.retries,
-    )?;
-    let status = mads::status(&resp);
-    if status != 0 {
-        return Err(Failure::protocol(format!(
-            "SA answered status 0x{status:04x}"
-        )));
-    }
-    let table = vmad::discover::table_records(&resp)?;
-    // One NodeRecord by LID is the whole answer; any other table may have had more.
-    let one = attr == mads::ATTR_NODE_RECORD && a.lid.is_some();
-    if table.unsegmented && !one {
-        eprintln!(
-            "vmad: the SA's answer came as one MAD without RMPP (its RMPP header never filled \
-             in, as OpenSM's under umad2sim): its length was lost, only its first record is shown"
-        );
-    }
-    let records = table.records;
+        table(s, &client, &q, mask, false)?
+    };
     let mut text = String::new();
     let mut list = Vec::new();
-    for r in records {
-        if attr == mads::ATTR_NODE_RECORD {
+    for r in &records {
+        let r = &r[..];
+        if record == Record::Node {
             let rec = node_record::Packet::new_checked(r)?;
             let ni = rec.node_info();
-            let desc = mads::desc_text(rec.node_desc().raw());
+            let desc = client::desc_text(rec.node_desc().raw());
             let _ = writeln!(text, "NodeRecord dump:");
             let w = 24;
             let t = "\t\t";
@@ -211,7 +216,7 @@ pub(crate) fn sa_query(s: &Session, a: &SaArgs) -> CmdResult {
             );
             kv(&mut text, t, "port_num", w, ni.local_port_num());
             kv(&mut text, t, "NodeDescription", w, &desc);
-            let mut j = node_info_json(&ni);
+            let mut j = node_info_json(&NodeInfo::parse(&ni)?);
             j["lid"] = json!(rec.lid());
             j["node_desc"] = json!(desc);
             list.push(j);
@@ -238,7 +243,7 @@ pub(crate) fn sa_query(s: &Session, a: &SaArgs) -> CmdResult {
             }));
         }
     }
-    let name = if attr == mads::ATTR_NODE_RECORD {
+    let name = if record == Record::Node {
         "NodeRecord"
     } else {
         "PathRecord"
@@ -266,153 +271,138 @@ fn parse_path(s: &str) -> Result<Vec<u8>, Failure> {
     Ok(v)
 }
 
+/// The attributes `smp-query` prints.
+#[derive(Clone, Copy)]
+enum SmpAttr {
+    NodeInfo,
+    NodeDesc,
+    PortInfo,
+}
+
 pub(crate) fn smp_query(s: &Session, a: &SmpArgs) -> CmdResult {
     let attr = match a.attr.to_ascii_lowercase().as_str() {
-        "nodeinfo" | "ni" => mads::ATTR_NODE_INFO,
-        "nodedesc" | "nd" => mads::ATTR_NODE_DESC,
-        "portinfo" | "pi" => mads::ATTR_PORT_INFO,
+        "nodeinfo" | "ni" => SmpAttr::NodeInfo,
+        "nodedesc" | "nd" => SmpAttr::NodeDesc,
+        "portinfo" | "pi" => SmpAttr::PortInfo,
         other => return Err(Failure::usage(format!("unsupported attribute {other:?}"))),
     };
     let attr_mod = u32::from(a.port_num.unwrap_or(0));
-    let (resp, target) = if a.direct {
-        let path = parse_path(&a.addr)?;
-        let agent = mads::client(&s.port, mads::CLASS_DR, 1, false, 0)?;
-        let req = mads::dr_get(attr, attr_mod, &path, 0x5b00_0001);
-        let r = mads::transact(
-            &s.port,
-            agent,
-            mads::smi_dr(),
-            &req,
-            s.timeout_ms,
-            s.retries,
-        )?;
-        (r, format!("DR path {}", a.addr))
+    let (to, target) = if a.direct {
+        (
+            Target::dr(&parse_path(&a.addr)?),
+            format!("DR path {}", a.addr),
+        )
     } else {
         let lid = addr::resolve_lid(s, &a.addr)?;
-        let agent = mads::client(&s.port, mads::CLASS_LID, 1, false, 0)?;
-        let req = mads::request(mads::CLASS_LID, 1, mads::GET, attr, attr_mod, 0x5b00_0001);
-        let r = mads::transact(
-            &s.port,
-            agent,
-            mads::smi(lid),
-            &req,
-            s.timeout_ms,
-            s.retries,
-        )?;
-        (r, format!("Lid {lid}"))
+        (Target::lid(lid), format!("Lid {lid}"))
     };
-    let status = mads::status(&resp);
-    if status != 0 {
-        return Err(Failure::protocol(format!(
-            "SMP answered status 0x{status:04x}"
-        )));
-    }
-    let smp = smp::Packet::new_checked(&resp[..])?;
-    let d = smp.data();
+    let client = s.client()?;
+    let fail = |e| s.failure("SMP Get", e);
     let mut text = String::new();
     let w = 33;
     let json = match attr {
-        mads::ATTR_NODE_INFO => {
-            let ni = node_info::Packet::new_unchecked(d);
+        SmpAttr::NodeInfo => {
+            let ni: NodeInfo = client.get(&to, attr_mod).map_err(fail)?;
             let _ = writeln!(text, "# Node info: {target}");
-            kv(&mut text, "", "BaseVers:", w, ni.base_version());
-            kv(&mut text, "", "ClassVers:", w, ni.class_version());
+            kv(&mut text, "", "BaseVers:", w, ni.base_version);
+            kv(&mut text, "", "ClassVers:", w, ni.class_version);
             kv(
                 &mut text,
                 "",
                 "NodeType:",
                 w,
-                node_type_name(u8::from(ni.node_type())),
+                node_type_name(u8::from(ni.node_type)),
             );
-            kv(&mut text, "", "NumPorts:", w, ni.num_ports());
+            kv(&mut text, "", "NumPorts:", w, ni.num_ports);
             kv(
                 &mut text,
                 "",
                 "SystemGuid:",
                 w,
-                format_args!("0x{:016x}", ni.sys_image_guid()),
+                format_args!("0x{:016x}", ni.sys_image_guid),
             );
             kv(
                 &mut text,
                 "",
                 "Guid:",
                 w,
-                format_args!("0x{:016x}", ni.node_guid()),
+                format_args!("0x{:016x}", ni.node_guid),
             );
             kv(
                 &mut text,
                 "",
                 "PortGuid:",
                 w,
-                format_args!("0x{:016x}", ni.port_guid()),
+                format_args!("0x{:016x}", ni.port_guid),
             );
-            kv(&mut text, "", "PartCap:", w, ni.partition_cap());
+            kv(&mut text, "", "PartCap:", w, ni.partition_cap);
             kv(
                 &mut text,
                 "",
                 "DevId:",
                 w,
-                format_args!("0x{:04x}", ni.device_id()),
+                format_args!("0x{:04x}", ni.device_id),
             );
             kv(
                 &mut text,
                 "",
                 "Revision:",
                 w,
-                format_args!("0x{:08x}", ni.revision()),
+                format_args!("0x{:08x}", ni.revision),
             );
-            kv(&mut text, "", "LocalPort:", w, ni.local_port_num());
+            kv(&mut text, "", "LocalPort:", w, ni.local_port_num);
             kv(
                 &mut text,
                 "",
                 "VendorId:",
                 w,
-                format_args!("0x{:06x}", ni.vendor_id()),
+                format_args!("0x{:06x}", ni.vendor_id),
             );
             node_info_json(&ni)
         }
-        mads::ATTR_NODE_DESC => {
-            let desc = mads::desc_text(d);
+        SmpAttr::NodeDesc => {
+            let nd: NodeDesc = client.get(&to, attr_mod).map_err(fail)?;
+            let desc = client::desc_text(&nd.raw);
             let _ = writeln!(text, "Node Description:.{}{desc}", ".".repeat(16));
             json!({ "node_desc": desc })
         }
-        _ => {
+        SmpAttr::PortInfo => {
+            let pi: PortInfo = client.get(&to, attr_mod).map_err(fail)?;
             let _ = writeln!(text, "# Port info: {target} port {attr_mod}");
-            let pi = port_info::Packet::new_unchecked(d);
-            let (state, phys) = (pi.port_state_raw(), pi.phys_state_raw());
+            let (state, phys) = (u8::from(pi.port_state), u8::from(pi.phys_state));
             // Byte 31 (LinkWidthActive) as smp-query has always printed it under
             // LocalPort; PortInfo's LocalPortNum is byte 28.
-            let local_port = pi.link_width_active();
+            let local_port = pi.link_width_active;
             kv(
                 &mut text,
                 "",
                 "Mkey:",
                 w,
-                format_args!("0x{:016x}", pi.m_key()),
+                format_args!("0x{:016x}", pi.m_key),
             );
             kv(
                 &mut text,
                 "",
                 "GidPrefix:",
                 w,
-                format_args!("0x{:016x}", pi.gid_prefix()),
+                format_args!("0x{:016x}", pi.gid_prefix),
             );
-            kv(&mut text, "", "Lid:", w, pi.lid());
-            kv(&mut text, "", "SMLid:", w, pi.master_sm_lid());
+            kv(&mut text, "", "Lid:", w, pi.lid);
+            kv(&mut text, "", "SMLid:", w, pi.master_sm_lid);
             kv(
                 &mut text,
                 "",
                 "CapMask:",
                 w,
-                format_args!("0x{:x}", pi.capability_mask()),
+                format_args!("0x{:x}", pi.capability_mask),
             );
             kv(&mut text, "", "LocalPort:", w, local_port);
             kv(&mut text, "", "LinkState:", w, port_state_name(state));
             kv(&mut text, "", "PhysLinkState:", w, phys_state_name(phys));
             json!({
-                "m_key": format!("0x{:016x}", pi.m_key()),
-                "gid_prefix": format!("0x{:016x}", pi.gid_prefix()),
-                "lid": pi.lid(), "sm_lid": pi.master_sm_lid(), "capability_mask": pi.capability_mask(),
+                "m_key": format!("0x{:016x}", pi.m_key),
+                "gid_prefix": format!("0x{:016x}", pi.gid_prefix),
+                "lid": pi.lid, "sm_lid": pi.master_sm_lid, "capability_mask": pi.capability_mask,
                 "local_port_num": local_port, "port_state": state, "port_state_name": port_state_name(state),
                 "phys_state": phys, "phys_state_name": phys_state_name(phys),
             })
