@@ -94,10 +94,13 @@ check_client LD_LIBRARY_PATH "$(env -u VMAD_TRANSPORT LD_LIBRARY_PATH="$libdir" 
 
 step "man pages render"
 export MANPAGER=cat MANWIDTH=80
-man -l "$prefix/share/man/man1/vmad.1" 2>/dev/null | grep -q "Exit status" || fail "vmad.1: no exit status table"
-man -l "$prefix/share/man/man1/vmad.1" 2>/dev/null | grep -q -- "--transport" || fail "vmad.1: no --transport"
-man -l "$prefix/share/man/man1/vmad-discover.1" 2>/dev/null | grep -q -- "--dot" || fail "vmad-discover.1: no --dot"
-man -l "$prefix/share/man/man7/libibumad-vmad.7" 2>/dev/null | grep -q "DIFFERENCES FROM RDMA-CORE" ||
+# Each page whole before grep: `man | grep -q` under pipefail fails whenever grep's early
+# exit (at the match) cuts man off with SIGPIPE.
+page() { man -l "$1" 2>/dev/null; }
+grep -q "Exit status" <<<"$(page "$prefix/share/man/man1/vmad.1")" || fail "vmad.1: no exit status table"
+grep -q -- "--transport" <<<"$(page "$prefix/share/man/man1/vmad.1")" || fail "vmad.1: no --transport"
+grep -q -- "--dot" <<<"$(page "$prefix/share/man/man1/vmad-discover.1")" || fail "vmad-discover.1: no --dot"
+grep -q "DIFFERENCES FROM RDMA-CORE" <<<"$(page "$prefix/share/man/man7/libibumad-vmad.7")" ||
   fail "libibumad-vmad.7 does not render"
 echo "man -l: vmad.1, vmad-discover.1, libibumad-vmad.7: ok"
 
@@ -119,7 +122,7 @@ step "--destdir stages with the real prefix inside"
 scripts/install "${profile[@]}" --destdir "$stage" --prefix /opt/vmad-test >/dev/null
 grep -qx "prefix=/opt/vmad-test" "$stage/opt/vmad-test/lib/vmad/pkgconfig/libibumad.pc" ||
   fail "staged libibumad.pc does not name the real prefix"
-env -u VMAD_TRANSPORT "$stage/opt/vmad-test/bin/with-vmad" "$out/client" | grep -qx "ca vmadsim0" ||
+grep -qx "ca vmadsim0" <<<"$(env -u VMAD_TRANSPORT "$stage/opt/vmad-test/bin/with-vmad" "$out/client")" ||
   fail "staged with-vmad does not find its library"
 scripts/install --uninstall --destdir "$stage" --prefix /opt/vmad-test >/dev/null
 # (The prefix directory itself stays, as it would for /usr/local.)

@@ -63,7 +63,10 @@ cc "${cflags[@]}" -fsanitize=address -fno-omit-frame-pointer -o "$out/cancel-asa
 # wait.c alone, against stand-ins for the Rust side (no library: it defines umad_recv/_poll).
 cc "${cflags[@]}" -fsanitize=address -fno-omit-frame-pointer -o "$out/wait_unit-asan" \
   capi/tests/c/wait_unit.c -lpthread
-if ! ldd "$out/umad_test" | grep -q "libibumad.so.3 => $(cd "$libdir" && pwd)"; then
+# ldd's whole output first: `ldd | grep -q` under pipefail fails whenever grep's early exit
+# (at the match) cuts ldd off with SIGPIPE before its last lines, as it did in a flake hunt.
+deps=$(ldd "$out/umad_test")
+if ! grep -q "libibumad.so.3 => $(cd "$libdir" && pwd)" <<<"$deps"; then
   echo "FAIL: umad_test does not resolve libibumad.so.3 to vmad's library:"
   ldd "$out/umad_test"
   exit 1
