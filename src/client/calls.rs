@@ -6,7 +6,7 @@
 use super::attr::{
     Attribute, Class, ClassPortInfo, NodeInfo, PortCounters, PortCountersExt, SaRecord,
 };
-use super::engine::{Request, Response};
+use super::request::{Request, Response};
 use super::{Client, Pending};
 use crate::types::{MadAddr, GSI_QKEY};
 use crate::wire::mad::{self, MadStatus, Method, MgmtClass};

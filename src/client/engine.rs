@@ -15,6 +15,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, Weak};
 use std::task::Waker;
 use std::time::{Duration, Instant};
 
+use super::{ClientConfig, ClientStats, Request, Response};
 use crate::engine::{AgentId, AgentSpec, Event, SendRequest};
 use crate::port::Port;
 use crate::types::{MadAddr, Qp};
@@ -27,118 +28,6 @@ use crate::{Error, Result};
 const SLICE: Duration = Duration::from_millis(50);
 /// Most messages one receiver turn files before it lets others look.
 const BURST: usize = 64;
-
-/// A client's settings.
-///
-/// The SMP window's default, 64, is where a whole-fabric directed-route walk
-/// stops getting faster on ibsim and on the embedded subnet (1,612 and 3,992 nodes;
-/// on ibsim 256 is slower again): `docs/performance.md`, `scripts/bench-client-windows`.
-/// The per-destination cap showed no trend there (1 to 32), so its default, 8,
-/// follows the field figures (a switch gains nothing beyond 2 to 20 outstanding and
-/// drops VL15 above about 20); the GMP window, 128, is ibdiagnet's, not measured.
-#[derive(Debug, Clone)]
-pub struct ClientConfig {
-    /// Most SMPs (QP0) on the wire at once. Default 64.
-    pub smp_window: usize,
-    /// Most GMPs (QP1: SA, PerfMgt, vendor) on the wire at once. Default 128.
-    pub gmp_window: usize,
-    /// Most requests on the wire to one destination (a LID, or one directed route).
-    /// Default 8.
-    pub per_destination: usize,
-    /// Wait for an answer per attempt, in ms. Default 500.
-    pub timeout_ms: u32,
-    /// Attempts after the first when no answer comes. Default 2.
-    pub retries: u32,
-    /// How often an answer of BUSY is retried (after [`ClientConfig::busy_backoff`],
-    /// doubling each time) before it is returned as the MAD status error. Default 4.
-    pub busy_retries: u32,
-    /// The first BUSY backoff. Default 10 ms.
-    pub busy_backoff: Duration,
-    /// The SA's LID. `None` (default): the port's SM LID.
-    pub sa_lid: Option<u16>,
-    /// SM_Key sent in SA requests. Default 0.
-    pub sm_key: u64,
-    /// M_Key sent in SMPs. Default 0.
-    pub m_key: u64,
-}
-
-impl Default for ClientConfig {
-    fn default() -> Self {
-        ClientConfig {
-            smp_window: 64,
-            gmp_window: 128,
-            per_destination: 8,
-            timeout_ms: 500,
-            retries: 2,
-            busy_retries: 4,
-            busy_backoff: Duration::from_millis(10),
-            sa_lid: None,
-            sm_key: 0,
-            m_key: 0,
-        }
-    }
-}
-
-/// A request of any class, for [`super::Client::submit`]: the typed calls build these.
-#[derive(Debug, Clone)]
-pub struct Request {
-    /// Management class (selects the agent; SMP classes go to QP0).
-    pub class: u8,
-    /// Class version.
-    pub version: u8,
-    /// Whether the class uses RMPP (the answer may be a reassembled multi-MAD message).
-    pub rmpp: bool,
-    /// Vendor OUI for vendor range 2 classes, else 0.
-    pub oui: u32,
-    /// Destination.
-    pub addr: MadAddr,
-    /// The MAD (256 bytes, or an RMPP class header and its data). Its TID is the
-    /// client's: whatever is there is overwritten.
-    pub mad: Vec<u8>,
-    /// Per-attempt wait, ms; `None`: the client's.
-    pub timeout_ms: Option<u32>,
-    /// Resends; `None`: the client's.
-    pub retries: Option<u32>,
-}
-
-/// An answer: who sent it, and the whole message (for RMPP classes, every segment's data).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Response {
-    /// The source.
-    pub addr: MadAddr,
-    /// The message bytes.
-    pub mad: Vec<u8>,
-}
-
-impl Response {
-    /// The MAD status (without a directed-route SMP's D bit).
-    pub fn status(&self) -> mad::MadStatus {
-        let st =
-            mad::Packet::new_checked(&self.mad[..]).map_or(mad::MadStatus(0xffff), |p| p.status());
-        if self.mad.get(1) == Some(&mad::MgmtClass::SubnDirectedRoute.raw()) {
-            mad::MadStatus(st.0 & !smp::DIRECTION_BIT)
-        } else {
-            st
-        }
-    }
-}
-
-/// What a client has done so far.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ClientStats {
-    /// Requests put on the wire (a BUSY retry counts again).
-    pub sent: u64,
-    /// Requests that got an answer (whatever its status).
-    pub answered: u64,
-    /// Requests that timed out or failed.
-    pub failed: u64,
-    /// Answers of BUSY that were retried.
-    pub busy_retries: u64,
-    /// The most requests on the wire at once: [SMPs, GMPs].
-    pub max_on_wire: [usize; 2],
-    /// The most requests on the wire at once to one destination.
-    pub max_to_one_destination: usize,
-}
 
 /// Where a request stands.
 enum Phase {

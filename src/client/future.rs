@@ -5,7 +5,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use super::engine::{Inner, Response};
+use super::engine::Inner;
+use super::request::Response;
 use crate::Result;
 
 /// Turns the raw answer into the typed one.

@@ -55,16 +55,19 @@
 
 mod attr;
 mod calls;
+mod config;
 mod engine;
 mod future;
+mod request;
 
 pub use self::attr::{
     Attribute, Class, ClassPortInfo, GuidInfo, Lft, Mft, NodeDesc, NodeInfo, PKeyTable,
     PortCounters, PortCountersExt, PortInfo, SaRecord, SmInfo, SwitchInfo,
 };
 pub use self::calls::{Table, Target};
-pub use self::engine::{ClientConfig, ClientStats, Request, Response};
+pub use self::config::{ClientConfig, ClientStats};
 pub use self::future::Pending;
+pub use self::request::{Request, Response};
 
 use std::sync::Arc;
 
