@@ -495,7 +495,13 @@ fn discover_on_ibsim_matches_ibnetdiscover(topology: &str, nodes: usize, links: 
     );
     drop(f);
     // ibsim loads vmad's output; ibnetdiscover on it sees the same fabric.
-    let dir = crate::pcap::scratch("discover-ibsim");
+    // A directory of this topology's own: the ft234 and ft1612 tests run at once, and a
+    // shared one let one test's ibsim load the other's file.
+    let stem = std::path::Path::new(topology)
+        .file_stem()
+        .unwrap()
+        .to_string_lossy();
+    let dir = crate::pcap::scratch(&format!("discover-ibsim-{stem}"));
     let file = dir.join("vmad.net");
     std::fs::write(&file, &text).unwrap();
     let again = Ibsim::start_file(&file, &[]);
