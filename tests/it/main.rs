@@ -5,6 +5,7 @@ mod access;
 #[cfg(feature = "cli")]
 mod cli;
 mod cli_perf;
+mod close_sends;
 mod counters;
 mod dead_transport;
 mod dr_walk;
