@@ -106,8 +106,29 @@ fn turn_pass(shared: &Shared, io: &mut Io, receive: bool, now: Instant) -> (bool
         engine.handle_timeout(now);
     }
     drop(core);
+    let (sent, failed) = transmit_queued(shared, io, now);
+    let mut core = shared.lock();
+    let deadline = core.engine.poll_timeout();
+    if let Some(why) = failed {
+        core.fail(why);
+        shared.ready.notify_all();
+        return (false, None);
+    }
+    // Delivered after the sends: what a message's arrival queued (the ACK of an RMPP
+    // transfer's last segment) is on the wire before its receiver can close the port.
+    // (What another thread's turn settled meanwhile it has told its waiters about.)
+    if core.engine.pending_events() != 0 {
+        settle(shared, &mut core);
+    }
+    (received + sent > 0, deadline)
+}
+
+/// Hand the engine's queued MADs to the transport until it has no free slot or the
+/// engine nothing to send: how many it took, and why the transport failed, if it did.
+fn transmit_queued(shared: &Shared, io: &mut Io, now: Instant) -> (usize, Option<String>) {
+    let cap = &mut io.capture;
+    let transport = &mut io.transport;
     let mut sent = 0usize;
-    let mut failed = None;
     // With a capture, a MAD is recorded once the transport has taken it: it then says
     // which QP it left from (the hybrid transport picks one per MAD).
     let capturing = cap.is_some();
@@ -132,31 +153,35 @@ fn turn_pass(shared: &Shared, io: &mut Io, receive: bool, now: Instant) -> (bool
         }
         match more {
             Ok(true) => sent += 1,
-            Ok(false) => break,
+            Ok(false) => return (sent, None),
             Err(e) if is_transient(&e) => {
                 vmad_debug!(target: "vmad::transport", error = %e, "transmit failed");
-                break;
+                return (sent, None);
             }
-            Err(e) => {
-                failed = Some(format!("send failed: {e}"));
-                break;
-            }
+            Err(e) => return (sent, Some(format!("send failed: {e}"))),
         }
     }
+}
+
+/// Before an open closes: put what its sends queued on the wire (the kernel's `write()`
+/// posts a MAD before it returns, so a close after it never loses it). Only transmits:
+/// nothing is received, no timer runs, no event is handed out. Returns the engine's
+/// next deadline (a request's timer starts when it is sent).
+pub(super) fn flush(shared: &Shared, io: &mut Io) -> Option<Instant> {
+    {
+        let core = shared.lock();
+        if core.closed || core.failed.is_some() {
+            return None;
+        }
+    }
+    let (_, failed) = transmit_queued(shared, io, shared.now());
     let mut core = shared.lock();
-    let deadline = core.engine.poll_timeout();
     if let Some(why) = failed {
         core.fail(why);
         shared.ready.notify_all();
-        return (false, None);
+        return None;
     }
-    // Delivered after the sends: what a message's arrival queued (the ACK of an RMPP
-    // transfer's last segment) is on the wire before its receiver can close the port.
-    // (What another thread's turn settled meanwhile it has told its waiters about.)
-    if core.engine.pending_events() != 0 {
-        settle(shared, &mut core);
-    }
-    (received + sent > 0, deadline)
+    core.engine.poll_timeout()
 }
 
 /// Hand the engine's new events to the opens and tell their waiters.

@@ -485,30 +485,46 @@ impl Port {
             .ok_or(Error::InvalidPort)
     }
 
-    /// Close this open: its agents are unregistered, its queued messages dropped and its
+    /// Close this open: what its sends queued is put on the wire first (as the kernel's
+    /// `write()` posts a MAD before it returns, a send is never lost to a close after
+    /// it), then its agents are unregistered, its queued messages dropped and its
     /// waiting receivers fail with EINVAL. The last open's close stops the port thread
     /// and releases the transport. Idempotent.
+    ///
+    /// Only what the transport takes now is sent: MADs beyond its free send slots (the
+    /// verbs transport's 128) are dropped with the agents, as the kernel's unregister
+    /// flushes its overflow list; an RMPP transfer stops where its window stands.
     pub fn close(&self) {
-        let mut gone = Vec::new();
+        // First the open leaves the table, so that no send of it is accepted after the
+        // flush (they fail with EINVAL); its agents stay registered through the flush,
+        // as the engine drops what an unregistered agent queued.
+        // The close that empties the table ends the port: after its flush, which sends
+        // what every open queued, whoever closes at the same time included.
         let last = {
             let mut core = self.shared.lock();
-            if core.opens.remove(&self.key).is_some() {
-                for slot in 0..core.owners.len() {
-                    if core.owners[slot] == Some(self.key) {
-                        core.owners[slot] = None;
-                        let agent = AgentId(slot as u32);
-                        gone.extend(core.engine.hi_tid(agent));
-                        // Registered by this open, so known to the engine.
-                        let _ = core.engine.unregister(agent);
-                    }
+            if core.opens.remove(&self.key).is_none() {
+                // Closed before (or by another thread now, which finishes it).
+                return;
+            }
+            core.opens.is_empty()
+        };
+        self.shared.flush();
+        let mut gone = Vec::new();
+        {
+            let mut core = self.shared.lock();
+            for slot in 0..core.owners.len() {
+                if core.owners[slot] == Some(self.key) {
+                    core.owners[slot] = None;
+                    let agent = AgentId(slot as u32);
+                    gone.extend(core.engine.hi_tid(agent));
+                    // Registered by this open, so known to the engine.
+                    let _ = core.engine.unregister(agent);
                 }
             }
-            let last = core.opens.is_empty();
             if last {
                 core.closed = true;
             }
-            last
-        };
+        }
         self.shared.ready.notify_all();
         if !last {
             for hi_tid in gone {

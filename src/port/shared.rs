@@ -6,7 +6,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant as Clock};
 
-use super::driver::turn;
+use super::driver::{flush, turn};
 use super::opens::Core;
 use super::ready::Ready;
 use super::spin::SpinPolicy;
@@ -109,6 +109,15 @@ impl Shared {
                 }
             };
             return io.as_mut().map(f);
+        }
+    }
+
+    /// Put every MAD the engine has queued on the wire now, waiting for the transport if
+    /// another thread holds it (see [`flush`]).
+    pub(super) fn flush(&self) {
+        let deadline = self.with_io(|io| flush(self, io)).flatten();
+        if let Some(r) = &self.fdwait {
+            r.deadline_moved(deadline);
         }
     }
 

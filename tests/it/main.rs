@@ -7,6 +7,7 @@ mod client_opensm;
 #[cfg(feature = "cli")]
 mod cli;
 mod cli_perf;
+mod close_sends;
 mod counters;
 mod dead_transport;
 mod discover;

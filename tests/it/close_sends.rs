@@ -1,0 +1,191 @@
+//! A MAD that `send` accepted is on the wire after a close that follows it, as the
+//! kernel's `write()` on the umad device posts it before it returns (a server sends
+//! its answer, then closes its port).
+//!
+//! The send must find the transport busy, so that it leaves the MAD to whoever holds
+//! it: the port's transport is wrapped in one whose `reread_attrs` (run under the I/O
+//! lock by [`Port::refresh_attrs`]) holds the lock until the test lets go, which it
+//! does only once the close has begun (the open reports itself closed). Before the
+//! fix, the close dropped the MAD: the agent's queued MADs went with it, or the port
+//! thread, finding the port closed, never turned again.
+
+use std::io;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crossbeam_channel::{Receiver, Sender};
+use vmad::engine::{RecvMeta, Transmit};
+use vmad::transport::{Caps, PortAttrs, Transport, Waker};
+use vmad::umad::{AgentSpec, Event, Port, PortConfig, SendRequest};
+use vmad::wire::mad::MgmtClass;
+use vmad::wire::MAD_SIZE;
+
+use crate::util::*;
+
+const PERF: u8 = 0x04;
+const GET: u8 = 0x01;
+const GET_RESP: u8 = 0x81;
+
+/// The fabric's transport, counting the MADs it sends, whose `reread_attrs` signals
+/// `holding` and then waits for `release` (with the I/O lock held).
+struct Held {
+    inner: Box<dyn Transport>,
+    holding: Sender<()>,
+    release: Receiver<()>,
+    sent: Arc<AtomicUsize>,
+}
+
+impl Transport for Held {
+    fn caps(&self) -> Caps {
+        self.inner.caps()
+    }
+    fn attrs(&self) -> &PortAttrs {
+        self.inner.attrs()
+    }
+    fn recv_burst(
+        &mut self,
+        max: usize,
+        sink: &mut dyn FnMut(RecvMeta, &[u8]),
+    ) -> io::Result<usize> {
+        self.inner.recv_burst(max, sink)
+    }
+    fn transmit(
+        &mut self,
+        fill: &mut dyn FnMut(&mut [u8; MAD_SIZE]) -> Option<Transmit>,
+    ) -> io::Result<bool> {
+        let sent = self.inner.transmit(fill)?;
+        if sent {
+            self.sent.fetch_add(1, Ordering::SeqCst);
+        }
+        Ok(sent)
+    }
+    fn wait(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+        self.inner.wait(timeout)
+    }
+    fn waker(&self) -> Option<Waker> {
+        self.inner.waker()
+    }
+    fn clock(&self) -> Option<Arc<dyn vmad::clock::Clock>> {
+        self.inner.clock()
+    }
+    fn register_agent(&mut self, spec: &AgentSpec, hi_tid: u32) -> vmad::Result<()> {
+        self.inner.register_agent(spec, hi_tid)
+    }
+    fn unregister_agent(&mut self, hi_tid: u32) {
+        self.inner.unregister_agent(hi_tid);
+    }
+    fn reread_attrs(&mut self) -> vmad::Result<()> {
+        let _ = self.holding.send(());
+        let _ = self.release.recv();
+        self.inner.reread_attrs()
+    }
+}
+
+fn perf_agent(methods: u64) -> AgentSpec {
+    AgentSpec {
+        qp: vmad::types::Qp::Gsi,
+        mgmt_class: MgmtClass::from(PERF),
+        class_version: 1,
+        rmpp_version: 0,
+        method_mask: [methods, 0],
+        oui: 0,
+        user_rmpp: false,
+    }
+}
+
+/// A client on `{prefix}1` asks the server on `{prefix}0` (the held transport); the
+/// server answers and closes at once (with another open of its port kept, when
+/// `keep_another`); the client gets the answer.
+fn answer_then_close(prefix: &str, keep_another: bool) {
+    let (n0, n1) = (format!("{prefix}0"), format!("{prefix}1"));
+    // Virtual time: the client's request never times out while the test runs.
+    let clock = vmad::clock::VirtualClock::new();
+    let fabric = vmad::subnet::Fabric::builder()
+        .clock(clock)
+        .ca(&n0)
+        .ca(&n1)
+        .link(&n0, 1, &n1, 1)
+        .build()
+        .unwrap();
+    let (holding_tx, holding) = crossbeam_channel::unbounded();
+    let (release, release_rx) = crossbeam_channel::unbounded();
+    let sent = Arc::new(AtomicUsize::new(0));
+    let held = Held {
+        inner: vmad::transport::registry::open(&n0, 1).unwrap(),
+        holding: holding_tx,
+        release: release_rx,
+        sent: sent.clone(),
+    };
+    let server = Arc::new(Port::open(Box::new(held), PortConfig::default()).unwrap());
+    let other = keep_another.then(|| server.open_again().unwrap());
+    let client = Port::open(
+        vmad::transport::registry::open(&n1, 1).unwrap(),
+        PortConfig::default(),
+    )
+    .unwrap();
+    let s_agent = server.register(perf_agent(1 << GET)).unwrap();
+    let c_agent = client.register(perf_agent(0)).unwrap();
+
+    let get = gmp_mad(PERF, 1, GET, 0x77, 0x10);
+    let req = SendRequest {
+        addr: gsi(1),
+        mad: &get,
+        timeout_ms: 1000,
+        retries: 0,
+    };
+    client.send(c_agent, req).unwrap();
+    let Event::Recv { addr, mad, .. } = server.recv(None).unwrap() else {
+        panic!("the server got no request");
+    };
+
+    // The transport busy: the answer is left queued for its holder.
+    let holder = {
+        let server = server.clone();
+        std::thread::spawn(move || server.refresh_attrs().map(|_| ()))
+    };
+    holding.recv().unwrap();
+    let before = sent.load(Ordering::SeqCst);
+    let mut resp = [0u8; 256];
+    resp.copy_from_slice(&mad[..256]);
+    resp[3] = GET_RESP;
+    let answer = SendRequest {
+        addr,
+        mad: &resp,
+        timeout_ms: 0,
+        retries: 0,
+    };
+    server.send(s_agent, answer).unwrap();
+    let closer = {
+        let server = server.clone();
+        std::thread::spawn(move || server.close())
+    };
+    while server.is_open() {
+        std::thread::yield_now();
+    }
+    release.send(()).unwrap();
+    closer.join().unwrap();
+    holder.join().unwrap().unwrap();
+    assert_eq!(
+        sent.load(Ordering::SeqCst),
+        before + 1,
+        "the answer left the port before its close returned"
+    );
+    let Event::Recv { mad, .. } = client.recv(None).unwrap() else {
+        panic!("the client got a timeout report, not the answer");
+    };
+    assert_eq!((mad[3], be64(&mad, 8) & 0xffff_ffff), (GET_RESP, 0x77));
+    drop(other);
+    drop(client);
+    fabric.unregister();
+}
+
+#[test]
+fn an_answer_sent_before_the_last_close_is_transmitted() {
+    answer_then_close("ucsl", false);
+}
+
+#[test]
+fn an_answer_sent_before_a_close_that_leaves_another_open_is_transmitted() {
+    answer_then_close("ucso", true);
+}
