@@ -10,6 +10,8 @@
 //! wait-up [MS]              answers once the subnet is up (default 10000 ms)
 //! wait-clients N [MS]       answers once exactly N clients are attached
 //! wait-delivered N [MS]     answers once some client has been handed N MADs
+//! hold N|none               each client is handed at most N MADs in all; the rest wait
+//!                           (in order) until `hold none` (or a higher N) lets them go
 //! stop                      the server closes every port and exits
 //! ```
 //!
@@ -231,8 +233,20 @@ fn command(shared: &Shared, words: &[&str]) -> Result<String> {
             })?;
             Ok(n.to_string())
         }
+        "hold" => {
+            let limit = match words.get(1).copied() {
+                Some("none") => u64::MAX,
+                _ => count_arg(words)?,
+            };
+            shared.hold.store(limit, Ordering::Relaxed);
+            let st = lock(&shared.state);
+            for c in st.clients.values() {
+                c.out.set_hold(limit);
+            }
+            Ok(String::new())
+        }
         _ => Err(Error::InvalidArgument(
-            "commands: status, clients, link, faults, counters, sweep, wait-up, wait-clients, wait-delivered, stop",
+            "commands: status, clients, link, faults, counters, sweep, wait-up, wait-clients, wait-delivered, hold, stop",
         )),
     }
 }
