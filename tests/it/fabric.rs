@@ -318,8 +318,16 @@ fn fabric_link_down_under_traffic_is_silence_then_answers_again() {
     }
     let down = s.ctl(&["counters", "H3", "1"]);
     assert!(down.contains("state=1"), "{down}");
+    // `wait-up all` (every CA port with a link Active) does not hold now: asked to wait
+    // 0 ms, it looks once and says so.
+    let not_all = s
+        .client(&["fabric", "ctl", "wait-up", "all", "0"])
+        .output()
+        .unwrap();
+    assert!(!not_all.status.success());
     s.ctl(&["link", "H3", "1", "up"]);
-    s.ctl(&["wait-up"]);
+    // small.net: four CAs, one linked port each; the SM's sweep brings H3 back.
+    assert_eq!(s.ctl(&["wait-up", "all"]).trim(), "up 4 ports");
     // The port's thread walks its requests through the fabric in order, and answers
     // leave in that order: once request 41's answer is in, every earlier request was
     // answered or dropped. Only some of those in flight at `link down` may be answered.
