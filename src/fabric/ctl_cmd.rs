@@ -7,9 +7,13 @@
 //! faults NODE PORT SPEC     loss=P,dup=P,reorder=P,corrupt=P,delay_us=N,seed=N or none
 //! counters NODE PORT        the link's frames and faults, the port's refusals and state
 //! sweep                     the built-in SM sweeps again
-//! wait-up [MS]              answers once the subnet is up (default 10000 ms)
+//! wait-up [all] [MS]        answers once the subnet is up (default 10000 ms); with
+//!                           `all`, once every CA port with a link is Active (an SM's
+//!                           sweep, the built-in one's or a client's, has finished)
 //! wait-clients N [MS]       answers once exactly N clients are attached
 //! wait-delivered N [MS]     answers once some client has been handed N MADs
+//! hold N|none               each client is handed at most N MADs in all; the rest wait
+//!                           (in order) until `hold none` (or a higher N) lets them go
 //! stop                      the server closes every port and exits
 //! ```
 //!
@@ -134,6 +138,22 @@ fn is_up(shared: &Shared) -> bool {
     shared.fabric.port_state(&shared.default_ca, 1) == Some(4)
 }
 
+/// Every CA port that has a link: what an SM's sweep brings to Active.
+fn linked_ca_ports(fabric: &crate::subnet::Fabric) -> Vec<(String, u8)> {
+    let mut out = Vec::new();
+    for ca in fabric.ca_names() {
+        for port in 1..=u8::MAX {
+            if fabric.port_state(&ca, port).is_none() {
+                break;
+            }
+            if fabric.link_stats(&ca, port).is_some() {
+                out.push((ca.clone(), port));
+            }
+        }
+    }
+    out
+}
+
 fn command(shared: &Shared, words: &[&str]) -> Result<String> {
     let fabric = &shared.fabric;
     match words.first().copied().unwrap_or("") {
@@ -210,6 +230,13 @@ fn command(shared: &Shared, words: &[&str]) -> Result<String> {
             let s = fabric.sweep()?;
             Ok(format!("{s:?}"))
         }
+        "wait-up" if words.get(1) == Some(&"all") => {
+            let ports = linked_ca_ports(fabric);
+            wait_until(words.get(2), "some CA port is not Active", || {
+                ports.iter().all(|(n, p)| fabric.port_state(n, *p) == Some(4))
+            })?;
+            Ok(format!("up {} ports", ports.len()))
+        }
         "wait-up" => {
             wait_until(words.get(1), "the subnet is not up", || is_up(shared))?;
             Ok("up".into())
@@ -231,8 +258,20 @@ fn command(shared: &Shared, words: &[&str]) -> Result<String> {
             })?;
             Ok(n.to_string())
         }
+        "hold" => {
+            let limit = match words.get(1).copied() {
+                Some("none") => u64::MAX,
+                _ => count_arg(words)?,
+            };
+            shared.hold.store(limit, Ordering::Relaxed);
+            let st = lock(&shared.state);
+            for c in st.clients.values() {
+                c.out.set_hold(limit);
+            }
+            Ok(String::new())
+        }
         _ => Err(Error::InvalidArgument(
-            "commands: status, clients, link, faults, counters, sweep, wait-up, wait-clients, wait-delivered, stop",
+            "commands: status, clients, link, faults, counters, sweep, wait-up, wait-clients, wait-delivered, hold, stop",
         )),
     }
 }

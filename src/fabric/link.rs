@@ -47,6 +47,10 @@ pub(crate) struct ClientOut {
     pub(crate) delivered: AtomicU64,
     /// MADs the client sent.
     pub(crate) sent: AtomicU64,
+    /// The most MADs the client is handed (`ctl hold`); later ones wait in `held`,
+    /// in order, until the limit is lifted.
+    pub(crate) hold: AtomicU64,
+    held: Mutex<VecDeque<Box<[u8]>>>,
 }
 
 impl ClientOut {
@@ -59,7 +63,38 @@ impl ClientOut {
             stalled: AtomicBool::new(false),
             delivered: AtomicU64::new(0),
             sent: AtomicU64::new(0),
+            hold: AtomicU64::new(u64::MAX),
+            held: Mutex::default(),
         }
+    }
+
+    /// Hand `pkt` to the client, or hold it while the client has had its `hold`.
+    /// False when it was lost (see [`ClientOut::send`]).
+    pub(crate) fn hand(&self, pkt: &[u8]) -> bool {
+        let mut held = super::lock(&self.held);
+        // What was held goes first: the client sees its MADs in the fabric's order.
+        self.hand_held(&mut held);
+        if !held.is_empty()
+            || self.delivered.load(Ordering::Relaxed) >= self.hold.load(Ordering::Relaxed)
+        {
+            held.push_back(pkt.into());
+            return true;
+        }
+        self.send(pkt)
+    }
+
+    fn hand_held(&self, held: &mut VecDeque<Box<[u8]>>) {
+        while self.delivered.load(Ordering::Relaxed) < self.hold.load(Ordering::Relaxed) {
+            let Some(p) = held.pop_front() else { break };
+            let _ = self.send(&p);
+        }
+    }
+
+    /// Set the client's limit (`u64::MAX`: none) and hand out what it now allows.
+    pub(crate) fn set_hold(&self, limit: u64) {
+        let mut held = super::lock(&self.held);
+        self.hold.store(limit, Ordering::Relaxed);
+        self.hand_held(&mut held);
     }
 
     /// Send one datagram; a client whose queue stays full loses it (a MAD lost on the
@@ -195,7 +230,7 @@ fn run(
                     continue;
                 };
                 let pkt = to_client(meta, mad, *len, own_lid);
-                if !to.send(&pkt[..]) && to.dead.load(Ordering::Relaxed) {
+                if !to.hand(&pkt[..]) && to.dead.load(Ordering::Relaxed) {
                     lost = true;
                 }
             }
@@ -362,6 +397,31 @@ mod tests {
         m[25] = rmpp_type;
         m[26] = 0x01 << 4 | 0x01; // RRespTime, Active
         m
+    }
+
+    #[test]
+    fn a_held_client_gets_its_limit_then_the_rest_in_order_once_released() {
+        let (a, b) = UnixDatagram::pair().unwrap();
+        b.set_nonblocking(true).unwrap();
+        let c = ClientOut::new(1, a, false);
+        c.set_hold(2);
+        for i in 0..5u8 {
+            assert!(c.hand(&[i]));
+        }
+        let mut got = Vec::new();
+        let mut buf = [0u8; 4];
+        while let Ok(n) = b.recv(&mut buf) {
+            got.extend_from_slice(&buf[..n]);
+        }
+        assert_eq!(got, [0, 1]);
+        c.set_hold(3);
+        assert!(c.hand(&[5]));
+        c.set_hold(u64::MAX);
+        assert!(c.hand(&[6]));
+        while let Ok(n) = b.recv(&mut buf) {
+            got.extend_from_slice(&buf[..n]);
+        }
+        assert_eq!(got, [0, 1, 2, 3, 4, 5, 6]);
     }
 
     fn slot_of(c: Option<&Arc<ClientOut>>) -> Option<u16> {

@@ -119,6 +119,8 @@ pub(crate) struct Shared {
     /// Control connections that asked to stop: closed last, so their `read` returns
     /// once everything is down.
     pub(crate) stoppers: Mutex<Vec<std::os::unix::net::UnixStream>>,
+    /// `ctl hold`: the most MADs a client (one attached now or later) is handed.
+    pub(crate) hold: std::sync::atomic::AtomicU64,
 }
 
 impl Shared {
@@ -197,6 +199,7 @@ impl Server {
             stop: AtomicBool::new(false),
             wake_tx,
             stoppers: Mutex::default(),
+            hold: std::sync::atomic::AtomicU64::new(u64::MAX),
         });
         Ok(Server {
             shared,

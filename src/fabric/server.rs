@@ -388,6 +388,7 @@ fn connect(shared: &Arc<Shared>, req: &CtlRepr, from: &[u8], pid: i32) -> Option
         e.insert(PortLink::start(t, notify));
     }
     let out = Arc::new(ClientOut::new(slot, sock, info.issm));
+    out.set_hold(shared.hold.load(std::sync::atomic::Ordering::Relaxed));
     if let Some(p) = st.ports.get(&(node.clone(), port)) {
         lock(&p.clients).push(out.clone());
     }

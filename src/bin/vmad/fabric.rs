@@ -31,7 +31,8 @@ enum FabricCmd {
     /// Stop the server $VMAD_FABRIC (or --socket) names; prints the `unset` for eval.
     Down(SocketArg),
     /// Control a running server: status, clients, link NODE PORT up|down, faults NODE PORT SPEC,
-    /// counters NODE PORT, sweep, wait-up [MS], stop.
+    /// counters NODE PORT, sweep, wait-up [all] [MS], wait-clients N [MS], wait-delivered N [MS],
+    /// hold N|none, stop (docs/fabric.md).
     Ctl(CtlArgs),
 }
 
