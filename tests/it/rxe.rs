@@ -424,4 +424,6 @@ fn rxe_ipv4_mapped_gids_answer_requests_but_stall_kernel_rmpp() {
 
 mod caller;
 mod faults;
+#[cfg(all(feature = "kernel", feature = "roce"))]
+mod rmpp_faults;
 mod sends;

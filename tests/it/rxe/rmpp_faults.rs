@@ -1,0 +1,310 @@
+//! Faults in the middle of a 1 MiB RMPP transfer, on each host transport
+//! (`kernel`, `hybrid`, `verbs`): the peer (the kernel's agent `umad_agent`, a
+//! child process on rxe1) killed with SIGKILL, and rxe0's link taken down, each
+//! while vmad sends 1 MiB and while it receives 1 MiB. Each case ends the
+//! request with an answer or ETIMEDOUT (never a hang), the engine's footprint
+//! (transactions, sessions, buffers, timers, events) returns to zero, and
+//! traffic resumes (a restarted peer, the link back up) on the same port.
+//!
+//! "In the middle" is made certain by events: the fault comes once rxe0's own
+//! packet counters (`hw_counters/sent_pkts`, `rcvd_pkts`) show 64 packets of the
+//! transfer gone out or come in, and the transfer must then not complete (1 MiB
+//! is about 4,800 segments). Nothing waits for time.
+
+use std::io::Write;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use vmad::engine::rmpp::RmppConfig;
+use vmad::engine::{AgentId, EngineConfig, Event, Footprint};
+use vmad::port::audit::PortAudit;
+use vmad::port::{Port, PortConfig};
+use vmad::transport::hybrid::HybridTransport;
+use vmad::transport::kernel::sysfs::Sysfs;
+use vmad::transport::kernel::KernelTransport;
+use vmad::transport::verbs::{VerbsConfig, VerbsTransport};
+use vmad::transport::Transport;
+use vmad::types::MadAddr;
+
+use super::super::kernel_peer::*;
+
+const SIZE: usize = 1 << 20;
+/// Packets of the transfer seen on rxe0 before the fault.
+const UNDER_WAY: u64 = 64;
+
+#[derive(Debug, Clone, Copy)]
+enum Via {
+    Kernel,
+    Hybrid,
+    Verbs,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Dir {
+    /// vmad sends 1 MiB (Set, RMPP), the peer reassembles it.
+    Send,
+    /// vmad asks for 1 MiB (Get), the peer's kernel sends it with RMPP.
+    Receive,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Fault {
+    KillPeer,
+    LinkDown,
+}
+
+/// A port on rxe0 through `via`, with an RMPP receive limit of 10 s (not the
+/// kernel's 40 s) so that an abandoned reassembly ends soon; and where the peer is.
+fn open(via: Via) -> (Port, MadAddr) {
+    let config = PortConfig {
+        engine: EngineConfig {
+            rmpp: RmppConfig {
+                total_timeout: Duration::from_secs(10),
+                linger: Duration::from_secs(1),
+                ..RmppConfig::default()
+            },
+            ..EngineConfig::default()
+        },
+        ..PortConfig::default()
+    };
+    let dev = env("RXE0_DEV");
+    let t: Box<dyn Transport> = match via {
+        Via::Kernel => Box::new(KernelTransport::open(&Sysfs::host(), &dev, 1).expect("kernel")),
+        Via::Hybrid => Box::new(HybridTransport::open(&Sysfs::host(), &dev, 1).expect("hybrid")),
+        Via::Verbs => Box::new(
+            VerbsTransport::open(VerbsConfig {
+                device: Some(dev),
+                ..Default::default()
+            })
+            .expect("verbs"),
+        ),
+    };
+    let mut to = dest(gid("RXE1_GID"), 1);
+    if !matches!(via, Via::Verbs) {
+        if let Some(g) = to.grh.as_mut() {
+            g.gid_index = env("RXE0_GID_INDEX").parse().expect("a GID index");
+        }
+    }
+    (Port::open(t, config).expect("port"), to)
+}
+
+/// One of rxe0's packet counters (rdma_rxe counts every packet, QP1's included).
+fn rxe0_packets(name: &str) -> u64 {
+    let path = format!(
+        "/sys/class/infiniband/{}/ports/{}/hw_counters/{name}",
+        env("RXE0_DEV"),
+        env("RXE0_PORT")
+    );
+    std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{path}: {e}"))
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// Wait (polling rxe0's counter, no sleeping) until `n` more packets went the
+/// transfer's way than `from`.
+fn until_under_way(counter: &str, from: u64) {
+    let limit = Instant::now() + Duration::from_secs(60);
+    while rxe0_packets(counter) < from + UNDER_WAY {
+        assert!(
+            Instant::now() < limit,
+            "the transfer never got under way: {counter} {} from {from}",
+            rxe0_packets(counter)
+        );
+        std::thread::yield_now();
+    }
+}
+
+/// Drive `port` until its footprint is zero (the port thread runs the timers;
+/// a limit only a leak reaches), and check its invariants.
+fn footprint_returns_to_zero(port: &Port, what: &str) {
+    let limit = Instant::now() + Duration::from_secs(60);
+    while port.footprint() != Footprint::default() {
+        assert!(
+            Instant::now() < limit,
+            "{what}: the footprint stays at {:?}",
+            port.footprint()
+        );
+        let _ = port.poll(Some(Duration::from_millis(50)));
+    }
+    port.check_invariants().expect("engine invariants");
+}
+
+/// Start the transfer of `dir` with `tid` (after reading the counter it moves).
+fn start(port: &Port, a: AgentId, to: MadAddr, dir: Dir, tid: u64) -> (&'static str, u64) {
+    let counter = match dir {
+        Dir::Send => "sent_pkts",
+        Dir::Receive => "rcvd_pkts",
+    };
+    let from = rxe0_packets(counter);
+    let m = match dir {
+        Dir::Send => {
+            let data: Vec<u8> = (0..SIZE).map(pattern).collect();
+            mad(0x30, 0x02, tid, ECHO, SIZE as u32, true, &data)
+        }
+        Dir::Receive => mad(0x30, 0x01, tid, ECHO, SIZE as u32, false, &[]),
+    };
+    request(port, a, to, &m, 3000, 0);
+    (counter, from)
+}
+
+/// How the faulted request ended: it must end, and not with the whole transfer done.
+fn outcome(port: &Port, dir: Dir, tid: u64) -> &'static str {
+    match recv(port, Duration::from_secs(120)) {
+        Event::SendTimedOut { header, .. } => {
+            assert_eq!(tid_of(&header) & 0xffff_ffff, tid);
+            "ETIMEDOUT"
+        }
+        Event::Recv { mad, .. } => {
+            assert_eq!(tid_of(&mad) & 0xffff_ffff, tid);
+            let status = u16::from_be_bytes([mad[4], mad[5]]);
+            let complete = match dir {
+                Dir::Send => {
+                    status == 0
+                        && mad.len() > VENDOR_HDR + 4
+                        && mad[VENDOR_HDR..VENDOR_HDR + 4] == (SIZE as u32).to_be_bytes()
+                }
+                Dir::Receive => mad.len() == VENDOR_HDR + SIZE,
+            };
+            assert!(
+                !complete,
+                "the whole transfer completed: the fault was not in its middle"
+            );
+            "an error answer"
+        }
+    }
+}
+
+/// A 2 KiB RMPP Get answered: traffic flows again.
+fn traffic_resumes(port: &Port, a: AgentId, to: MadAddr, tid: u64) {
+    request(
+        port,
+        a,
+        to,
+        &mad(0x30, 0x01, tid, ECHO, 2048, false, &[]),
+        2000,
+        5,
+    );
+    let (_, resp) = recv_mad(port, Duration::from_secs(60));
+    assert_eq!(tid_of(&resp) & 0xffff_ffff, tid);
+    assert_eq!(resp.len(), VENDOR_HDR + 2048);
+    assert_eq!(off_pattern_at(&resp[VENDOR_HDR..]), None);
+}
+
+/// Takes rxe0's link down when told, through a shell started beforehand (so that
+/// the fault follows the event closely); puts the link back up when dropped, so
+/// that a failed case does not take the next ones with it.
+struct LinkDown(Option<Child>, bool);
+
+impl LinkDown {
+    fn armed() -> LinkDown {
+        sh("echo 1 > /proc/sys/net/ipv6/conf/veth0/keep_addr_on_down");
+        let child = Command::new("sh")
+            .args(["-c", "read _ && ip link set veth0 down"])
+            .stdin(Stdio::piped())
+            .spawn()
+            .expect("sh");
+        LinkDown(Some(child), false)
+    }
+
+    fn now(&mut self) {
+        let mut child = self.0.take().expect("armed");
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(b"go\n")
+            .expect("tell sh");
+        self.1 = true;
+        assert!(child.wait().unwrap().success(), "ip link set veth0 down");
+    }
+
+    fn up(&mut self) {
+        if std::mem::take(&mut self.1) {
+            sh("ip link set veth0 up");
+            restore_routes();
+        }
+    }
+}
+
+impl Drop for LinkDown {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        if self.1 {
+            let _ = Command::new("sh")
+                .args(["-c", "ip link set veth0 up"])
+                .status();
+            restore_routes();
+        }
+    }
+}
+
+fn case(via: Via, dir: Dir, fault: Fault) {
+    let _g = serial();
+    let mut agent = Some(KernelAgent::start("RXE1_DEV", "RXE1_PORT"));
+    let mut link = matches!(fault, Fault::LinkDown).then(LinkDown::armed);
+    let (port, to) = open(via);
+    let a = port.register(spec(0x30, true, &[])).unwrap();
+    // The path works before the fault.
+    traffic_resumes(&port, a, to, 0x5000);
+    footprint_returns_to_zero(&port, "before");
+
+    let tid = 0x5001;
+    let (counter, from) = start(&port, a, to, dir, tid);
+    until_under_way(counter, from);
+    match fault {
+        Fault::KillPeer => drop(agent.take()), // SIGKILL, then reaped
+        Fault::LinkDown => link.as_mut().unwrap().now(),
+    }
+    let ended = outcome(&port, dir, tid);
+    eprintln!(
+        "{via:?} {dir:?} {fault:?}: {ended} after {} packets, {} RMPP aborts",
+        rxe0_packets(counter) - from,
+        port.rmpp_aborts()
+    );
+    footprint_returns_to_zero(&port, "after the fault");
+
+    match fault {
+        Fault::KillPeer => agent = Some(KernelAgent::start("RXE1_DEV", "RXE1_PORT")),
+        Fault::LinkDown => {
+            link.as_mut().unwrap().up();
+            let limit = Instant::now() + Duration::from_secs(30);
+            while port.attrs().state != 4 {
+                assert!(Instant::now() < limit, "the port never came back up");
+                let _ = port.poll(Some(Duration::from_millis(50)));
+            }
+        }
+    }
+    traffic_resumes(&port, a, to, 0x5002);
+    footprint_returns_to_zero(&port, "after traffic resumed");
+    drop(agent);
+}
+
+macro_rules! cases {
+    ($($name:ident: $via:ident $dir:ident $fault:ident;)*) => {$(
+        #[test]
+        #[ignore = "needs the rxe VM: run by scripts/rxe-test"]
+        fn $name() {
+            case(Via::$via, Dir::$dir, Fault::$fault);
+        }
+    )*};
+}
+
+cases! {
+    rmpp_kernel_peer_killed_during_a_send: Kernel Send KillPeer;
+    rmpp_kernel_peer_killed_during_a_receive: Kernel Receive KillPeer;
+    rmpp_kernel_link_down_during_a_send: Kernel Send LinkDown;
+    rmpp_kernel_link_down_during_a_receive: Kernel Receive LinkDown;
+    rmpp_hybrid_peer_killed_during_a_send: Hybrid Send KillPeer;
+    rmpp_hybrid_peer_killed_during_a_receive: Hybrid Receive KillPeer;
+    rmpp_hybrid_link_down_during_a_send: Hybrid Send LinkDown;
+    rmpp_hybrid_link_down_during_a_receive: Hybrid Receive LinkDown;
+    rmpp_verbs_peer_killed_during_a_send: Verbs Send KillPeer;
+    rmpp_verbs_peer_killed_during_a_receive: Verbs Receive KillPeer;
+    rmpp_verbs_link_down_during_a_send: Verbs Send LinkDown;
+    rmpp_verbs_link_down_during_a_receive: Verbs Receive LinkDown;
+}
