@@ -259,9 +259,16 @@ fn main() -> Res<()> {
     let c = config();
     println!("quiet rates: {}", join(&quiet));
     println!("flooded rates: {}", join(&flooded));
+    let overflows = fabric
+        .port_counters("hlv", 1)
+        .map_or(0, |c| c.rcv_queue_overflows);
     println!(
-        "hostile frames {flood_frames}; refused sessions {}, dropped unread requests {}, legit Gets timed out {lost}",
-        stats.dropped_rmpp_limit, stats.queue_drops
+        "hostile frames {flood_frames}; refused sessions {}, dropped unread requests {}, legit Gets timed out {lost}, retries {}",
+        stats.dropped_rmpp_limit, stats.queue_drops, stats.retries
+    );
+    println!(
+        "victim's receive queue (depth {}): {overflows} frames dropped on overflow",
+        vmad::transport::sim::RECV_QUEUE_DEPTH
     );
     println!(
         "peak footprint: recv_sessions {} (cap {}), reassembly_bytes {} (cap {}), events {} (cap {}), dedup {}, txns {}, tx_queue {}, timers {}",

@@ -43,8 +43,8 @@ impl MkeyConfig {
     }
 }
 
-/// Frames a simulated CA port refused, by reason (PortInfo's violation counters;
-/// read with [`super::Fabric::port_counters`]).
+/// Frames a simulated CA port refused, by reason (PortInfo's violation counters, and
+/// receive-queue overflows; read with [`super::Fabric::port_counters`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct PortCounters {
     /// QP1 frames whose P_Key matches no entry of the port's P_Key table.
@@ -53,6 +53,12 @@ pub struct PortCounters {
     pub qkey_violations: u64,
     /// SMPs discarded by the SMA's M_Key check.
     pub mkey_violations: u64,
+    /// Frames dropped because the open port already held
+    /// [`crate::transport::sim::RECV_QUEUE_DEPTH`] frames its owner had not
+    /// received (an HCA's receive-queue overflow; mlx5's `out_of_buffer`). No
+    /// PortInfo or PMA field carries it: IBA's PortRcvErrors counts link-level
+    /// buffer overruns, not a QP's.
+    pub rcv_queue_overflows: u64,
 }
 
 /// Whether two P_Keys let their holders talk (IBA 10.9.3): same partition (low

@@ -79,8 +79,6 @@ mod topo;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, RwLock, Weak};
 
-use crossbeam_channel::Sender;
-
 pub use access::{MkeyConfig, PortCounters};
 pub use builder::FabricBuilder;
 pub use fault::{FaultConfig, LinkStats};
@@ -91,7 +89,7 @@ pub use sm::SweepStats;
 use crate::clock::Clock;
 use crate::engine::AgentSpec;
 use crate::transport::registry::{CaInfo, CaProvider, DefaultCas, Registry};
-use crate::transport::sim::{Medium, Msg, Pkt, SimTransport};
+use crate::transport::sim::{Medium, Pkt, RecvQueue, SimTransport};
 use crate::transport::{LinkLayer, PortAttrs, Transport};
 use crate::wire::smp::port_info::{self, PortState};
 use crate::{Error, Result};
@@ -132,7 +130,7 @@ pub(crate) struct Node {
     /// Per port number: the link index attached there.
     pub(crate) links: Vec<Option<usize>>,
     /// Per port number (CA only): where frames for the port's owner go, while it is open.
-    pub(crate) endpoints: Vec<Mutex<Option<Sender<Msg>>>>,
+    pub(crate) endpoints: Vec<Mutex<Option<RecvQueue>>>,
     /// What the SM set through the SMA: LIDs, port states, M_Keys, P_Keys, LFT.
     pub(crate) conf: RwLock<state::NodeConf>,
     /// Per port number (a switch: port 0): frames refused by the access checks.
@@ -387,7 +385,7 @@ impl FabricInner {
 
 /// The fabric as its open ports see it.
 impl Medium for FabricInner {
-    fn attach(&self, node: usize, port: u8, tx: Sender<Msg>) -> Result<()> {
+    fn attach(&self, node: usize, port: u8, queue: RecvQueue) -> Result<()> {
         let n = &self.nodes[node];
         let mut slot = lock(&n.endpoints[usize::from(port)]);
         if slot.is_some() {
@@ -396,7 +394,7 @@ impl Medium for FabricInner {
                 n.name
             )));
         }
-        *slot = Some(tx);
+        *slot = Some(queue);
         Ok(())
     }
 
@@ -536,7 +534,7 @@ impl Fabric {
     }
 
     /// What `node`'s `port` (port 0 for a switch) refused so far: P_Key, Q_Key and
-    /// M_Key violations.
+    /// M_Key violations, and frames its full receive queue dropped.
     pub fn port_counters(&self, node: &str, port: u8) -> Option<PortCounters> {
         let n = &self.inner.nodes[self.inner.node_index(node)?];
         let at = usize::from(port);

@@ -12,7 +12,7 @@ use crate::types::{MadAddr, Qp, GSI_QKEY};
 use crate::wire::MAD_SIZE;
 
 use super::{access, lock, pma, sma, FabricInner, Link, Node};
-use crate::transport::sim::{Msg, Pkt, PERMISSIVE};
+use crate::transport::sim::{Pkt, PERMISSIVE};
 use crate::wire::mad::{self, Method, MgmtClass};
 use crate::wire::smp;
 use crate::wire::smp::dr::{Next, Smi, Verdict};
@@ -537,7 +537,8 @@ impl FabricInner {
     }
 
     /// Queue the frame for the owner of `(node, port)`; false when nobody has the
-    /// port open (frames for QPs other than 0 and 1 are dropped either way).
+    /// port open (frames for QPs other than 0 and 1 are dropped either way, and so
+    /// are frames the port's full receive queue has no room for).
     fn deliver(&self, node: usize, port: u8, pkt: &Pkt, delay: Duration) -> bool {
         let qp = match pkt.dqp {
             0 => Qp::Smi,
@@ -548,13 +549,15 @@ impl FabricInner {
         let Some(slot) = endpoints.get(usize::from(port)) else {
             return true;
         };
-        match lock(slot).as_ref() {
-            Some(tx) => {
-                // A closed receiver means the port is closing: the frame is lost, as on a real port.
-                let _ = tx.send(Msg::frame(qp, pkt, delay, &*self.clock));
-                true
-            }
-            None => false,
+        let pushed = match lock(slot).as_ref() {
+            Some(queue) => queue.push(qp, pkt, delay, &*self.clock),
+            None => return false,
+        };
+        // A full queue drops the frame, counted, and the sender goes on: a slow
+        // reader never holds up the thread that walks the frame.
+        if pushed.is_err() {
+            self.nodes[node].count(port, |c| c.rcv_queue_overflows += 1);
         }
+        true
     }
 }

@@ -8,13 +8,20 @@
 //! sessions' time is up (`rmpp.total_timeout`) nothing of them is left. How fast the
 //! legitimate traffic flows meanwhile, and the process's RSS, are measured on real
 //! time by `scripts/hostile-load`, not asserted here.
+//!
+//! Below the engine, the embedded fabric's receive queue: a port holds at most
+//! `RECV_QUEUE_DEPTH` frames its owner has not received, drops the rest and counts
+//! them, and the sender never waits.
 
 use std::time::Duration;
 
+use vmad::clock::VirtualClock;
 use vmad::engine::EngineConfig;
 use vmad::port::audit::PortAudit;
 use vmad::port::PortConfig;
-use vmad::transport::sim::RawFrame;
+use vmad::subnet::{Fabric, PortCounters};
+use vmad::transport::sim::{RawFrame, SimTransport, RECV_QUEUE_DEPTH};
+use vmad::transport::Transport;
 use vmad::wire::rmpp;
 
 use crate::hostile::{
@@ -116,9 +123,12 @@ fn abandoned_rmpp_sessions_and_an_unread_flood_stay_within_the_caps() {
             within_caps(&net, wave);
         }
         // What the hostile node got back (ACKs, aborts to LIDs nobody has go nowhere).
-        let _ =
-            vmad::transport::Transport::recv_burst(&mut net.hostile, usize::MAX, &mut |_, _| {});
+        let _ = net.hostile.recv_burst(usize::MAX, &mut |_, _| {});
     }
+    // A wave is smaller than the port's receive queue: the engine's caps did the
+    // dropping, the fabric dropped nothing.
+    let counters = net.fabric.port_counters(&net.names[0], 1).unwrap();
+    assert_eq!(counters, PortCounters::default());
     let stats = net.victim.stats();
     // The caps were reached: sessions refused, unread requests dropped.
     assert!(stats.dropped_rmpp_limit > 0, "{stats:?}");
@@ -126,4 +136,89 @@ fn abandoned_rmpp_sessions_and_an_unread_flood_stay_within_the_caps() {
     let f = net.victim.footprint();
     eprintln!("after {WAVES} waves: {stats:?}\n{f:?}");
     assert_eq!(f.txns, 0, "{f:?}");
+}
+
+/// Vendor class 0x30: no agent of the fabric's (SMA, PMA, SA) answers it.
+const VENDOR: u8 = 0x30;
+
+/// Send `n` vendor Gets from `from` to LID `to`, TIDs from `*tid + 1` on.
+fn flood(from: &mut SimTransport, to: u16, n: u64, tid: &mut u64) {
+    for _ in 0..n {
+        *tid += 1;
+        from.inject(&RawFrame::gsi(gmp_mad(VENDOR, 1, GET, *tid, 0x10), to));
+    }
+}
+
+/// The TIDs of every frame `port` holds, in order; the port holds none after.
+fn drain(port: &mut SimTransport, max: usize) -> Vec<u64> {
+    let mut tids = Vec::new();
+    port.recv_burst(max, &mut |_, mad| {
+        tids.push(u64::from_be_bytes(mad[8..16].try_into().unwrap()));
+    })
+    .unwrap();
+    tids
+}
+
+#[test]
+fn an_unread_port_holds_its_receive_queue_and_counts_every_frame_it_drops() {
+    let fabric = Fabric::builder()
+        .clock(VirtualClock::new())
+        .ca("hqv")
+        .ca("hqx")
+        .switch("hqs", 4)
+        .ca("hqm")
+        .link("hqv", 1, "hqs", 1)
+        .link("hqx", 1, "hqs", 2)
+        .link("hqm", 1, "hqs", 3)
+        .sm_lid(4)
+        .build_private()
+        .unwrap();
+    let victim_lid = fabric.lid("hqv", 1).unwrap();
+    let mut victim = fabric.open("hqv", 1).unwrap();
+    let mut flooder = fabric.open("hqx", 1).unwrap();
+    let overflows = |fabric: &Fabric| {
+        let c = fabric.port_counters("hqv", 1).unwrap();
+        assert_eq!(
+            c,
+            PortCounters {
+                rcv_queue_overflows: c.rcv_queue_overflows,
+                ..PortCounters::default()
+            }
+        );
+        c.rcv_queue_overflows
+    };
+    let depth = RECV_QUEUE_DEPTH as u64;
+    let mut tid = 0;
+    // Up to the bound, everything is kept.
+    flood(&mut flooder, victim_lid, depth, &mut tid);
+    assert_eq!((victim.queued(), overflows(&fabric)), (RECV_QUEUE_DEPTH, 0));
+    // Beyond it, each frame is dropped and counted; the sender (this thread) goes on.
+    flood(&mut flooder, victim_lid, 2 * depth + 7, &mut tid);
+    assert_eq!(
+        (victim.queued(), overflows(&fabric)),
+        (RECV_QUEUE_DEPTH, 2 * depth + 7)
+    );
+    // The queue kept the first frames, in order, as a full receive ring does.
+    let first: Vec<u64> = (1..=depth).collect();
+    assert_eq!(drain(&mut victim, usize::MAX), first);
+    assert_eq!(victim.queued(), 0);
+    // Once the owner reads, frames flow again: each frame read makes room for one.
+    flood(&mut flooder, victim_lid, depth, &mut tid);
+    assert_eq!(drain(&mut victim, 100).len(), 100);
+    let before = tid;
+    flood(&mut flooder, victim_lid, 101, &mut tid);
+    assert_eq!(
+        (victim.queued(), overflows(&fabric)),
+        (RECV_QUEUE_DEPTH, 2 * depth + 8)
+    );
+    // What it held: the rest of the earlier flood, then the first 100 of this one.
+    let held = drain(&mut victim, usize::MAX);
+    let expected: Vec<u64> = (before - depth + 101..=before + 100).collect();
+    assert_eq!(held, expected);
+    // A reader that keeps up loses nothing, however much is sent.
+    for _ in 0..4 {
+        flood(&mut flooder, victim_lid, depth, &mut tid);
+        assert_eq!(drain(&mut victim, usize::MAX).len(), RECV_QUEUE_DEPTH);
+    }
+    assert_eq!((victim.queued(), overflows(&fabric)), (0, 2 * depth + 8));
 }

@@ -4,6 +4,7 @@ use core::cmp::Reverse;
 use core::time::Duration;
 use std::collections::{BinaryHeap, VecDeque};
 use std::io;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
@@ -66,6 +67,51 @@ impl Msg {
     }
 }
 
+/// Frames one open port holds for its owner at most: delivered to it and not yet
+/// received (in its channel, held back until due, or ready). A frame that arrives
+/// while the port holds this many is dropped and counted
+/// ([`crate::subnet::PortCounters::rcv_queue_overflows`]), as an HCA drops a UD
+/// packet that finds no posted receive (mlx5 counts it as `out_of_buffer`): the
+/// sender never waits for a slow reader. 8,192 is the largest receive queue the
+/// kernel's MAD layer posts per QP (`ib_mad`'s `recv_queue_size`, default 512):
+/// room for the bursts legitimate peers send (an RMPP window is 64 segments) with
+/// the reader some milliseconds behind, and at most about 3 MiB per port under a
+/// flood (a frame takes some 370 bytes).
+pub const RECV_QUEUE_DEPTH: usize = 8192;
+
+/// The fabric's end of an open port's receive queue: where it delivers frames.
+#[derive(Debug, Clone)]
+pub(crate) struct RecvQueue {
+    tx: Sender<Msg>,
+    /// Frames the port holds (see [`RECV_QUEUE_DEPTH`]); the port takes one off
+    /// when its owner receives a frame.
+    held: Arc<AtomicUsize>,
+}
+
+/// A frame the port had no room for.
+#[derive(Debug)]
+pub(crate) struct Overflow;
+
+impl RecvQueue {
+    /// Queue a frame, unless the port holds [`RECV_QUEUE_DEPTH`] already. Never
+    /// blocks. A port that is closing loses the frame, as a real one does.
+    pub(crate) fn push(
+        &self,
+        qp: Qp,
+        pkt: &Pkt,
+        delay: Duration,
+        clock: &dyn Clock,
+    ) -> core::result::Result<(), Overflow> {
+        self.held
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < RECV_QUEUE_DEPTH).then_some(n + 1)
+            })
+            .map_err(|_| Overflow)?;
+        let _ = self.tx.send(Msg::frame(qp, pkt, delay, clock));
+        Ok(())
+    }
+}
+
 /// A held-back frame, ordered by due time, then arrival.
 #[derive(Debug)]
 struct Held {
@@ -104,6 +150,8 @@ pub struct SimTransport {
     rx: Receiver<Msg>,
     /// Our own channel's sender: wakes [`Transport::wait`] from another thread.
     wake_tx: Sender<Msg>,
+    /// Frames held for the owner, shared with the fabric's [`RecvQueue`].
+    queued: Arc<AtomicUsize>,
     ready: VecDeque<Frame>,
     held: BinaryHeap<Reverse<Held>>,
     seq: u64,
@@ -119,8 +167,14 @@ impl SimTransport {
     /// # Errors
     /// What [`Medium::attach`] refuses (EADDRINUSE: the port is already open).
     pub(crate) fn open(fabric: Arc<dyn Medium>, node: usize, port: u8) -> Result<SimTransport> {
+        // Unbounded: the count in `queued` bounds the frames, and wakes take no slot.
         let (tx, rx) = crossbeam_channel::unbounded();
-        fabric.attach(node, port, tx.clone())?;
+        let queued = Arc::new(AtomicUsize::new(0));
+        let queue = RecvQueue {
+            tx: tx.clone(),
+            held: queued.clone(),
+        };
+        fabric.attach(node, port, queue)?;
         let attrs = fabric.port_attrs(node, port);
         Ok(SimTransport {
             fabric,
@@ -129,6 +183,7 @@ impl SimTransport {
             attrs,
             rx,
             wake_tx: tx,
+            queued,
             ready: VecDeque::new(),
             held: BinaryHeap::new(),
             seq: 0,
@@ -174,6 +229,12 @@ impl SimTransport {
             from_sa: false,
         };
         self.fabric.send(self.node, self.port, pkt);
+    }
+
+    /// Frames this port holds for its owner now: delivered, not yet received (at
+    /// most [`RECV_QUEUE_DEPTH`]).
+    pub fn queued(&self) -> usize {
+        self.queued.load(Ordering::Acquire)
     }
 
     fn stash(&mut self, msg: Msg) {
@@ -265,6 +326,8 @@ impl Transport for SimTransport {
                 Err(_) => break,
             }
         }
+        // Those frames left the queue: room for as many.
+        self.queued.fetch_sub(n, Ordering::AcqRel);
         // The caller is taking its turn now: a wake that came before it is served.
         self.woken = false;
         Ok(n)

@@ -4,7 +4,9 @@
 //! A [`SimTransport`] sends by handing a frame (`Pkt`, with the LRH/BTH/DETH values a
 //! receiver would see) to the `Medium` behind the port; the medium delivers frames
 //! for the port on its channel (crossbeam, one per open port), inline and possibly
-//! held back until a due time on the fabric's clock. Nothing here knows what carries
+//! held back until a due time on the fabric's clock. The port holds at most
+//! [`RECV_QUEUE_DEPTH`] frames its owner has not received: beyond that the fabric
+//! drops them and counts them, as an HCA whose receive queue is empty does. Nothing here knows what carries
 //! the frames between ports: the managed subnet of [`crate::subnet`] (its graph of
 //! nodes and links, its SM, SA, SMAs and PMAs) is the medium, and builds on this
 //! module, never the reverse.
@@ -17,10 +19,8 @@ mod packet;
 
 use std::sync::Arc;
 
-use crossbeam_channel::Sender;
-
-pub(crate) use endpoint::Msg;
-pub use endpoint::SimTransport;
+pub(crate) use endpoint::RecvQueue;
+pub use endpoint::{SimTransport, RECV_QUEUE_DEPTH};
 pub use packet::RawFrame;
 pub(crate) use packet::{Pkt, PERMISSIVE};
 
@@ -32,11 +32,11 @@ use crate::Result;
 /// What an open port sees of the fabric behind it: every call names the port by its
 /// node index and port number, as the medium numbered them when it opened the port.
 pub(crate) trait Medium: Send + Sync + core::fmt::Debug {
-    /// Make `tx` the channel frames for this port go to.
+    /// Make `queue` the receive queue frames for this port go to.
     ///
     /// # Errors
     /// EADDRINUSE ([`crate::Error::AddressInUse`]) if the port is already open.
-    fn attach(&self, node: usize, port: u8, tx: Sender<Msg>) -> Result<()>;
+    fn attach(&self, node: usize, port: u8, queue: RecvQueue) -> Result<()>;
 
     /// The port was closed: frames for it are lost from now on, and whatever its
     /// owner registered with the fabric is forgotten.
