@@ -275,34 +275,7 @@ fn busy_is_retried() {
         }
     });
     let c = Client::open(&a, 1).unwrap();
-    let mut m = vec![0u8; 256];
-    mad::Repr {
-        base_version: 1,
-        mgmt_class: MgmtClass::from(0x09),
-        class_version: 1,
-        method: Method::Get,
-        status: MadStatus::OK,
-        class_specific: 0,
-        tid: 0,
-        attr_id: 0x10,
-        attr_mod: 0,
-    }
-    .emit(&mut mad::Packet::new_unchecked(&mut m[..]));
-    let req = Request {
-        class: 0x09,
-        version: 1,
-        rmpp: false,
-        oui: 0,
-        addr: MadAddr {
-            qpn: 1,
-            qkey: GSI_QKEY,
-            lid: lid(&f, &b, 1),
-            ..MadAddr::default()
-        },
-        mad: m,
-        timeout_ms: Some(5_000),
-        retries: Some(0),
-    };
+    let req = vendor_get(lid(&f, &b, 1));
     let resp = c.submit(req).unwrap().wait().unwrap();
     assert_eq!(resp.status(), MadStatus::OK);
     assert_eq!(c.stats().busy_retries, 2);
@@ -627,6 +600,19 @@ fn a_redirect_is_followed() {
     let (pb, hb) = serve("clxb", Some(lid_c));
     let (pc, hc) = serve(c_name, None);
     let c = Client::open("clxa", 1).unwrap();
+    let req = vendor_get(lid_b);
+    let resp = c.submit(req).unwrap().wait().unwrap();
+    assert_eq!(resp.status(), MadStatus::OK);
+    assert_eq!(resp.addr.lid, lid_c, "answered by the redirect's target");
+    hb.join().unwrap();
+    hc.join().unwrap();
+    umad::close_port(pb).unwrap();
+    umad::close_port(pc).unwrap();
+    f.unregister();
+}
+
+/// A Get of class 0x09 (vendor range 1) to `lid`'s QP1, one attempt of 5 s.
+fn vendor_get(lid: u16) -> Request {
     let mut m = vec![0u8; 256];
     mad::Repr {
         base_version: 1,
@@ -640,7 +626,7 @@ fn a_redirect_is_followed() {
         attr_mod: 0,
     }
     .emit(&mut mad::Packet::new_unchecked(&mut m[..]));
-    let req = Request {
+    Request {
         class: 0x09,
         version: 1,
         rmpp: false,
@@ -648,19 +634,11 @@ fn a_redirect_is_followed() {
         addr: MadAddr {
             qpn: 1,
             qkey: GSI_QKEY,
-            lid: lid_b,
+            lid,
             ..MadAddr::default()
         },
         mad: m,
         timeout_ms: Some(5_000),
         retries: Some(0),
-    };
-    let resp = c.submit(req).unwrap().wait().unwrap();
-    assert_eq!(resp.status(), MadStatus::OK);
-    assert_eq!(resp.addr.lid, lid_c, "answered by the redirect's target");
-    hb.join().unwrap();
-    hc.join().unwrap();
-    umad::close_port(pb).unwrap();
-    umad::close_port(pc).unwrap();
-    f.unregister();
+    }
 }
