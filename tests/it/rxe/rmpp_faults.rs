@@ -195,11 +195,33 @@ fn traffic_resumes(port: &Port, a: AgentId, to: MadAddr, tid: u64) {
 /// Takes rxe0's link down when told, through a shell started beforehand (so that
 /// the fault follows the event closely); puts the link back up when dropped, so
 /// that a failed case does not take the next ones with it.
+///
+/// While armed, both veths send at most `SHAPED_RATE` (a token bucket): the 1 MiB
+/// transfer then lasts seconds, not the tenths of a second `verbs` took unshaped,
+/// which the `ip` command could outlast under TCG (process creation is slow there),
+/// so that 1 run in 3 found the transfer already done when the link went down.
+/// The assertion in `outcome` still fails a case whose fault missed the middle.
 struct LinkDown(Option<Child>, bool);
+
+/// About 6 s for the ~13 Mbit a 1 MiB RMPP transfer puts on the wire; 64 packets
+/// (the "under way" mark) take about 0.1 s of it.
+const SHAPED_RATE: &str = "2mbit";
+
+fn shape(on: bool) {
+    for dev in ["veth0", "veth1"] {
+        let cmd = if on {
+            format!("tc qdisc replace dev {dev} root tbf rate {SHAPED_RATE} burst 16kb limit 4mb")
+        } else {
+            format!("tc qdisc del dev {dev} root 2>/dev/null || true")
+        };
+        sh(&cmd);
+    }
+}
 
 impl LinkDown {
     fn armed() -> LinkDown {
         sh("echo 1 > /proc/sys/net/ipv6/conf/veth0/keep_addr_on_down");
+        shape(true);
         let child = Command::new("sh")
             .args(["-c", "read _ && ip link set veth0 down"])
             .stdin(Stdio::piped())
@@ -225,6 +247,7 @@ impl LinkDown {
             sh("ip link set veth0 up");
             restore_routes();
         }
+        shape(false);
     }
 }
 
@@ -240,6 +263,13 @@ impl Drop for LinkDown {
                 .status();
             restore_routes();
         }
+        let _ = Command::new("sh")
+            .args([
+                "-c",
+                "tc qdisc del dev veth0 root; tc qdisc del dev veth1 root",
+            ])
+            .stderr(Stdio::null())
+            .status();
     }
 }
 
