@@ -200,6 +200,18 @@ fn command(shared: &Shared, words: &[&str]) -> Result<String> {
             fabric.set_link(&node, port, up)?;
             Ok(String::new())
         }
+        "node" => {
+            let up = match words.get(1).copied() {
+                Some("add") => true,
+                Some("remove") => false,
+                _ => return Err(Error::InvalidArgument("node add|remove NODE")),
+            };
+            let node = words
+                .get(2)
+                .ok_or(Error::InvalidArgument("node add|remove NODE"))?;
+            let links = fabric.set_node(node, up)?;
+            Ok(format!("{links} links {}", if up { "up" } else { "down" }))
+        }
         "faults" => {
             let (node, port) = port_arg(words)?;
             let spec = words.get(3).copied().unwrap_or("none");

@@ -582,3 +582,49 @@ fn fabric_two_vmad_clients_talk_through_the_server_rmpp_included() {
     assert_eq!(j["counters"]["rmpp_reassembled"], 10);
     assert_eq!(j["counters"]["timeouts"], 0);
 }
+
+/// The node descriptions `vmad sa-query` (NodeRecords, the built-in SA) and `vmad
+/// discover` (a directed-route walk) find, each in its own client process.
+fn listed(s: &Served) -> (Vec<String>, Vec<String>) {
+    let descs = |args: &[&str], list: &str, field: &str| -> Vec<String> {
+        let out = s.client(args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let j: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let items = j[list].as_array().unwrap().iter();
+        let mut v: Vec<String> = items.map(|r| r[field].as_str().unwrap().into()).collect();
+        v.sort();
+        v
+    };
+    (
+        descs(&["--json", "sa-query"], "records", "node_desc"),
+        descs(&["--json", "discover"], "nodes", "desc"),
+    )
+}
+
+#[test]
+fn fabric_ctl_node_remove_and_add_a_spine_the_sm_resweeps_clients_see_it() {
+    let s = Served::serve(&topo("ft234.net"));
+    let (sa, walk) = listed(&s);
+    assert_eq!((sa.len(), walk.len()), (234, 234));
+    assert!(sa.binary_search(&"S5".to_string()).is_ok());
+    // A spine unplugged: its 12 links (one per leaf) down, the SM sweeps once.
+    assert_eq!(s.ctl(&["node", "remove", "S5"]).trim(), "12 links down");
+    let (sa2, walk2) = listed(&s);
+    let gone: Vec<String> = sa.iter().filter(|d| *d != "S5").cloned().collect();
+    assert_eq!(sa2, gone);
+    assert_eq!(walk2, gone);
+    // Removing it again changes nothing; an unknown node is refused.
+    assert_eq!(s.ctl(&["node", "remove", "S5"]).trim(), "0 links down");
+    let bad = s
+        .client(&["fabric", "ctl", "node", "remove", "S9"])
+        .output();
+    assert!(!bad.unwrap().status.success());
+    // Plugged back: found again, every port brought up by the SM's sweep.
+    assert_eq!(s.ctl(&["node", "add", "S5"]).trim(), "12 links up");
+    assert_eq!(listed(&s), (sa.clone(), sa));
+    assert!(s.ctl(&["wait-up", "all"]).starts_with("up 216 ports"));
+}

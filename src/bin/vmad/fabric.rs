@@ -32,7 +32,7 @@ enum FabricCmd {
     Down(SocketArg),
     /// Control a running server: status, clients, link NODE PORT up|down, faults NODE PORT SPEC,
     /// counters NODE PORT, sweep, wait-up [all] [MS], wait-clients N [MS], wait-delivered N [MS],
-    /// hold N|none, stop (docs/fabric.md).
+    /// node add|remove NODE, hold N|none, stop (docs/fabric.md).
     Ctl(CtlArgs),
 }
 
