@@ -165,10 +165,11 @@ fn command(shared: &Shared, words: &[&str]) -> Result<String> {
                 .find(|(_, c)| c.out.issm.load(Ordering::Relaxed))
                 .map_or("built-in".to_string(), |(s, _)| format!("client {s}"));
             Ok(format!(
-                "{} pid={} swept_nodes={} clients={} sm={sm} ibsim_sockname={}",
+                "{} pid={} swept_nodes={} no_lid={} clients={} sm={sm} ibsim_sockname={}",
                 if is_up(shared) { "up" } else { "down" },
                 std::process::id(),
                 fabric.swept_nodes(),
+                fabric.ports_without_lid(),
                 st.clients.len(),
                 shared.sockname
             ))

@@ -501,6 +501,12 @@ impl Fabric {
         self.inner.subnet_db().nodes.len()
     }
 
+    /// How many ports (CA ports, switches' port 0) the built-in SM's last sweep found
+    /// and left without a LID because the 49,151 unicast LIDs ran out.
+    pub fn ports_without_lid(&self) -> usize {
+        self.inner.sm.no_lid()
+    }
+
     /// The egress port `switch`'s LFT gives `lid` (None: no entry).
     pub fn lft_port(&self, switch: &str, lid: u16) -> Option<u8> {
         let n = &self.inner.nodes[self.inner.node_index(switch)?];
