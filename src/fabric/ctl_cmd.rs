@@ -165,10 +165,11 @@ fn command(shared: &Shared, words: &[&str]) -> Result<String> {
                 .find(|(_, c)| c.out.issm.load(Ordering::Relaxed))
                 .map_or("built-in".to_string(), |(s, _)| format!("client {s}"));
             Ok(format!(
-                "{} pid={} swept_nodes={} clients={} sm={sm} ibsim_sockname={}",
+                "{} pid={} swept_nodes={} no_lid={} clients={} sm={sm} ibsim_sockname={}",
                 if is_up(shared) { "up" } else { "down" },
                 std::process::id(),
                 fabric.swept_nodes(),
+                fabric.ports_without_lid(),
                 st.clients.len(),
                 shared.sockname
             ))
@@ -199,6 +200,18 @@ fn command(shared: &Shared, words: &[&str]) -> Result<String> {
             };
             fabric.set_link(&node, port, up)?;
             Ok(String::new())
+        }
+        "node" => {
+            let up = match words.get(1).copied() {
+                Some("add") => true,
+                Some("remove") => false,
+                _ => return Err(Error::InvalidArgument("node add|remove NODE")),
+            };
+            let node = words
+                .get(2)
+                .ok_or(Error::InvalidArgument("node add|remove NODE"))?;
+            let links = fabric.set_node(node, up)?;
+            Ok(format!("{links} links {}", if up { "up" } else { "down" }))
         }
         "faults" => {
             let (node, port) = port_arg(words)?;

@@ -176,6 +176,14 @@ impl FabricBuilder {
         // The LIDs the SM will give, as its guid2lid file would say: see `sm_lid`.
         let mut planned: Vec<(usize, u8, u16)> = Vec::new();
         let mut next_lid = 1u16;
+        // When the ports outnumber the unicast LIDs, every switch keeps one (the SM
+        // reaches and routes through them) and the CA ports last in the file go without.
+        let switches = self
+            .nodes
+            .iter()
+            .filter(|n| n.1 == NodeKind::Switch)
+            .count();
+        let mut ca_lids_left = usize::from(sm::LAST_UNICAST_LID).saturating_sub(switches);
         for (index, (name, kind, ports)) in self.nodes.iter().enumerate() {
             if name.is_empty() || name.len() > MAX_NAME || name.contains('\0') {
                 return Err(Error::InvalidArgument("node names are 1 to 19 bytes"));
@@ -194,12 +202,17 @@ impl FabricBuilder {
                 NodeKind::Ca => (1..=*ports).collect(),
                 NodeKind::Switch => vec![0],
             };
+            // Past the last unicast LID nothing is planned: the SM gives LIDs while
+            // they last and counts the ports left without one (SweepStats::no_lid).
             for p in lid_ports {
-                planned.push((index, p, next_lid));
-                next_lid = next_lid
-                    .checked_add(1)
-                    .filter(|l| *l < 0xc000)
-                    .ok_or(Error::InvalidArgument("too many ports for unicast LIDs"))?;
+                let room = match kind {
+                    NodeKind::Ca => ca_lids_left.checked_sub(1).map(|l| ca_lids_left = l),
+                    NodeKind::Switch => Some(()),
+                };
+                if room.is_some() && next_lid <= sm::LAST_UNICAST_LID {
+                    planned.push((index, p, next_lid));
+                    next_lid += 1;
+                }
             }
             nodes.push(Node {
                 name: name.clone(),

@@ -501,6 +501,12 @@ impl Fabric {
         self.inner.subnet_db().nodes.len()
     }
 
+    /// How many ports (CA ports, switches' port 0) the built-in SM's last sweep found
+    /// and left without a LID because the 49,151 unicast LIDs ran out.
+    pub fn ports_without_lid(&self) -> usize {
+        self.inner.sm.no_lid()
+    }
+
     /// The egress port `switch`'s LFT gives `lid` (None: no entry).
     pub fn lft_port(&self, switch: &str, lid: u16) -> Option<u8> {
         let n = &self.inner.nodes[self.inner.node_index(switch)?];
@@ -581,6 +587,39 @@ impl Fabric {
             self.sweep()?;
         }
         Ok(())
+    }
+
+    /// Take `node` out of the subnet (`up` false: every link attached to it goes down
+    /// at once, as when a switch is powered off or unplugged) or put it back (`up` true:
+    /// every link attached to it comes back up, to Init). The built-in SM, while master,
+    /// then sweeps once, as on the traps the change raises: a node taken out is no longer
+    /// found, its LIDs leave the SA's records; a node put back is found and brought up.
+    /// Returns how many links changed state. Nodes the topology did not describe cannot
+    /// be added (the fabric's node set is fixed when it is built).
+    ///
+    /// # Errors
+    /// EINVAL if there is no such node.
+    pub fn set_node(&self, node: &str, up: bool) -> Result<usize> {
+        let i = self
+            .inner
+            .node_index(node)
+            .ok_or(Error::InvalidArgument("no such node"))?;
+        let mut changed = 0;
+        for link in self.inner.nodes[i].links.iter().flatten() {
+            let l = &self.inner.links[*link];
+            if l.up.swap(up, std::sync::atomic::Ordering::AcqRel) == up {
+                continue;
+            }
+            changed += 1;
+            for (n, p) in l.ends {
+                let state = if up { PortState::Init } else { PortState::Down };
+                write(&self.inner.nodes[n].conf).ports[usize::from(p)].state = state;
+            }
+        }
+        if changed > 0 && self.inner.sm.is_master() {
+            self.sweep()?;
+        }
+        Ok(changed)
     }
 
     /// Remove this fabric's CAs from the registry it was built in (open ports keep working).

@@ -36,6 +36,9 @@ const TRIES: u32 = 4;
 /// The built-in SM's priority in SMInfo (OpenSM's default).
 pub(crate) const PRIORITY: u8 = 0;
 
+/// The last unicast LID (0xBFFF): a subnet has 49,151 of them, 1..=0xBFFF.
+pub(crate) const LAST_UNICAST_LID: u16 = 0xbfff;
+
 /// What the fabric's description tells the SM, as OpenSM's guid2lid and guid2mkey files.
 #[derive(Debug, Default)]
 pub(crate) struct Plan {
@@ -54,6 +57,9 @@ pub struct SweepStats {
     pub switches: usize,
     /// LIDs given.
     pub lids: usize,
+    /// Ports found (CA ports, switches' port 0) left without a LID: the unicast LIDs
+    /// (49,151) ran out, as OpenSM reports "no available LID" and leaves them unaddressed.
+    pub no_lid: usize,
     /// SMPs sent (retries included).
     pub smps: u64,
     /// SMPs that got no answer after every try, or an error status.
@@ -75,6 +81,8 @@ pub(crate) struct Sm {
     next_tid: AtomicU64,
     act_count: AtomicU32,
     db: RwLock<Arc<SubnetDb>>,
+    /// The last sweep's [`SweepStats::no_lid`].
+    no_lid: std::sync::atomic::AtomicUsize,
 }
 
 impl Sm {
@@ -89,7 +97,13 @@ impl Sm {
             next_tid: AtomicU64::new(1),
             act_count: AtomicU32::new(0),
             db: RwLock::new(Arc::new(SubnetDb::default())),
+            no_lid: std::sync::atomic::AtomicUsize::new(0),
         }
+    }
+
+    /// The last sweep's count of ports left without a LID (the LIDs ran out).
+    pub(crate) fn no_lid(&self) -> usize {
+        self.no_lid.load(Ordering::Relaxed)
     }
 
     /// Whether the built-in SM is master now.
@@ -183,7 +197,9 @@ impl Sm {
             stats: SweepStats::default(),
         };
         s.discover()?;
-        let lids = s.assign_lids();
+        let (lids, no_lid) = s.assign_lids();
+        s.stats.no_lid = no_lid;
+        self.no_lid.store(no_lid, Ordering::Relaxed);
         let lfts = s.routes(&lids);
         let sm_lid = lids.iter().find(|l| l.1 == (0, port)).map_or(0, |l| l.0);
         s.program(&lids, &lfts, sm_lid);
@@ -462,7 +478,8 @@ impl Sweep<'_> {
 
     /// Every CA port found and every switch's port 0 gets its planned LID, else the
     /// next one free above all planned LIDs.
-    fn assign_lids(&self) -> Vec<LidAt> {
+    /// Past the last unicast LID the rest get none: returned is how many.
+    fn assign_lids(&self) -> (Vec<LidAt>, usize) {
         let mut wanted = Vec::new();
         for (i, f) in self.found.iter().enumerate() {
             if f.switch {
@@ -478,13 +495,18 @@ impl Sweep<'_> {
         let mut taken = std::collections::HashSet::new();
         let mut next = self.sm.plan.lids.values().max().copied().unwrap_or(0) + 1;
         let mut out = Vec::with_capacity(wanted.len());
+        let mut none = 0;
         for (i, p) in wanted {
             let guid = self.found[i].port_guid(p);
             let lid = match self.sm.plan.lids.get(&guid) {
                 Some(&l) if taken.insert(l) => l,
                 _ => {
-                    while !taken.insert(next) {
+                    while next <= LAST_UNICAST_LID && !taken.insert(next) {
                         next += 1;
+                    }
+                    if next > LAST_UNICAST_LID {
+                        none += 1;
+                        continue;
                     }
                     next
                 }
@@ -492,7 +514,7 @@ impl Sweep<'_> {
             out.push((lid, (i, p), guid));
         }
         out.sort_unstable();
-        out
+        (out, none)
     }
 
     /// Min-hop LFTs, one per found switch (indexed like `found`; empty for a CA).

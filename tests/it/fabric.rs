@@ -21,6 +21,8 @@ use vmad::transport::ibsim::{DropPolicy, Endpoint, IbsimConfig, IbsimTransport};
 use vmad::transport::Transport;
 use vmad::types::{MadAddr, Qp};
 
+mod ci;
+
 const VMAD: &str = env!("CARGO_BIN_EXE_vmad");
 const UP_LINE: &str = "# vmad fabric: up";
 
@@ -523,36 +525,6 @@ fn run_tool(s: &Served, env: &[(&str, &str)], cwd: &Path, args: &[&str]) -> Stri
     String::from_utf8(out.stdout).unwrap()
 }
 
-fn nodes_found(ibnetdiscover: &str) -> usize {
-    ibnetdiscover
-        .lines()
-        .filter(|l| l.starts_with("Ca\t") || l.starts_with("Switch\t"))
-        .count()
-}
-
-#[test]
-#[ignore = "needs infiniband-diags and libumad2sim (ibsim-utils): run by ./scripts/test (ibsim suite)"]
-fn fabric_ibsim_diags_on_ft1612_through_the_dropin_and_umad2sim() {
-    let s = Served::serve(&topo("ft1612.net"));
-    let lib = dropin_dir();
-    let lib = lib.to_string_lossy();
-    let cwd = s.dir.clone();
-    // The drop-in with VMAD_TRANSPORT unset: VMAD_FABRIC selects the server.
-    let dropin = [("LD_LIBRARY_PATH", &*lib)];
-    let sa = run_tool(&s, &dropin, &cwd, &["saquery", "-N"]);
-    assert_eq!(sa.matches("NodeRecord dump").count(), 1612);
-    let net = run_tool(&s, &dropin, &cwd, &["ibnetdiscover"]);
-    assert_eq!(nodes_found(&net), 1612);
-    // umad2sim, unmodified: it attaches by IBSIM_SOCKNAME as to ibsim.
-    let preload = [(
-        "LD_PRELOAD",
-        "/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so",
-    )];
-    let net2 = run_tool(&s, &preload, &cwd, &["ibnetdiscover"]);
-    assert_eq!(nodes_found(&net2), 1612);
-    assert_eq!(s.ctl(&["wait-clients", "0"]).trim(), "0");
-}
-
 #[test]
 #[ignore = "needs OpenSM and infiniband-diags: run by ./scripts/test (ibsim suite)"]
 fn fabric_ibsim_opensm_on_the_dropin_takes_over_and_gives_back() {
@@ -560,44 +532,7 @@ fn fabric_ibsim_opensm_on_the_dropin_takes_over_and_gives_back() {
     let lib = dropin_dir();
     let lib = lib.to_string_lossy();
     let cwd = s.dir.clone();
-    let cache = cwd.join("osm");
-    std::fs::create_dir_all(&cache).unwrap();
-    let mut osm = Command::new("opensm");
-    // The log on stdout: its "SUBNET UP" is the event to wait for.
-    osm.args(["-s", "0", "-f", "stdout"])
-        .env_remove("VMAD_TRANSPORT")
-        .env("LD_LIBRARY_PATH", &*lib)
-        .env("OSM_CACHE_DIR", &cache)
-        .env("OSM_TMP_DIR", &cache)
-        .current_dir(&cwd)
-        .stdout(Stdio::piped());
-    for (k, v) in &s.env {
-        osm.env(k, v);
-    }
-    /// Kills OpenSM however the test ends.
-    struct Kill(Child);
-    impl Drop for Kill {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-    let mut osm = Kill(osm.spawn().expect("start opensm"));
-    // OpenSM opened the issm path (SET_ISSM): the built-in SM stepped aside, OpenSM swept.
-    // Its stdout stays open to the end (a closed pipe would kill it on its next line).
-    let mut lines = BufReader::new(osm.0.stdout.take().unwrap()).lines();
-    let mut seen = String::new();
-    for line in lines.by_ref() {
-        let line = line.unwrap();
-        seen.push_str(&line);
-        seen.push('\n');
-        if line.contains("SUBNET UP") {
-            break;
-        }
-    }
-    assert!(seen.contains("SUBNET UP"), "{seen}");
-    // Read the rest as it comes, so that a full pipe never stops OpenSM.
-    let drain = std::thread::spawn(move || lines.count());
+    let osm = ci::OpenSm::start(&s, &lib, &cwd);
     assert!(
         s.ctl(&["status"]).contains(" sm=client "),
         "{}",
@@ -609,7 +544,6 @@ fn fabric_ibsim_opensm_on_the_dropin_takes_over_and_gives_back() {
     assert_eq!(sa.matches("NodeRecord dump").count(), 234);
     // OpenSM gone: its slot is freed, the built-in SM takes the role back and sweeps.
     drop(osm);
-    drain.join().unwrap();
     assert_eq!(s.ctl(&["wait-clients", "0"]).trim(), "0");
     assert!(s.ctl(&["status"]).contains(" sm=built-in "));
     assert_eq!(s.node_records(&[]), 234);
@@ -647,4 +581,50 @@ fn fabric_two_vmad_clients_talk_through_the_server_rmpp_included() {
     }
     assert_eq!(j["counters"]["rmpp_reassembled"], 10);
     assert_eq!(j["counters"]["timeouts"], 0);
+}
+
+/// The node descriptions `vmad sa-query` (NodeRecords, the built-in SA) and `vmad
+/// discover` (a directed-route walk) find, each in its own client process.
+fn listed(s: &Served) -> (Vec<String>, Vec<String>) {
+    let descs = |args: &[&str], list: &str, field: &str| -> Vec<String> {
+        let out = s.client(args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let j: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let items = j[list].as_array().unwrap().iter();
+        let mut v: Vec<String> = items.map(|r| r[field].as_str().unwrap().into()).collect();
+        v.sort();
+        v
+    };
+    (
+        descs(&["--json", "sa-query"], "records", "node_desc"),
+        descs(&["--json", "discover"], "nodes", "desc"),
+    )
+}
+
+#[test]
+fn fabric_ctl_node_remove_and_add_a_spine_the_sm_resweeps_clients_see_it() {
+    let s = Served::serve(&topo("ft234.net"));
+    let (sa, walk) = listed(&s);
+    assert_eq!((sa.len(), walk.len()), (234, 234));
+    assert!(sa.binary_search(&"S5".to_string()).is_ok());
+    // A spine unplugged: its 12 links (one per leaf) down, the SM sweeps once.
+    assert_eq!(s.ctl(&["node", "remove", "S5"]).trim(), "12 links down");
+    let (sa2, walk2) = listed(&s);
+    let gone: Vec<String> = sa.iter().filter(|d| *d != "S5").cloned().collect();
+    assert_eq!(sa2, gone);
+    assert_eq!(walk2, gone);
+    // Removing it again changes nothing; an unknown node is refused.
+    assert_eq!(s.ctl(&["node", "remove", "S5"]).trim(), "0 links down");
+    let bad = s
+        .client(&["fabric", "ctl", "node", "remove", "S9"])
+        .output();
+    assert!(!bad.unwrap().status.success());
+    // Plugged back: found again, every port brought up by the SM's sweep.
+    assert_eq!(s.ctl(&["node", "add", "S5"]).trim(), "12 links up");
+    assert_eq!(listed(&s), (sa.clone(), sa));
+    assert!(s.ctl(&["wait-up", "all"]).starts_with("up 216 ports"));
 }

@@ -32,7 +32,7 @@ enum FabricCmd {
     Down(SocketArg),
     /// Control a running server: status, clients, link NODE PORT up|down, faults NODE PORT SPEC,
     /// counters NODE PORT, sweep, wait-up [all] [MS], wait-clients N [MS], wait-delivered N [MS],
-    /// hold N|none, stop (docs/fabric.md).
+    /// node add|remove NODE, hold N|none, stop (docs/fabric.md).
     Ctl(CtlArgs),
 }
 
@@ -97,10 +97,18 @@ fn serve(a: &ServeArgs) -> CmdResult {
         .clone()
         .unwrap_or_else(|| format!("f{}", std::process::id()));
     let fabric = build(a.file.as_ref())?;
+    let no_lid = fabric.ports_without_lid();
     let server = Server::bind(fabric, &ServerConfig::new(&name))?;
     {
         // Once this is out, clients may attach; a reader gone (`up` has returned) is fine.
         let mut out = std::io::stdout().lock();
+        // A comment to sh: `up` passes it on with the environment, eval skips it.
+        if no_lid > 0 {
+            let _ = writeln!(
+                out,
+                "# vmad fabric: the 49,151 unicast LIDs ran out: {no_lid} ports have no LID"
+            );
+        }
         let _ = writeln!(out, "{}{UP_LINE}", server.env());
         let _ = out.flush();
     }
