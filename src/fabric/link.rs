@@ -1,7 +1,7 @@
 //! One open CA port of the served fabric and the ibsim clients attached to it.
 //!
 //! A port is opened once ([`crate::subnet::Fabric::open`]) however many clients sit on
-//! it, and driven by a thread of its own: it puts the clients' MADs on the fabric and
+//! it, and driven by the server's loop: it puts the clients' MADs on the fabric and
 //! hands what the fabric delivers to the client it is for, as ibsim does: a response
 //! by the slot in TID bits 63..48, anything else to the port's SM client.
 
@@ -11,16 +11,14 @@ use std::os::fd::AsFd;
 use std::os::unix::net::UnixDatagram;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crossbeam_channel::{Receiver, Sender};
 use nix::poll::{PollFd, PollFlags, PollTimeout};
 
 use crate::engine::{RecvMeta, Transmit};
 use crate::transport::ibsim::proto::{Request, PERMISSIVE_LID, REQUEST_LEN};
 use crate::transport::sim::SimTransport;
-use crate::transport::{Transport, Waker};
+use crate::transport::Transport;
 use crate::types::{MadAddr, Qp, GSI_QKEY};
 use crate::wire::{mad, rmpp, smp, MAD_SIZE};
 
@@ -132,130 +130,78 @@ impl ClientOut {
     }
 }
 
-/// What the server asks of a port's thread.
-pub(crate) enum PortCmd {
-    /// A client's `sim_request`, TID already rewritten.
-    Send(Box<[u8; REQUEST_LEN]>),
-    /// Take or give up the SM role on the port; the answer goes back.
-    SetSm(bool, Sender<crate::Result<()>>),
-}
-
-/// A port opened for its clients, and its thread.
+/// A port opened for its clients. The server's loop drives it: it puts a client's
+/// MAD on the fabric from its own thread (the fabric walks it there, SMAs answering
+/// on the way), then takes what the port received and hands it out, with no thread
+/// of the port's own to wake per MAD (ibsim's loop has none either).
 pub(crate) struct PortLink {
     pub(crate) clients: Arc<Mutex<Vec<Arc<ClientOut>>>>,
     /// (TID, slot) of the RMPP transfers the port's clients send (their Data
     /// segments): the ACKs and STOPs that answer them go to that client.
     pub(crate) senders: Arc<Mutex<VecDeque<(u64, u16)>>>,
-    cmds: Option<Sender<PortCmd>>,
-    waker: Waker,
-    thread: Option<JoinHandle<()>>,
+    t: Mutex<SimTransport>,
 }
 
 impl PortLink {
-    /// Drive `t` on a new thread; `dead` is told when a client is found gone.
-    pub(crate) fn start(t: SimTransport, dead: Arc<dyn Fn() + Send + Sync>) -> PortLink {
-        let clients: Arc<Mutex<Vec<Arc<ClientOut>>>> = Arc::default();
-        let (tx, rx) = crossbeam_channel::unbounded();
-        let waker = t.waker().unwrap_or_else(|| Waker::new(|| {}));
-        let senders: Arc<Mutex<VecDeque<(u64, u16)>>> = Arc::default();
-        let (c, snd) = (clients.clone(), senders.clone());
-        let thread = std::thread::Builder::new()
-            .name("vmad-fabric-port".into())
-            .spawn(move || run(t, &rx, &c, &snd, &*dead))
-            .ok();
+    pub(crate) fn new(t: SimTransport) -> PortLink {
         PortLink {
-            clients,
-            senders,
-            cmds: Some(tx),
-            waker,
-            thread,
+            clients: Arc::default(),
+            senders: Arc::default(),
+            t: Mutex::new(t),
         }
     }
 
-    pub(crate) fn send(&self, cmd: PortCmd) {
-        if let Some(tx) = &self.cmds {
-            let _ = tx.send(cmd);
-            self.waker.wake();
-        }
+    /// Put a client's `sim_request` (TID already rewritten) on the fabric.
+    pub(crate) fn send(&self, pkt: &[u8; REQUEST_LEN]) {
+        let mut t = lock(&self.t);
+        // A MAD the fabric chokes on (a bug there) loses itself, not the server.
+        let send = std::panic::AssertUnwindSafe(|| to_fabric(&mut t, pkt));
+        let _ = std::panic::catch_unwind(send);
     }
 
-    /// Ask the port's thread to take or give up the SM role, and wait for the answer.
+    /// Take or give up the SM role on the port.
     pub(crate) fn set_sm(&self, on: bool) -> crate::Result<()> {
-        let (tx, rx) = crossbeam_channel::bounded(1);
-        self.send(PortCmd::SetSm(on, tx));
-        rx.recv()
-            .unwrap_or_else(|_| Err(crate::Error::Io(io::ErrorKind::BrokenPipe.into())))
+        lock(&self.t).set_sm(on)
     }
-}
 
-impl Drop for PortLink {
-    fn drop(&mut self) {
-        // The thread ends when its command channel closes; the wake gets it out of `wait`.
-        self.cmds = None;
-        self.waker.wake();
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
+    /// Hand what the port received to its clients. True if a client was found gone;
+    /// `held` is set when frames wait in the port for a later time (link delays).
+    pub(crate) fn drain(&self, held: &mut bool) -> bool {
+        let mut t = lock(&self.t);
+        if t.queued() == 0 {
+            return false;
         }
+        // The SM may have moved the port's LID since the last frames.
+        let own_lid = t.refresh_attrs().lid;
+        let mut lost = false;
+        let mut list: Option<Vec<Arc<ClientOut>>> = None;
+        loop {
+            let mut got = 0;
+            let _ = t.recv_burst(64, &mut |meta, m| {
+                got += 1;
+                let mut mad = [0u8; MAD_SIZE];
+                let n = m.len().min(MAD_SIZE);
+                mad[..n].copy_from_slice(&m[..n]);
+                let list = list.get_or_insert_with(|| lock(&self.clients).clone());
+                let Some(to) = route(list, &self.senders, &mad) else {
+                    return;
+                };
+                let pkt = to_client(&meta, &mad, n, own_lid);
+                if !to.hand(&pkt[..]) && to.dead.load(Ordering::Relaxed) {
+                    lost = true;
+                }
+            });
+            if got < 64 {
+                break;
+            }
+        }
+        *held |= t.queued() > 0;
+        lost
     }
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-fn run(
-    mut t: SimTransport,
-    cmds: &Receiver<PortCmd>,
-    clients: &Mutex<Vec<Arc<ClientOut>>>,
-    senders: &Mutex<VecDeque<(u64, u16)>>,
-    dead: &(dyn Fn() + Send + Sync),
-) {
-    let mut got: Vec<(RecvMeta, [u8; MAD_SIZE], usize)> = Vec::new();
-    loop {
-        // Frames first, then commands, then wait: a command queued before its wake is
-        // seen here, one queued after leaves the wake for `wait`.
-        got.clear();
-        let _ = t.recv_burst(64, &mut |meta, m| {
-            let mut mad = [0u8; MAD_SIZE];
-            let n = m.len().min(MAD_SIZE);
-            mad[..n].copy_from_slice(&m[..n]);
-            got.push((meta, mad, n));
-        });
-        if !got.is_empty() {
-            let own_lid = t.refresh_attrs().lid;
-            let list = lock(clients).clone();
-            let mut lost = false;
-            for (meta, mad, len) in &got {
-                let Some(to) = route(&list, senders, mad) else {
-                    continue;
-                };
-                let pkt = to_client(meta, mad, *len, own_lid);
-                if !to.hand(&pkt[..]) && to.dead.load(Ordering::Relaxed) {
-                    lost = true;
-                }
-            }
-            if lost {
-                dead();
-            }
-        }
-        loop {
-            match cmds.try_recv() {
-                Ok(PortCmd::Send(pkt)) => {
-                    // A MAD the fabric chokes on (a bug there) loses itself, not the port.
-                    let send = std::panic::AssertUnwindSafe(|| to_fabric(&mut t, &pkt));
-                    let _ = std::panic::catch_unwind(send);
-                }
-                Ok(PortCmd::SetSm(on, reply)) => {
-                    let _ = reply.send(t.set_sm(on));
-                }
-                Err(crossbeam_channel::TryRecvError::Empty) => break,
-                Err(crossbeam_channel::TryRecvError::Disconnected) => return,
-            }
-        }
-        if got.is_empty() {
-            let _ = t.wait(None);
-        }
-    }
 }
 
 /// The RMPP type of an RMPP-active MAD of an RMPP class; None for any other MAD.

@@ -14,7 +14,7 @@ use nix::sys::socket::{
     self, sockopt, AddressFamily, ControlMessageOwned, MsgFlags, SockFlag, SockType,
 };
 
-use super::link::{self, ClientOut, PortCmd, PortLink, SLOT_SHIFT};
+use super::link::{self, ClientOut, PortLink, SLOT_SHIFT};
 use super::{lock, Shared};
 use crate::transport::ibsim::proto::{ClientInfo, CtlRepr, CtlType, CTL_LEN, REQUEST_LEN};
 use crate::wire::{mad, rmpp};
@@ -40,7 +40,7 @@ pub(crate) struct Client {
 #[derive(Default)]
 pub(crate) struct State {
     pub(crate) clients: BTreeMap<u16, Client>,
-    pub(crate) ports: BTreeMap<(String, u8), PortLink>,
+    pub(crate) ports: BTreeMap<(String, u8), Arc<PortLink>>,
     /// Where the search for a free slot starts.
     next_slot: u16,
 }
@@ -70,9 +70,35 @@ pub(crate) fn bind_ctl(base: &str) -> crate::Result<OwnedFd> {
     Ok(fd)
 }
 
+/// How soon the loop looks again at ports holding frames back (link delays).
+const HELD_EVERY: Duration = Duration::from_millis(1);
+
+thread_local! {
+    /// Set on the server's loop thread: what the fabric queues for a port while the
+    /// loop walks a frame is handed out by the loop before it waits again.
+    static IN_LOOP: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
 /// The main loop: until `shared.stop`.
+///
+/// Per MAD as ibsim's loop: a client's datagram is read, walked through the fabric in
+/// this thread, and what the fabric queued for the open ports meanwhile (the answer)
+/// is sent to its client, with no other thread woken. A frame another thread queues
+/// (a sweep from the control socket) wakes the loop through `wake`.
 pub(crate) fn run(shared: &Arc<Shared>, ctl: &OwnedFd, wake: &UnixDatagram) {
+    IN_LOOP.with(|l| l.set(true));
+    let s = Arc::downgrade(shared);
+    shared
+        .fabric
+        .on_arrival(crate::subnet::ArrivalHook(Box::new(move |_, _| {
+            if !IN_LOOP.with(std::cell::Cell::get) {
+                if let Some(s) = s.upgrade() {
+                    s.wake();
+                }
+            }
+        })));
     let mut last_reap = Instant::now();
+    let mut held = false;
     loop {
         if shared.stop.load(Ordering::Acquire) {
             return;
@@ -91,7 +117,8 @@ pub(crate) fn run(shared: &Arc<Shared>, ctl: &OwnedFd, wake: &UnixDatagram) {
                 .iter()
                 .map(|(_, c)| PollFd::new(c.sock.as_fd(), PollFlags::POLLIN)),
         );
-        let t = PollTimeout::try_from(REAP_EVERY).unwrap_or(PollTimeout::MAX);
+        let t = if held { HELD_EVERY } else { REAP_EVERY };
+        let t = PollTimeout::try_from(t).unwrap_or(PollTimeout::MAX);
         match nix::poll::poll(&mut fds, t) {
             Ok(_) | Err(nix::errno::Errno::EINTR) => {}
             Err(_) => return,
@@ -116,6 +143,11 @@ pub(crate) fn run(shared: &Arc<Shared>, ctl: &OwnedFd, wake: &UnixDatagram) {
         if ctl_ready {
             serve_ctl(shared, ctl);
         }
+        let ports: Vec<Arc<PortLink>> = lock(&shared.state).ports.values().cloned().collect();
+        held = false;
+        for p in ports {
+            lost |= p.drain(&mut held);
+        }
         // A socket in error stays readable: free its client now, not in half a second.
         if lost || wake_ready || last_reap.elapsed() >= REAP_EVERY {
             reap(shared);
@@ -124,8 +156,15 @@ pub(crate) fn run(shared: &Arc<Shared>, ctl: &OwnedFd, wake: &UnixDatagram) {
     }
 }
 
-/// Read what a client sent and hand it to its port.
+/// Read what a client sent and put it on the fabric from its port.
 fn take_data(shared: &Shared, slot: u16, out: &ClientOut) {
+    let port = {
+        let st = lock(&shared.state);
+        let Some(c) = st.clients.get(&slot) else {
+            return;
+        };
+        st.ports.get(&(c.node.clone(), c.port)).cloned()
+    };
     let mut buf = [0u8; REQUEST_LEN + 1];
     for _ in 0..64 {
         let n = match out.sock.recv(&mut buf) {
@@ -142,21 +181,17 @@ fn take_data(shared: &Shared, slot: u16, out: &ClientOut) {
             continue;
         }
         out.sent.fetch_add(1, Ordering::Relaxed);
-        let mut pkt = Box::new([0u8; REQUEST_LEN]);
+        let mut pkt = [0u8; REQUEST_LEN];
         pkt.copy_from_slice(&buf[..REQUEST_LEN]);
         stamp_tid(&mut pkt[32..], slot);
-        let st = lock(&shared.state);
-        let Some(c) = st.clients.get(&slot) else {
-            return;
-        };
-        if let Some(p) = st.ports.get(&(c.node.clone(), c.port)) {
+        if let Some(p) = &port {
             let m = &pkt[32..];
             let data = link::rmpp_type(m) == Some(rmpp::RmppType::Data);
             if data && mad::Packet::new_unchecked(m).method().is_response_bit() {
                 let tid = mad::Packet::new_unchecked(m).tid();
                 link::note_sender(&p.senders, tid, slot);
             }
-            p.send(PortCmd::Send(pkt));
+            p.send(&pkt);
         }
     }
 }
@@ -379,13 +414,7 @@ fn connect(shared: &Arc<Shared>, req: &CtlRepr, from: &[u8], pid: i32) -> Option
     sock.set_nonblocking(true).ok()?;
     if let std::collections::btree_map::Entry::Vacant(e) = st.ports.entry((node.clone(), port)) {
         let t = shared.fabric.open(&node, port).ok()?;
-        let s = Arc::downgrade(shared);
-        let notify: Arc<dyn Fn() + Send + Sync> = Arc::new(move || {
-            if let Some(s) = s.upgrade() {
-                s.wake();
-            }
-        });
-        e.insert(PortLink::start(t, notify));
+        e.insert(Arc::new(PortLink::new(t)));
     }
     let out = Arc::new(ClientOut::new(slot, sock, info.issm));
     out.set_hold(shared.hold.load(std::sync::atomic::Ordering::Relaxed));

@@ -340,6 +340,7 @@ impl FabricBuilder {
                 sa_local: Mutex::new(Vec::new()),
                 registered: Mutex::new((std::sync::Weak::new(), Vec::new())),
                 clock,
+                on_arrival: std::sync::OnceLock::new(),
             }),
         };
         if !self.unmanaged && seat.is_some() {

@@ -216,6 +216,17 @@ pub(crate) struct FabricInner {
     registered: Mutex<(Weak<Registry>, Vec<String>)>,
     /// The fabric's time: link delays, the SA's timers, and its ports' default clock.
     pub(crate) clock: Arc<dyn Clock>,
+    /// Told after a frame is queued for an open port (see [`Fabric::on_arrival`]).
+    pub(crate) on_arrival: std::sync::OnceLock<ArrivalHook>,
+}
+
+/// What [`Fabric::on_arrival`] calls: with the node and port a frame was queued for.
+pub(crate) struct ArrivalHook(pub(crate) Box<dyn Fn(usize, u8) + Send + Sync>);
+
+impl core::fmt::Debug for ArrivalHook {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str("ArrivalHook")
+    }
 }
 
 /// The in-fabric SA, as the fabric drives it: each SubnAdm (class 0x03) MAD that
@@ -473,6 +484,13 @@ impl Fabric {
     /// EADDRINUSE if the port is already open.
     pub fn open(&self, ca: &str, port: u8) -> Result<SimTransport> {
         self.inner.open(ca, port)
+    }
+
+    /// For `crate::fabric`, whose loop drives its ports without a thread waiting on
+    /// each: `hook` is called (in the thread that walked the frame) after every frame
+    /// queued for an open port. Set once; false if a hook was set already.
+    pub(crate) fn on_arrival(&self, hook: ArrivalHook) -> bool {
+        self.inner.on_arrival.set(hook).is_ok()
     }
 
     /// Names of the CAs (not switches), in the order they were added.

@@ -555,8 +555,13 @@ impl FabricInner {
         };
         // A full queue drops the frame, counted, and the sender goes on: a slow
         // reader never holds up the thread that walks the frame.
-        if pushed.is_err() {
-            self.nodes[node].count(port, |c| c.rcv_queue_overflows += 1);
+        match pushed {
+            Ok(()) => {
+                if let Some(hook) = self.on_arrival.get() {
+                    (hook.0)(node, port);
+                }
+            }
+            Err(_) => self.nodes[node].count(port, |c| c.rcv_queue_overflows += 1),
         }
         true
     }

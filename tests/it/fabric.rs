@@ -330,7 +330,7 @@ fn fabric_link_down_under_traffic_is_silence_then_answers_again() {
     s.ctl(&["link", "H3", "1", "up"]);
     // small.net: four CAs, one linked port each; the SM's sweep brings H3 back.
     assert_eq!(s.ctl(&["wait-up", "all"]).trim(), "up 4 ports");
-    // The port's thread walks its requests through the fabric in order, and answers
+    // The server's loop walks its requests through the fabric in order, and answers
     // leave in that order: once request 41's answer is in, every earlier request was
     // answered or dropped. Only some of those in flight at `link down` may be answered.
     send_smp(&mut t, &dr_node_info(41, &path));
@@ -363,6 +363,24 @@ fn fabric_link_down_under_traffic_is_silence_then_answers_again() {
     assert_eq!(drops.count(), 0);
     drop(t);
     assert_eq!(s.ctl(&["wait-clients", "0"]).trim(), "0");
+}
+
+#[test]
+fn fabric_answers_a_link_delay_holds_back_still_reach_the_client_in_order() {
+    let s = Served::serve(&topo("small.net"));
+    let mut t = IbsimTransport::connect(s.ibsim_config("H1")).unwrap();
+    // H1's own link holds every frame for H1 back 2 ms in its port: the server's loop,
+    // which drives the port, must come back for them without a client's MAD to wake it.
+    s.ctl(&["faults", "H1", "1", "delay_us=2000"]);
+    let path = [0u8, 1, 7, 1];
+    let h3 = 0x10_0000 + 2 * 2;
+    for tid in 1..=5 {
+        send_smp(&mut t, &dr_node_info(tid, &path));
+    }
+    for tid in 1..=5 {
+        let (got, method, guid) = next_mad(&mut t);
+        assert_eq!((got, method, guid), (tid, 0x81, h3));
+    }
 }
 
 #[test]
