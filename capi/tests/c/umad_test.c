@@ -43,6 +43,15 @@ int umad_get_smi_gsi_pair_by_ca_name(const char *devname, uint8_t portnum,
 #define MAD_LEN 256
 #define VENDOR_CLASS 0x0a /* vendor range 1: no OUI, no RMPP */
 #define SA_CLASS 0x03
+/* The timeout of a request the test expects answered, and the limit of a wait for
+ * something that must come: both far beyond what any loaded machine takes (the flake
+ * hunt found 1 s and 2 s exceeded under valgrind with load 15 on 2 cores), so that the
+ * answer, not the clock, ends each wait; they only keep a broken build from hanging. */
+#define ANSWERED_MS 60000
+#define GUARD_MS 60000
+/* The lossy test's per-attempt timeout: a retry must follow a loss, so this one is a
+ * real timeout; seven attempts of 1 s leave a loaded server 7 s to answer once. */
+#define LOSSY_MS 1000
 
 static void *alloc_umad(size_t data)
 {
@@ -248,7 +257,7 @@ static void test_fd(struct world *w)
 	struct pollfd pfd = { .fd = umad_get_fd(w->b), .events = POLLIN };
 	CHECK(poll(&pfd, 1, 0) == 0, "poll(2) on umad_get_fd: not readable when empty");
 	CHECK(send_get(w, 0x1001, 0, 0, 2) == 0, "umad_send a Get");
-	CHECK(poll(&pfd, 1, 5000) == 1 && (pfd.revents & POLLIN), "poll(2): readable once queued");
+	CHECK(poll(&pfd, 1, GUARD_MS) == 1 && (pfd.revents & POLLIN), "poll(2): readable once queued");
 	uint8_t *u = alloc_umad(MAD_LEN);
 	int len = MAD_LEN;
 	CHECK(umad_recv(w->b, u, &len, 0) == w->server, "recv the Get");
@@ -263,7 +272,7 @@ static void test_recv(struct world *w)
 
 	/* recv: "on success return the agentid"; header and length filled in. (A response is
 	 * matched only to a request sent with a timeout, as the kernel does.) */
-	CHECK(send_get(w, 0x2002, 1000, 0, 2) == 0, "umad_send");
+	CHECK(send_get(w, 0x2002, ANSWERED_MS, 0, 2) == 0, "umad_send");
 	len = MAD_LEN;
 	int r = umad_recv(w->b, u, &len, -1);
 	CHECK(r == w->server, "recv: returns the receiving agent id (%d)", r);
@@ -284,7 +293,7 @@ static void test_recv(struct world *w)
 	memset(m + 24, 0x5a, 32);
 	CHECK(umad_send(w->b, w->server, u, MAD_LEN, 0, 0) == 0, "umad_send the GetResp");
 	len = MAD_LEN;
-	CHECK(umad_recv(w->a, u, &len, 5000) == w->client, "recv: client gets the response");
+	CHECK(umad_recv(w->a, u, &len, GUARD_MS) == w->client, "recv: client gets the response");
 	CHECK(mad_tid(umad_get_mad(u)) & 0xffffffff && ((uint8_t *)umad_get_mad(u))[3] == 0x81 &&
 		      ((uint8_t *)umad_get_mad(u))[24] == 0x5a,
 	      "recv: response payload intact");
@@ -380,7 +389,7 @@ static void test_poll(struct world *w)
 	CHECK(umad_poll(12345, 0) == -EINVAL, "poll: invalid port handle = -EINVAL");
 	/* poll: "once a packet is ready to be read, the function returns 0"; then recv reads it. */
 	send_get(w, 0x4004, 0, 0, 2);
-	CHECK(umad_poll(w->b, 5000) == 0, "poll: returns 0 once a packet is ready");
+	CHECK(umad_poll(w->b, GUARD_MS) == 0, "poll: returns 0 once a packet is ready");
 	CHECK(umad_poll(w->b, 0) == 0, "poll: still 0 while it is queued");
 	uint8_t *u = alloc_umad(MAD_LEN);
 	int len = MAD_LEN;
@@ -408,7 +417,7 @@ static void *race(void *arg)
 	uint8_t *u = alloc_umad(MAD_LEN);
 	for (int round = 0; round < RACE_ROUNDS; round++) {
 		pthread_barrier_wait(&race_barrier); /* the round's packet was sent */
-		r->polled += umad_poll(r->w->b, 5000) == 0;
+		r->polled += umad_poll(r->w->b, GUARD_MS) == 0;
 		pthread_barrier_wait(&race_barrier); /* both threads saw it ready */
 		int len = MAD_LEN;
 		int got = umad_recv(r->w->b, u, &len, 0);
@@ -495,7 +504,7 @@ static void test_status_timeout(struct world *w)
 	CHECK(send_get(w, 0x5005, 30, 1, 9) == 0, "umad_send a Get to a LID that does not exist");
 	uint8_t *u = alloc_umad(MAD_LEN);
 	int len = MAD_LEN;
-	int r = umad_recv(w->a, u, &len, 5000);
+	int r = umad_recv(w->a, u, &len, GUARD_MS);
 	CHECK(r == w->client, "status: the timeout comes back to the sending agent (r=%d)", r);
 	CHECK(umad_status(u) == ETIMEDOUT, "status: ETIMEDOUT for a send-timeout completion");
 	CHECK((mad_tid(umad_get_mad(u)) & 0xffffffff) == 0x5005,
@@ -522,21 +531,21 @@ static void test_quirks(struct world *w)
 	errno = 0;
 	r = umad_send(12345, w->client, u, MAD_LEN, 0, 0);
 	CHECK(r == -EIO && errno == EINVAL, "quirk: send on a bad port = -EIO, errno EINVAL");
-	r = umad_send(w->a, w->client, u, MAD_LEN, 1000, 0);
+	r = umad_send(w->a, w->client, u, MAD_LEN, ANSWERED_MS, 0);
 	CHECK(r == 0, "send a request with a timeout");
 	errno = 0;
-	r = umad_send(w->a, w->client, u, MAD_LEN, 1000, 0);
+	r = umad_send(w->a, w->client, u, MAD_LEN, ANSWERED_MS, 0);
 	CHECK(r == -EIO && errno == EINVAL, "quirk: a duplicate outstanding TID = -EIO, errno EINVAL");
 	struct ib_user_mad *h = (struct ib_user_mad *)u;
-	CHECK(h->agent_id == (uint32_t)w->client && h->timeout_ms == 1000 && h->retries == 0,
+	CHECK(h->agent_id == (uint32_t)w->client && h->timeout_ms == ANSWERED_MS && h->retries == 0,
 	      "umad_send writes agent id, timeout and retries into the header");
 	/* Drain the request at b and answer it so nothing is outstanding. */
 	int len = MAD_LEN;
-	umad_recv(w->b, u, &len, 5000);
+	umad_recv(w->b, u, &len, GUARD_MS);
 	((uint8_t *)umad_get_mad(u))[3] = 0x81;
 	umad_send(w->b, w->server, u, MAD_LEN, 0, 0);
 	len = MAD_LEN;
-	CHECK(umad_recv(w->a, u, &len, 5000) == w->client, "the response to the first request");
+	CHECK(umad_recv(w->a, u, &len, GUARD_MS) == w->client, "the response to the first request");
 
 	/* umad_register: -EPERM, errno preserved. */
 	errno = 0;
@@ -586,9 +595,9 @@ static void test_rmpp_enospc(void)
 	uint8_t *u = alloc_umad(MAD_LEN);
 	mad_hdr(umad_get_mad(u), SA_CLASS, 2, 0x12, 0x7007, 0x0011);
 	umad_set_addr(u, 2, 1, 0, 0x80010000);
-	CHECK(umad_send(a, sa_client, u, MAD_LEN, 2000, 0) == 0, "send SA GetTable");
+	CHECK(umad_send(a, sa_client, u, MAD_LEN, ANSWERED_MS, 0) == 0, "send SA GetTable");
 	int len = MAD_LEN;
-	CHECK(umad_recv(b, u, &len, 5000) == sa_server, "SA server gets the GetTable");
+	CHECK(umad_recv(b, u, &len, GUARD_MS) == sa_server, "SA server gets the GetTable");
 
 	uint8_t *resp = alloc_umad(56 + DATA);
 	memcpy(resp, u, umad_size() + 24);
@@ -607,7 +616,7 @@ static void test_rmpp_enospc(void)
 	 * returned in *length" and -ENOSPC; the message stays queued. */
 	len = MAD_LEN;
 	errno = 0;
-	int r = umad_recv(a, u, &len, 5000);
+	int r = umad_recv(a, u, &len, GUARD_MS);
 	CHECK(r == -ENOSPC && errno == ENOSPC, "recv: too small a buffer = -ENOSPC (r=%d)", r);
 	CHECK(len == 56 + DATA, "recv: *length = the data length needed (%d)", len);
 	CHECK(umad_poll(a, 0) == 0, "recv: after ENOSPC the message is still queued");
@@ -636,9 +645,9 @@ static void test_smp(struct world *w)
 	uint8_t *u = alloc_umad(MAD_LEN);
 	mad_hdr(umad_get_mad(u), 0x01, 1, 0x01, 0x8008, 0x0011);
 	umad_set_addr(u, 2, 0, 0, 0);
-	CHECK(umad_send(w->a, smi, u, MAD_LEN, 1000, 2) == 0, "send SubnGet(NodeInfo) to LID 2");
+	CHECK(umad_send(w->a, smi, u, MAD_LEN, ANSWERED_MS, 2) == 0, "send SubnGet(NodeInfo) to LID 2");
 	int len = MAD_LEN;
-	int r = umad_recv(w->a, u, &len, 5000);
+	int r = umad_recv(w->a, u, &len, GUARD_MS);
 	uint8_t *m = umad_get_mad(u);
 	CHECK(r == smi && umad_status(u) == 0 && m[3] == 0x81 && m[64 + 1] == 1,
 	      "vmadsim1's SMA answers NodeInfo (node type CA)");
@@ -686,7 +695,7 @@ static int run_faults(void)
 	CHECK(send_get(&w, 0x9009, 20, 2, 2) == 0, "send through a link that loses everything");
 	uint8_t *u = alloc_umad(MAD_LEN);
 	int len = MAD_LEN;
-	CHECK(umad_recv(w.a, u, &len, 5000) == w.client && umad_status(u) == ETIMEDOUT,
+	CHECK(umad_recv(w.a, u, &len, GUARD_MS) == w.client && umad_status(u) == ETIMEDOUT,
 	      "faults: the request times out (status ETIMEDOUT)");
 	len = MAD_LEN;
 	CHECK(umad_recv(w.b, u, &len, 0) == -EWOULDBLOCK, "faults: nothing reached vmadsim1");
@@ -722,12 +731,12 @@ static int run_lossy(void)
 	pthread_t t;
 	pthread_create(&t, NULL, serve, &w);
 	for (int i = 0; i < N; i++)
-		if (send_get(&w, 0xa000 + i, 50, 6, 2) != 0)
+		if (send_get(&w, 0xa000 + i, LOSSY_MS, 6, 2) != 0)
 			timeouts++;
 	uint8_t *u = alloc_umad(MAD_LEN);
 	for (int got = 0; got < N;) {
 		int len = MAD_LEN;
-		if (umad_recv(w.a, u, &len, 10000) != w.client)
+		if (umad_recv(w.a, u, &len, GUARD_MS) != w.client)
 			break;
 		got++;
 		unsigned i = (unsigned)(mad_tid(umad_get_mad(u)) & 0xffffffff) - 0xa000;
