@@ -134,7 +134,7 @@ static void still_answers(void)
 	memset(u, 0, umad_size() + MAD_LEN);
 	mad_hdr(umad_get_mad(u), PERF_CLASS, 1, 0x4242);
 	umad_set_addr(u, 1, 1, 0, 0x80010000);
-	CHECK(umad_send(port_b, perf, u, MAD_LEN, 2000, 0) == 0, "send a Get");
+	CHECK(umad_send(port_b, perf, u, MAD_LEN, 60000, 0) == 0, "send a Get");
 	len = MAD_LEN;
 	CHECK(umad_recv(port_a, u, &len, -1) == pma, "the Get reached vmadsim0");
 	uint8_t *mad = umad_get_mad(u);
@@ -143,7 +143,7 @@ static void still_answers(void)
 	/* A leftover Send still on its way when the drain ended may come first. */
 	do {
 		len = MAD_LEN;
-		r = umad_recv(port_b, u, &len, 2000);
+		r = umad_recv(port_b, u, &len, 60000);
 	} while (r == server);
 	CHECK(r == perf && ((uint8_t *)umad_get_mad(u))[3] == 0x81,
 	      "the GetResp came back (%d)", r);

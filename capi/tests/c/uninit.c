@@ -178,11 +178,11 @@ static void test_recv_rmpp(void)
 	memset(u, 0, umad_size() + MAD_LEN);
 	mad_hdr(umad_get_mad(u), SA_CLASS, 2, 0x12, 0x7007);
 	umad_set_addr(u, 2, 1, 0, 0x80010000);
-	CHECK(umad_send(a, client, u, MAD_LEN, 2000, 0) == 0, "send SA GetTable");
+	CHECK(umad_send(a, client, u, MAD_LEN, 60000, 0) == 0, "send SA GetTable");
 	free(u);
 	u = fresh(umad_size() + MAD_LEN);
 	int len = MAD_LEN;
-	CHECK(umad_recv(b, u, &len, 5000) == server, "SA server gets the GetTable");
+	CHECK(umad_recv(b, u, &len, 60000) == server, "SA server gets the GetTable");
 
 	uint8_t *resp = fresh(umad_size() + 56 + DATA);
 	memcpy(resp, u, umad_size() + 24);
@@ -201,7 +201,7 @@ static void test_recv_rmpp(void)
 
 	u = fresh(umad_size() + MAD_LEN);
 	len = MAD_LEN;
-	int r = umad_recv(a, u, &len, 5000);
+	int r = umad_recv(a, u, &len, 60000);
 	CHECK(r == -ENOSPC && len == 56 + DATA, "recv: -ENOSPC, *length = %d", len);
 	CHECK(defined(u, umad_size() + MAD_LEN), "ENOSPC: the header and the first 256 bytes written");
 	free(u);
