@@ -450,3 +450,75 @@ impl Walker {
         });
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::smp::port_info::PortState;
+
+    /// The local CA (GUID 1) at switch 2's port 3; CA 3 at the switch's port 1;
+    /// the switch's port 2 leads to a node that never answers.
+    fn answer(r: &Request) -> Option<[u8; smp::DATA_LEN]> {
+        let node = match r.route.as_slice() {
+            [] => 1,
+            [1] => 2,
+            [1, 1] => 3,
+            _ => return None,
+        };
+        let mut d = [0u8; smp::DATA_LEN];
+        if r.attr == AttrId::NodeInfo {
+            let mut p = node_info::Packet::new_unchecked(&mut d[..]);
+            p.set_node_guid(node);
+            p.set_port_guid(node);
+            let switch = node == 2;
+            p.set_node_type(if switch {
+                NodeType::Switch
+            } else {
+                NodeType::Ca
+            });
+            p.set_num_ports(if switch { 3 } else { 1 });
+            p.set_local_port_num(if switch { 3 } else { 1 });
+        } else if r.attr == AttrId::PortInfo {
+            port_info::Packet::new_unchecked(&mut d[..]).set_port_state(PortState::Active);
+        }
+        Some(d)
+    }
+
+    #[test]
+    fn walks_under_the_window_and_names_what_failed() {
+        let config = Config {
+            window: 2,
+            per_node: 2,
+            ..Config::default()
+        };
+        let mut w = Walker::new(&config);
+        let mut out: Vec<Request> = Vec::new();
+        let mut probed = Vec::new();
+        while !w.is_done() {
+            while let Some(r) = w.next_request() {
+                if r.attr == AttrId::NodeInfo {
+                    probed.push(r.route.clone());
+                }
+                out.push(r);
+            }
+            assert!(out.len() <= 2, "window of 2: {out:?}");
+            let r = out.remove(0);
+            match answer(&r) {
+                Some(d) => w.answer(r.id, Ok(&d)),
+                None => w.answer(r.id, Err(Reason::Timeout)),
+            };
+        }
+        let topo = w.into_topology();
+        let guids: Vec<u64> = topo.nodes.iter().map(|n| n.guid).collect();
+        assert_eq!(guids, [1, 2, 3]);
+        assert_eq!(topo.links(), [((1, 1), (2, 3)), ((2, 1), (3, 1))]);
+        assert_eq!(topo.failures.len(), 1, "{:?}", topo.failures);
+        let f = &topo.failures[0];
+        assert_eq!(
+            (f.query, f.via, f.route.as_slice()),
+            (Query::NodeInfo, Some((2, 2)), &[1, 2][..])
+        );
+        // The switch's port 3 leads back where the walk came from: not probed again.
+        assert_eq!(probed, [vec![], vec![1], vec![1, 1], vec![1, 2]]);
+    }
+}
