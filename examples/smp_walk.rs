@@ -1,7 +1,9 @@
 //! Directed-route discovery of a whole fabric, as `ibnetdiscover` does it:
 //! NodeInfo over ever longer DR paths, NodeDescription per node, PortInfo per
-//! switch port, with many SMPs in flight at once. Prints the nodes and links
-//! in ibnetdiscover's topology format.
+//! port, with many SMPs in flight at once. Prints the nodes and links in
+//! ibnetdiscover's topology format. The walk is the library's one directed-route
+//! walker (`vmad::discover::Walker`, as `vmad discover` and the embedded SM use
+//! it), driven here over `vmad::client` and its windows.
 //!
 //! Runs against ibsim, attached as `scripts/ibsim-start` says:
 //!
@@ -16,14 +18,17 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use vmad::client::{Client, ClientConfig, NodeDesc, NodeInfo, Pending, PortInfo, Target};
+use vmad::client::{
+    Attribute, Client, ClientConfig, NodeDesc, NodeInfo, Pending, PortInfo, Target,
+};
+use vmad::discover::{Config, Reason, Walker};
 use vmad::engine::AgentSpec;
 use vmad::port::{Port, PortConfig};
 use vmad::subnet::FabricBuilder;
 use vmad::transport::ibsim::IbsimTransport;
 use vmad::types::{MadAddr, Qp};
 use vmad::wire::mad::{self, MadStatus, Method, MgmtClass};
-use vmad::wire::smp::{self, node_info::NodeType, port_info::PortState, AttrId};
+use vmad::wire::smp::{self, AttrId};
 
 #[allow(dead_code)] // for the ibsim tests that compile this file
 pub(crate) const ATTR_NODE_DESC: u16 = AttrId::NodeDescription.raw();
@@ -122,24 +127,11 @@ pub(crate) struct Sweep {
     pub(crate) timeouts: u64,
 }
 
-/// A request on its way, and what it was for.
+/// A request on its way, by its walker id.
 enum Asked {
-    /// NodeInfo over `path`, reached from `from` (None: the local node).
-    NodeInfo {
-        path: Vec<u8>,
-        from: Option<End>,
-        answer: Pending<NodeInfo>,
-    },
-    NodeDesc {
-        guid: u64,
-        answer: Pending<NodeDesc>,
-    },
-    PortInfo {
-        guid: u64,
-        path: Vec<u8>,
-        port: u8,
-        answer: Pending<PortInfo>,
-    },
+    Node(Pending<NodeInfo>),
+    Desc(Pending<NodeDesc>),
+    Port(Pending<PortInfo>),
 }
 
 /// Discover the fabric from `port`, keeping up to `window` SMPs in flight (the
@@ -168,132 +160,89 @@ pub(crate) fn walk(
 
 /// [`walk`] under any client settings (the windows, the per-destination cap).
 ///
+/// The walk is the library's directed-route walker ([`Walker`]), driven over
+/// `vmad::client`: the client's SMP window and per-destination cap pace it, so
+/// the walker hands out every request it has at once.
+///
 /// # Errors
 ///
 /// As [`walk`].
 pub(crate) fn walk_with(port: &Port, config: ClientConfig) -> vmad::Result<(Topology, Sweep)> {
     let client = Client::new(port, config)?;
-    let mut topo = Topology::default();
+    let mut walker = Walker::new(&Config {
+        window: usize::MAX,
+        per_node: usize::MAX,
+        // Directed route throughout, as ibnetdiscover goes.
+        lid_routing: false,
+        ..Config::default()
+    });
     let mut sweep = Sweep::default();
-    let mut asked = vec![Asked::NodeInfo {
-        path: Vec::new(),
-        from: None,
-        answer: client.get_async(&Target::dr(&[]), 0)?,
-    }];
-    sweep.smps += 1;
-    while !asked.is_empty() {
+    let mut asked: Vec<(u32, Asked)> = Vec::new();
+    loop {
+        while let Some(r) = walker.next_request() {
+            let to = Target::dr(&r.route);
+            let a = match r.attr {
+                AttrId::NodeInfo => Asked::Node(client.get_async(&to, r.attr_mod)?),
+                AttrId::NodeDescription => Asked::Desc(client.get_async(&to, r.attr_mod)?),
+                _ => Asked::Port(client.get_async(&to, r.attr_mod)?),
+            };
+            asked.push((r.id, a));
+            sweep.smps += 1;
+        }
+        if walker.is_done() {
+            break;
+        }
         // Let answers arrive (the client files each under its request), then
-        // take those that came; what they teach is asked at once.
+        // give the walker those that came; what they teach is asked at once.
         client.drive(Duration::from_millis(50));
-        let mut next = Vec::new();
-        for mut a in asked.drain(..) {
+        let mut next = Vec::with_capacity(asked.len());
+        for (id, mut a) in asked.drain(..) {
+            let mut data = [0u8; smp::DATA_LEN];
             let done = match &mut a {
-                Asked::NodeInfo { answer, .. } => answer.try_wait().map(|r| r.map(Got::Node)),
-                Asked::NodeDesc { answer, .. } => answer.try_wait().map(|r| r.map(Got::Desc)),
-                Asked::PortInfo { answer, .. } => answer.try_wait().map(|r| r.map(Got::Port)),
+                Asked::Node(p) => p.try_wait().map(|r| r.map(|v| v.encode(&mut data))),
+                Asked::Desc(p) => p.try_wait().map(|r| r.map(|v| v.encode(&mut data))),
+                Asked::Port(p) => p.try_wait().map(|r| r.map(|v| v.encode(&mut data))),
             };
             match done {
-                None => next.push(a),
-                Some(Ok(got)) => handle(&client, &mut topo, &mut next, &mut sweep, a, got)?,
-                Some(Err(vmad::Error::TimedOut)) => sweep.timeouts += 1,
-                // An error status: nothing to learn from this one.
-                Some(Err(vmad::Error::MadStatus { .. })) => {}
+                None => next.push((id, a)),
+                Some(Ok(())) => {
+                    walker.answer(id, Ok(&data));
+                }
+                Some(Err(vmad::Error::TimedOut)) => {
+                    sweep.timeouts += 1;
+                    walker.answer(id, Err(Reason::Timeout));
+                }
+                Some(Err(vmad::Error::MadStatus { status, .. })) => {
+                    walker.answer(id, Err(Reason::Status(status)));
+                }
                 Some(Err(e)) => return Err(e),
             }
         }
         asked = next;
     }
-    Ok((topo, sweep))
-}
-
-/// An answer, typed.
-enum Got {
-    Node(NodeInfo),
-    Desc(NodeDesc),
-    Port(PortInfo),
-}
-
-fn handle(
-    client: &Client,
-    topo: &mut Topology,
-    asked: &mut Vec<Asked>,
-    sweep: &mut Sweep,
-    job: Asked,
-    got: Got,
-) -> vmad::Result<()> {
-    match (job, got) {
-        (Asked::NodeInfo { path, from, .. }, Got::Node(info)) => {
-            let (guid, local_port) = (info.node_guid, info.local_port_num);
-            if let Some(from) = from {
-                topo.add_link(from, (guid, local_port));
-            }
-            if let Some(node) = topo.nodes.get_mut(&guid) {
-                node.port_guids.insert(local_port, info.port_guid);
-                return Ok(());
-            }
-            topo.nodes.insert(
-                guid,
-                Node {
-                    guid,
-                    node_type: u8::from(info.node_type),
-                    num_ports: info.num_ports,
-                    desc: String::new(),
-                    port_guids: [(local_port, info.port_guid)].into(),
-                },
-            );
-            let to = Target::dr(&path);
-            asked.push(Asked::NodeDesc {
-                guid,
-                answer: client.get_async(&to, 0)?,
-            });
-            sweep.smps += 1;
-            // Switches forward: look behind every port. CAs do not; only the
-            // local one is looked through, by the port we are attached to.
-            let ports: Vec<u8> = if info.node_type == NodeType::Switch {
-                (1..=info.num_ports).collect()
-            } else if path.is_empty() {
-                vec![local_port]
-            } else {
-                Vec::new()
-            };
-            for port in ports {
-                asked.push(Asked::PortInfo {
-                    guid,
-                    path: path.clone(),
-                    port,
-                    answer: client.get_async(&to, u32::from(port))?,
-                });
-                sweep.smps += 1;
-            }
-        }
-        (Asked::NodeDesc { guid, .. }, Got::Desc(desc)) => {
-            if let Some(node) = topo.nodes.get_mut(&guid) {
-                node.desc = String::from_utf8_lossy(desc.text()).into_owned();
-            }
-        }
-        (
-            Asked::PortInfo {
-                guid, path, port, ..
+    let found = walker.into_topology();
+    let mut topo = Topology::default();
+    for n in &found.nodes {
+        topo.nodes.insert(
+            n.guid,
+            Node {
+                guid: n.guid,
+                node_type: u8::from(n.node_type),
+                num_ports: n.num_ports,
+                desc: n.desc.clone(),
+                port_guids: n
+                    .ports
+                    .iter()
+                    .filter(|(_, p)| p.guid != 0)
+                    .map(|(&i, p)| (i, p.guid))
+                    .collect(),
             },
-            Got::Port(pi),
-        ) => {
-            // Down or no state: nothing behind this port.
-            if matches!(pi.port_state, PortState::Down | PortState::NoChange) {
-                return Ok(());
-            }
-            let mut next = path;
-            next.push(port);
-            let to = Target::dr(&next);
-            asked.push(Asked::NodeInfo {
-                path: next,
-                from: Some((guid, port)),
-                answer: client.get_async(&to, 0)?,
-            });
-            sweep.smps += 1;
-        }
-        _ => unreachable!("each request is answered with its own attribute"),
+        );
     }
-    Ok(())
+    for (a, b) in found.links() {
+        topo.add_link(a, b);
+    }
+    Ok((topo, sweep))
 }
 
 fn name(n: &Node) -> String {

@@ -41,8 +41,10 @@
 mod format;
 mod sa;
 mod sweep;
+mod walker;
 
 pub use sa::{discover_sa, table_records, TableRecords};
+pub use walker::{Learned, Request, Walker};
 
 use std::collections::{BTreeMap, HashMap};
 

@@ -21,6 +21,7 @@ use std::time::Duration;
 
 use super::subnet_db::{NodeEntry, PortEntry, SubnetDb};
 use super::{lock, read, write, FabricInner, GID_PREFIX};
+use crate::discover::{Config, Learned, Reason, Walker};
 use crate::transport::sim::Pkt;
 use crate::wire::mad::{self, MadStatus, Method, MgmtClass};
 use crate::wire::smp::{self, lft, node_desc, node_info, pkey_table, port_info, switch_info};
@@ -337,67 +338,82 @@ impl Sweep<'_> {
             .find_map(|key| self.smp(path, Method::Get, AttrId::NodeInfo, 0, key, &[]))
     }
 
-    /// Breadth-first discovery from the SM's port.
+    /// Discovery from the SM's port by the tree's one directed-route walker
+    /// ([`Walker`]), driven one SMP at a time through the fabric; the SM keeps
+    /// the attributes as read, each CA port's path, and the links.
     fn discover(&mut self) -> Result<()> {
         let own = &self.fabric.nodes[self.seat.0];
         let (own_guid, own_key) = (own.guid, self.mkey_of(own.port_guid(self.seat.1)));
-        let Some(info) = self.smp(&[], Method::Get, AttrId::NodeInfo, 0, own_key, &[]) else {
+        // One at a time (the fabric answers before `originate` returns), by
+        // directed route only (LIDs are what the SM is about to hand out).
+        let config = Config {
+            window: 1,
+            per_node: 1,
+            lid_routing: false,
+            ..Config::default()
+        };
+        let mut walker = Walker::new(&config);
+        while let Some(r) = walker.next_request() {
+            let (method, attr, modifier) = (Method::Get, r.attr, r.attr_mod);
+            let data = match r.node {
+                None if r.route.is_empty() => self.smp(&[], method, attr, 0, own_key, &[]),
+                None => self.node_info(&r.route),
+                Some(i) => {
+                    let f = &self.found[i];
+                    let port = match attr {
+                        AttrId::PortInfo => r.attr_mod as u8,
+                        _ if f.switch => 0,
+                        _ => f.paths.iter().position(Option::is_some).unwrap_or(1) as u8,
+                    };
+                    let mkey = self.mkey_of(f.port_guid(port));
+                    self.smp(&r.route, method, attr, modifier, mkey, &[])
+                }
+            };
+            let Some(d) = data else {
+                // An error status or every try lost: the walker notes it and goes on.
+                walker.answer(r.id, Err(Reason::Timeout));
+                continue;
+            };
+            match walker.answer(r.id, Ok(&d)) {
+                Some(Learned::NodeInfo { node, port, new }) => {
+                    if new {
+                        debug_assert_eq!(node, self.found.len());
+                        self.add(d, r.route);
+                    } else if !self.found[node].switch {
+                        // Another port of a known CA: the path that reaches it.
+                        if let Some(slot @ None) = self.found[node].paths.get_mut(usize::from(port))
+                        {
+                            *slot = Some(r.route);
+                        }
+                    }
+                }
+                Some(Learned::PortInfo { node, port }) => {
+                    self.found[node].port_info[usize::from(port)] =
+                        d[..port_info::LEN].try_into().ok();
+                }
+                Some(Learned::NodeDesc { node }) => {
+                    self.found[node].desc.copy_from_slice(&d[..node_desc::LEN]);
+                }
+                None => {}
+            }
+        }
+        if self.found.is_empty() {
             return Err(Error::Io(std::io::Error::other(
                 "the SM's own node does not answer",
             )));
-        };
-        let me = self.add(info, Vec::new());
-        debug_assert_eq!(self.found[me].guid(), own_guid);
-        let mut queue = VecDeque::from([me]);
-        while let Some(at) = queue.pop_front() {
-            let f = &self.found[at];
-            let ports: Vec<u8> = if f.switch {
-                (1..=f.num_ports).collect()
-            } else {
-                vec![self.seat.1]
-            };
-            for port in ports {
-                if let Some(new) = self.explore(at, port) {
-                    if self.found[new].switch {
-                        queue.push_back(new);
-                    }
-                }
-            }
         }
-        // The far CA ports and the switches' port 0 were reached, not yet read.
-        for i in 0..self.found.len() {
-            for port in 0..=self.found[i].num_ports {
-                let f = &self.found[i];
-                if f.port_info[usize::from(port)].is_some() || (f.switch != (port == 0)) {
-                    continue;
-                }
-                let Some(path) = f.path(port).cloned() else {
+        debug_assert_eq!(self.found[0].guid(), own_guid);
+        // The links, both ends, as the walker crossed them.
+        let topo = walker.into_topology();
+        for (i, n) in topo.nodes.iter().enumerate() {
+            for (&port, p) in &n.ports {
+                let Some((guid, peer_port)) = p.remote else {
                     continue;
                 };
-                let mkey = self.mkey_of(f.port_guid(port));
-                let pi = self.smp(
-                    &path,
-                    Method::Get,
-                    AttrId::PortInfo,
-                    u32::from(port),
-                    mkey,
-                    &[],
-                );
-                self.found[i].port_info[usize::from(port)] =
-                    pi.and_then(|d| d[..port_info::LEN].try_into().ok());
-            }
-        }
-        for i in 0..self.found.len() {
-            let f = &self.found[i];
-            let port = if f.switch {
-                0
-            } else {
-                f.paths.iter().position(Option::is_some).unwrap_or(1) as u8
-            };
-            let path = f.path(port).cloned().unwrap_or_default();
-            let mkey = self.mkey_of(f.port_guid(port));
-            if let Some(d) = self.smp(&path, Method::Get, AttrId::NodeDescription, 0, mkey, &[]) {
-                self.found[i].desc.copy_from_slice(&d[..node_desc::LEN]);
+                let peer = self.by_guid[&guid];
+                if let Some(slot) = self.found[i].peers.get_mut(usize::from(port)) {
+                    *slot = Some((peer, peer_port));
+                }
             }
         }
         self.stats.nodes = self.found.len();
@@ -432,48 +448,6 @@ impl Sweep<'_> {
         self.by_guid.insert(ni.node_guid(), index);
         self.found.push(f);
         index
-    }
-
-    /// Read `port` of found node `at`, and what is at its far end; the new node, if any.
-    fn explore(&mut self, at: usize, port: u8) -> Option<usize> {
-        let path = self.found[at].path(port)?.clone();
-        let mkey = self.mkey_of(self.found[at].port_guid(port));
-        let pi = self.smp(
-            &path,
-            Method::Get,
-            AttrId::PortInfo,
-            u32::from(port),
-            mkey,
-            &[],
-        )?;
-        self.found[at].port_info[usize::from(port)] = Some(pi[..port_info::LEN].try_into().ok()?);
-        let state = port_info::Packet::new_unchecked(&pi[..]).port_state();
-        if state == PortState::Down {
-            return None;
-        }
-        let mut next = path;
-        next.push(port);
-        let info = self.node_info(&next)?;
-        let ni = node_info::Packet::new_unchecked(&info[..]);
-        let (guid, peer_port) = (ni.node_guid(), ni.local_port_num());
-        let (peer, new) = match self.by_guid.get(&guid) {
-            Some(&i) => (i, false),
-            None => (self.add(info, next.clone()), true),
-        };
-        let pf = &mut self.found[peer];
-        if !pf.switch
-            && pf
-                .paths
-                .get(usize::from(peer_port))
-                .is_some_and(Option::is_none)
-        {
-            pf.paths[usize::from(peer_port)] = Some(next);
-        }
-        if let Some(slot) = pf.peers.get_mut(usize::from(peer_port)) {
-            *slot = Some((at, port));
-        }
-        self.found[at].peers[usize::from(port)] = Some((peer, peer_port));
-        new.then_some(peer)
     }
 
     /// Every CA port found and every switch's port 0 gets its planned LID, else the
