@@ -150,10 +150,16 @@ static void respond(int fd, int agent, void *in, void *out, size_t hdr, size_t d
 	if (total < MAD_SIZE)
 		total = MAD_SIZE;
 	/* timeout 0: a response expects no response (a non-zero timeout makes
-	 * the kernel report ETIMEDOUT for it later). */
-	int r = umad_send(fd, agent, out, (int)total, 0, 0);
+	 * the kernel report ETIMEDOUT for it later). Retries: an RMPP response
+	 * resends its window when an ACK is 2 s late (the kernel's and vmad's
+	 * ack timeout); with none, a starved VM (the flake hunt's runs at load 15)
+	 * lost a whole 64 KiB response to one late ACK. 15 resends stay within
+	 * the requesters' 60 s. */
+	errno = 0;
+	int r = umad_send(fd, agent, out, (int)total, 0, 15);
 	if (r < 0)
-		fprintf(stderr, "[agent] umad_send(%zu): %s\n", total, strerror(-r));
+		fprintf(stderr, "[agent] umad_send(%zu): %s (errno %d: %s)\n", total, strerror(-r), errno,
+			strerror(errno));
 }
 
 static void fill_echo(uint8_t *d, size_t len, const uint8_t *req, void *arg)
