@@ -173,8 +173,30 @@ pub(crate) struct KernelAgent(Child);
 
 impl KernelAgent {
     pub(crate) fn start(dev: &str, port: &str) -> KernelAgent {
+        Self::start_on(dev, port, None)
+    }
+
+    /// The same agent on vmad's drop-in `libibumad.so.3` (`target/rxe/vmad-lib`,
+    /// its default transport, `kernel`): a vmad process as the peer.
+    #[cfg_attr(not(feature = "verbs"), allow(dead_code))]
+    pub(crate) fn start_vmad(dev: &str, port: &str) -> KernelAgent {
+        let lib = fixture("vmad-lib");
+        assert!(
+            std::path::Path::new(&lib).join("libibumad.so.3").exists(),
+            "{lib}/libibumad.so.3 is missing (scripts/rxe-test builds it)"
+        );
+        Self::start_on(dev, port, Some(&lib))
+    }
+
+    fn start_on(dev: &str, port: &str, dropin: Option<&str>) -> KernelAgent {
         let path = std::env::var("RXE_AGENT").unwrap_or_else(|_| fixture("umad_agent"));
-        let mut child = Command::new(&path)
+        let mut cmd = Command::new(&path);
+        cmd.env_remove("LD_LIBRARY_PATH")
+            .env_remove("VMAD_TRANSPORT");
+        if let Some(lib) = dropin {
+            cmd.env("LD_LIBRARY_PATH", lib);
+        }
+        let mut child = cmd
             .args(["serve", &env(dev), &env(port), "600"])
             .stdout(Stdio::piped())
             .spawn()

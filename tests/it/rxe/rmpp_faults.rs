@@ -13,10 +13,11 @@
 
 use std::io::Write;
 use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use vmad::engine::rmpp::RmppConfig;
-use vmad::engine::{AgentId, EngineConfig, Event, Footprint};
+use vmad::engine::{AgentId, EngineConfig, Event, Footprint, SendRequest};
 use vmad::port::audit::PortAudit;
 use vmad::port::{Port, PortConfig};
 use vmad::transport::hybrid::HybridTransport;
@@ -49,8 +50,14 @@ enum Dir {
 
 #[derive(Debug, Clone, Copy)]
 enum Fault {
+    /// The peer is the classic agent (system libibumad, the kernel's RMPP).
     KillPeer,
+    /// The peer is the same agent on vmad's drop-in (vmad's RMPP, `kernel` transport).
+    KillVmadPeer,
     LinkDown,
+    /// `rdma link delete rxe0`: the port's device goes; a new port on the device
+    /// added back carries the traffic.
+    DeleteDevice,
 }
 
 /// A port on rxe0 through `via`, with an RMPP receive limit of 10 s (not the
@@ -151,7 +158,11 @@ fn start(port: &Port, a: AgentId, to: MadAddr, dir: Dir, tid: u64) -> (&'static 
 
 /// How the faulted request ended: it must end, and not with the whole transfer done.
 fn outcome(port: &Port, dir: Dir, tid: u64) -> &'static str {
-    match recv(port, Duration::from_secs(120)) {
+    outcome_of(recv(port, Duration::from_secs(120)), dir, tid)
+}
+
+fn outcome_of(event: Event, dir: Dir, tid: u64) -> &'static str {
+    match event {
         Event::SendTimedOut { header, .. } => {
             assert_eq!(tid_of(&header) & 0xffff_ffff, tid);
             "ETIMEDOUT"
@@ -245,7 +256,14 @@ impl Drop for LinkDown {
 
 fn case(via: Via, dir: Dir, fault: Fault) {
     let _g = serial();
-    let mut agent = Some(KernelAgent::start("RXE1_DEV", "RXE1_PORT"));
+    let peer = || match fault {
+        Fault::KillVmadPeer => KernelAgent::start_vmad("RXE1_DEV", "RXE1_PORT"),
+        _ => KernelAgent::start("RXE1_DEV", "RXE1_PORT"),
+    };
+    let mut agent = Some(peer());
+    if matches!(fault, Fault::DeleteDevice) {
+        return device_deleted(via, dir, agent);
+    }
     let mut link = matches!(fault, Fault::LinkDown).then(LinkDown::armed);
     let (port, to) = open(via);
     let a = port.register(spec(0x30, true, &[])).unwrap();
@@ -257,8 +275,9 @@ fn case(via: Via, dir: Dir, fault: Fault) {
     let (counter, from) = start(&port, a, to, dir, tid);
     until_under_way(counter, from);
     match fault {
-        Fault::KillPeer => drop(agent.take()), // SIGKILL, then reaped
+        Fault::KillPeer | Fault::KillVmadPeer => drop(agent.take()), // SIGKILL, then reaped
         Fault::LinkDown => link.as_mut().unwrap().now(),
+        Fault::DeleteDevice => unreachable!(),
     }
     let ended = outcome(&port, dir, tid);
     eprintln!(
@@ -269,7 +288,7 @@ fn case(via: Via, dir: Dir, fault: Fault) {
     footprint_returns_to_zero(&port, "after the fault");
 
     match fault {
-        Fault::KillPeer => agent = Some(KernelAgent::start("RXE1_DEV", "RXE1_PORT")),
+        Fault::KillPeer | Fault::KillVmadPeer => agent = Some(peer()),
         Fault::LinkDown => {
             link.as_mut().unwrap().up();
             let limit = Instant::now() + Duration::from_secs(30);
@@ -278,6 +297,7 @@ fn case(via: Via, dir: Dir, fault: Fault) {
                 let _ = port.poll(Some(Duration::from_millis(50)));
             }
         }
+        Fault::DeleteDevice => unreachable!(),
     }
     traffic_resumes(&port, a, to, 0x5002);
     footprint_returns_to_zero(&port, "after traffic resumed");
@@ -307,4 +327,195 @@ cases! {
     rmpp_verbs_peer_killed_during_a_receive: Verbs Receive KillPeer;
     rmpp_verbs_link_down_during_a_send: Verbs Send LinkDown;
     rmpp_verbs_link_down_during_a_receive: Verbs Receive LinkDown;
+    rmpp_kernel_vmad_peer_killed_during_a_send: Kernel Send KillVmadPeer;
+    rmpp_kernel_vmad_peer_killed_during_a_receive: Kernel Receive KillVmadPeer;
+    rmpp_verbs_vmad_peer_killed_during_a_send: Verbs Send KillVmadPeer;
+    rmpp_verbs_vmad_peer_killed_during_a_receive: Verbs Receive KillVmadPeer;
+    rmpp_kernel_device_deleted_during_a_send: Kernel Send DeleteDevice;
+    rmpp_kernel_device_deleted_during_a_receive: Kernel Receive DeleteDevice;
+    rmpp_hybrid_device_deleted_during_a_send: Hybrid Send DeleteDevice;
+    rmpp_hybrid_device_deleted_during_a_receive: Hybrid Receive DeleteDevice;
+    rmpp_verbs_device_deleted_during_a_send: Verbs Send DeleteDevice;
+    rmpp_verbs_device_deleted_during_a_receive: Verbs Receive DeleteDevice;
+}
+
+/// Deletes rxe0 when told, through a shell started beforehand (`rdma link delete`
+/// returns once the last verbs user closed the device); adds it back on veth0 and
+/// waits until it is as guest-init left it (same GID index, umad device, ACTIVE),
+/// also when a failed case drops it, so that the next cases have their rxe0.
+struct Deleting {
+    armed: Option<Child>,
+    done: Option<mpsc::Receiver<std::process::ExitStatus>>,
+    gone: bool,
+}
+
+impl Deleting {
+    fn armed() -> Deleting {
+        let child = Command::new("sh")
+            .args([
+                "-c",
+                &format!("read _ && rdma link delete {}", env("RXE0_DEV")),
+            ])
+            .stdin(Stdio::piped())
+            .spawn()
+            .expect("sh");
+        Deleting {
+            armed: Some(child),
+            done: None,
+            gone: false,
+        }
+    }
+
+    fn now(&mut self) {
+        let mut child = self.armed.take().expect("armed");
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(b"go\n")
+            .expect("tell sh");
+        self.gone = true;
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(child.wait().expect("rdma link delete"));
+        });
+        self.done = Some(rx);
+    }
+
+    /// The deletion finished (a hang guard of a minute).
+    fn finished(&mut self) {
+        let status = self
+            .done
+            .take()
+            .expect("told")
+            .recv_timeout(Duration::from_secs(60))
+            .expect("rdma link delete still blocked a minute after the port closed");
+        assert!(status.success(), "rdma link delete: {status}");
+        let dev = env("RXE0_DEV");
+        assert!(!std::path::Path::new(&format!("/sys/class/infiniband/{dev}")).exists());
+    }
+
+    fn add_back(&mut self) {
+        if !std::mem::take(&mut self.gone) {
+            return;
+        }
+        let dev = env("RXE0_DEV");
+        sh(&format!(
+            "rdma link add {dev} type rxe netdev {}",
+            env("RXE0_NETDEV")
+        ));
+        let port = format!("/sys/class/infiniband/{dev}/ports/{}", env("RXE0_PORT"));
+        let gid_path = format!("{port}/gids/{}", env("RXE0_GID_INDEX"));
+        let want = gid("RXE0_GID");
+        let umad = env("RXE0_UMAD");
+        let umad_dev = format!(
+            "/sys/class/infiniband_mad/{}/ibdev",
+            umad.rsplit('/').next().unwrap()
+        );
+        let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
+        let limit = Instant::now() + Duration::from_secs(60);
+        // The GIDs come from veth0's addresses asynchronously.
+        loop {
+            let g = read(&gid_path).trim().parse::<std::net::Ipv6Addr>().ok();
+            let ready = g.map(|g| g.octets()) == Some(want)
+                && read(&umad_dev).trim() == dev
+                && read(&format!("{port}/state")).contains("ACTIVE");
+            if ready {
+                break;
+            }
+            assert!(
+                Instant::now() < limit,
+                "{dev} added back is not as before: GID {g:?} at {gid_path}, \
+                 {umad_dev} {:?}, state {:?}",
+                read(&umad_dev),
+                read(&format!("{port}/state"))
+            );
+            std::thread::yield_now();
+        }
+    }
+}
+
+impl Drop for Deleting {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.armed.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        if let Some(rx) = self.done.take() {
+            let _ = rx.recv_timeout(Duration::from_secs(60));
+        }
+        if self.gone && !std::thread::panicking() {
+            self.add_back();
+        } else if self.gone {
+            let _ = Command::new("rdma")
+                .args(["link", "add", &env("RXE0_DEV"), "type", "rxe", "netdev"])
+                .arg(env("RXE0_NETDEV"))
+                .status();
+        }
+    }
+}
+
+/// `rdma link delete` of rxe0 in the middle of the transfer: the caller sees the
+/// end (EIO once the port's transport failed, or the request's own end), the dead
+/// port fails every later call at once, and a new port on rxe0 added back carries
+/// traffic with a footprint of zero.
+fn device_deleted(via: Via, dir: Dir, agent: Option<KernelAgent>) {
+    let mut deleting = Deleting::armed();
+    let (port, to) = open(via);
+    let a = port.register(spec(0x30, true, &[])).unwrap();
+    traffic_resumes(&port, a, to, 0x5000);
+    footprint_returns_to_zero(&port, "before");
+
+    let tid = 0x5001;
+    let (counter, from) = start(&port, a, to, dir, tid);
+    until_under_way(counter, from);
+    let seen = rxe0_packets(counter) - from;
+    deleting.now();
+    let ended = match port.recv(Some(Duration::from_secs(120))) {
+        Ok(event) => outcome_of(event, dir, tid),
+        Err(e) => {
+            assert_eq!(e.errno(), 5, "EIO, got {e}");
+            "EIO"
+        }
+    };
+    // Whatever ended the request, the port is dead: the next receive fails (EIO)
+    // within the hang guard, and so does a send.
+    if ended != "EIO" {
+        let e = port
+            .recv(Some(Duration::from_secs(60)))
+            .expect_err("a receive on a deleted device");
+        assert_eq!(e.errno(), 5, "EIO, got {e}");
+    }
+    let e = port
+        .send(
+            a,
+            SendRequest {
+                addr: to,
+                mad: &mad(0x30, 0x01, 0x5003, ECHO, 0, false, &[]),
+                timeout_ms: 100,
+                retries: 0,
+            },
+        )
+        .expect_err("a send on a deleted device");
+    assert_eq!(e.errno(), 5, "EIO, got {e}");
+    let dead = port.footprint();
+    eprintln!(
+        "{via:?} {dir:?} DeleteDevice: {ended} after at least {seen} packets; \
+         the dead port's footprint {dead:?}"
+    );
+    port.check_invariants().expect("engine invariants");
+    drop(port); // the last verbs user of rxe0: the deletion can finish
+    deleting.finished();
+    deleting.add_back();
+
+    let (port, to) = open(via);
+    let a = port.register(spec(0x30, true, &[])).unwrap();
+    let limit = Instant::now() + Duration::from_secs(30);
+    while port.attrs().state != 4 {
+        assert!(Instant::now() < limit, "the new port never came up");
+        let _ = port.poll(Some(Duration::from_millis(50)));
+    }
+    traffic_resumes(&port, a, to, 0x5002);
+    footprint_returns_to_zero(&port, "on the device added back");
+    drop(agent);
 }
