@@ -17,7 +17,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use vmad::engine::rmpp::RmppConfig;
-use vmad::engine::{AgentId, EngineConfig, Event, Footprint, SendRequest};
+use vmad::engine::{AgentId, EngineConfig, SendRequest};
 use vmad::port::audit::PortAudit;
 use vmad::port::{Port, PortConfig};
 use vmad::transport::hybrid::HybridTransport;
@@ -29,7 +29,6 @@ use vmad::types::MadAddr;
 
 use super::super::kernel_peer::*;
 
-const SIZE: usize = 1 << 20;
 /// Packets of the transfer seen on rxe0 before the fault.
 const UNDER_WAY: u64 = 64;
 
@@ -38,14 +37,6 @@ enum Via {
     Kernel,
     Hybrid,
     Verbs,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Dir {
-    /// vmad sends 1 MiB (Set, RMPP), the peer reassembles it.
-    Send,
-    /// vmad asks for 1 MiB (Get), the peer's kernel sends it with RMPP.
-    Receive,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -123,21 +114,6 @@ fn until_under_way(counter: &str, from: u64) {
     }
 }
 
-/// Drive `port` until its footprint is zero (the port thread runs the timers;
-/// a limit only a leak reaches), and check its invariants.
-fn footprint_returns_to_zero(port: &Port, what: &str) {
-    let limit = Instant::now() + Duration::from_secs(60);
-    while port.footprint() != Footprint::default() {
-        assert!(
-            Instant::now() < limit,
-            "{what}: the footprint stays at {:?}",
-            port.footprint()
-        );
-        let _ = port.poll(Some(Duration::from_millis(50)));
-    }
-    port.check_invariants().expect("engine invariants");
-}
-
 /// Start the transfer of `dir` with `tid` (after reading the counter it moves).
 fn start(port: &Port, a: AgentId, to: MadAddr, dir: Dir, tid: u64) -> (&'static str, u64) {
     let counter = match dir {
@@ -145,62 +121,13 @@ fn start(port: &Port, a: AgentId, to: MadAddr, dir: Dir, tid: u64) -> (&'static 
         Dir::Receive => "rcvd_pkts",
     };
     let from = rxe0_packets(counter);
-    let m = match dir {
-        Dir::Send => {
-            let data: Vec<u8> = (0..SIZE).map(pattern).collect();
-            mad(0x30, 0x02, tid, ECHO, SIZE as u32, true, &data)
-        }
-        Dir::Receive => mad(0x30, 0x01, tid, ECHO, SIZE as u32, false, &[]),
-    };
-    request(port, a, to, &m, 3000, 0);
+    request(port, a, to, &transfer(dir, tid), 3000, 0);
     (counter, from)
 }
 
 /// How the faulted request ended: it must end, and not with the whole transfer done.
 fn outcome(port: &Port, dir: Dir, tid: u64) -> &'static str {
     outcome_of(recv(port, Duration::from_secs(120)), dir, tid)
-}
-
-fn outcome_of(event: Event, dir: Dir, tid: u64) -> &'static str {
-    match event {
-        Event::SendTimedOut { header, .. } => {
-            assert_eq!(tid_of(&header) & 0xffff_ffff, tid);
-            "ETIMEDOUT"
-        }
-        Event::Recv { mad, .. } => {
-            assert_eq!(tid_of(&mad) & 0xffff_ffff, tid);
-            let status = u16::from_be_bytes([mad[4], mad[5]]);
-            let complete = match dir {
-                Dir::Send => {
-                    status == 0
-                        && mad.len() > VENDOR_HDR + 4
-                        && mad[VENDOR_HDR..VENDOR_HDR + 4] == (SIZE as u32).to_be_bytes()
-                }
-                Dir::Receive => mad.len() == VENDOR_HDR + SIZE,
-            };
-            assert!(
-                !complete,
-                "the whole transfer completed: the fault was not in its middle"
-            );
-            "an error answer"
-        }
-    }
-}
-
-/// A 2 KiB RMPP Get answered: traffic flows again.
-fn traffic_resumes(port: &Port, a: AgentId, to: MadAddr, tid: u64) {
-    request(
-        port,
-        a,
-        to,
-        &mad(0x30, 0x01, tid, ECHO, 2048, false, &[]),
-        2000,
-        5,
-    );
-    let (_, resp) = recv_mad(port, Duration::from_secs(60));
-    assert_eq!(tid_of(&resp) & 0xffff_ffff, tid);
-    assert_eq!(resp.len(), VENDOR_HDR + 2048);
-    assert_eq!(off_pattern_at(&resp[VENDOR_HDR..]), None);
 }
 
 /// Takes rxe0's link down when told, through a shell started beforehand (so that
