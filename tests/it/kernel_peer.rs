@@ -286,6 +286,19 @@ pub(crate) fn footprint_returns_to_zero(port: &Port, what: &str) {
     port.check_invariants().expect("engine invariants");
 }
 
+/// Whether `mad` answers the transfer of `dir` in full (1 MiB taken, or returned).
+pub(crate) fn completes(mad: &[u8], dir: Dir) -> bool {
+    let status = u16::from_be_bytes([mad[4], mad[5]]);
+    match dir {
+        Dir::Send => {
+            status == 0
+                && mad.len() > VENDOR_HDR + 4
+                && mad[VENDOR_HDR..VENDOR_HDR + 4] == (SIZE as u32).to_be_bytes()
+        }
+        Dir::Receive => mad.len() == VENDOR_HDR + SIZE,
+    }
+}
+
 /// How the faulted request ended: it must end, and not with the whole transfer done.
 pub(crate) fn outcome_of(event: Event, dir: Dir, tid: u64) -> &'static str {
     match event {
@@ -295,15 +308,7 @@ pub(crate) fn outcome_of(event: Event, dir: Dir, tid: u64) -> &'static str {
         }
         Event::Recv { mad, .. } => {
             assert_eq!(tid_of(&mad) & 0xffff_ffff, tid);
-            let status = u16::from_be_bytes([mad[4], mad[5]]);
-            let complete = match dir {
-                Dir::Send => {
-                    status == 0
-                        && mad.len() > VENDOR_HDR + 4
-                        && mad[VENDOR_HDR..VENDOR_HDR + 4] == (SIZE as u32).to_be_bytes()
-                }
-                Dir::Receive => mad.len() == VENDOR_HDR + SIZE,
-            };
+            let complete = completes(&mad, dir);
             assert!(
                 !complete,
                 "the whole transfer completed: the fault was not in its middle"

@@ -17,7 +17,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use vmad::engine::rmpp::RmppConfig;
-use vmad::engine::{AgentId, EngineConfig, SendRequest};
+use vmad::engine::{AgentId, EngineConfig, Event, SendRequest};
 use vmad::port::audit::PortAudit;
 use vmad::port::{Port, PortConfig};
 use vmad::transport::hybrid::HybridTransport;
@@ -399,6 +399,13 @@ fn device_deleted(via: Via, dir: Dir, agent: Option<KernelAgent>) {
     let seen = rxe0_packets(counter) - from;
     deleting.now();
     let ended = match port.recv(Some(Duration::from_secs(120))) {
+        // rxe cannot disassociate a verbs user: the kernel keeps the device working
+        // until the port closes it, and the verbs transport sees the removal at its
+        // next look (once a second) at the uverbs node; the transfer may end first.
+        Ok(Event::Recv { mad, .. }) if matches!(via, Via::Verbs) && completes(&mad, dir) => {
+            assert_eq!(tid_of(&mad) & 0xffff_ffff, tid);
+            "the whole answer"
+        }
         Ok(event) => outcome_of(event, dir, tid),
         Err(e) => {
             assert_eq!(e.errno(), 5, "EIO, got {e}");
@@ -425,10 +432,34 @@ fn device_deleted(via: Via, dir: Dir, agent: Option<KernelAgent>) {
         )
         .expect_err("a send on a deleted device");
     assert_eq!(e.errno(), 5, "EIO, got {e}");
+    // Nothing drives a dead port's engine any more: it keeps the faulted transfer
+    // (its transaction, its receive session and timers, the reassembly so far) and
+    // nothing else, until it is closed (dropped with the port, below).
     let dead = port.footprint();
     eprintln!(
         "{via:?} {dir:?} DeleteDevice: {ended} after at least {seen} packets; \
          the dead port's footprint {dead:?}"
+    );
+    let receiving = usize::from(dir == Dir::Receive);
+    if ended == "the whole answer" {
+        // At most the finished reassembly's lingering session and its timer.
+        assert_eq!((dead.txns, dead.reassembly_bytes), (0, 0), "{dead:?}");
+        assert!(
+            dead.recv_sessions <= receiving && dead.timers <= receiving,
+            "{dead:?}"
+        );
+    } else {
+        assert_eq!(
+            (dead.txns, dead.recv_sessions, dead.timers),
+            (1, receiving, 1 + receiving),
+            "the dead port holds the faulted transfer only: {dead:?}"
+        );
+        assert!(dead.reassembly_bytes <= receiving * SIZE, "{dead:?}");
+    }
+    assert_eq!(
+        (dead.dedup, dead.events, dead.event_bytes, dead.tx_queue),
+        (0, 0, 0, 0),
+        "{dead:?}"
     );
     port.check_invariants().expect("engine invariants");
     drop(port); // the last verbs user of rxe0: the deletion can finish
