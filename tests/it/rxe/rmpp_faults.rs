@@ -231,41 +231,6 @@ fn case(via: Via, dir: Dir, fault: Fault) {
     drop(agent);
 }
 
-macro_rules! cases {
-    ($($name:ident: $via:ident $dir:ident $fault:ident;)*) => {$(
-        #[test]
-        #[ignore = "needs the rxe VM: run by scripts/rxe-test"]
-        fn $name() {
-            case(Via::$via, Dir::$dir, Fault::$fault);
-        }
-    )*};
-}
-
-cases! {
-    rmpp_kernel_peer_killed_during_a_send: Kernel Send KillPeer;
-    rmpp_kernel_peer_killed_during_a_receive: Kernel Receive KillPeer;
-    rmpp_kernel_link_down_during_a_send: Kernel Send LinkDown;
-    rmpp_kernel_link_down_during_a_receive: Kernel Receive LinkDown;
-    rmpp_hybrid_peer_killed_during_a_send: Hybrid Send KillPeer;
-    rmpp_hybrid_peer_killed_during_a_receive: Hybrid Receive KillPeer;
-    rmpp_hybrid_link_down_during_a_send: Hybrid Send LinkDown;
-    rmpp_hybrid_link_down_during_a_receive: Hybrid Receive LinkDown;
-    rmpp_verbs_peer_killed_during_a_send: Verbs Send KillPeer;
-    rmpp_verbs_peer_killed_during_a_receive: Verbs Receive KillPeer;
-    rmpp_verbs_link_down_during_a_send: Verbs Send LinkDown;
-    rmpp_verbs_link_down_during_a_receive: Verbs Receive LinkDown;
-    rmpp_kernel_vmad_peer_killed_during_a_send: Kernel Send KillVmadPeer;
-    rmpp_kernel_vmad_peer_killed_during_a_receive: Kernel Receive KillVmadPeer;
-    rmpp_verbs_vmad_peer_killed_during_a_send: Verbs Send KillVmadPeer;
-    rmpp_verbs_vmad_peer_killed_during_a_receive: Verbs Receive KillVmadPeer;
-    rmpp_kernel_device_deleted_during_a_send: Kernel Send DeleteDevice;
-    rmpp_kernel_device_deleted_during_a_receive: Kernel Receive DeleteDevice;
-    rmpp_hybrid_device_deleted_during_a_send: Hybrid Send DeleteDevice;
-    rmpp_hybrid_device_deleted_during_a_receive: Hybrid Receive DeleteDevice;
-    rmpp_verbs_device_deleted_during_a_send: Verbs Send DeleteDevice;
-    rmpp_verbs_device_deleted_during_a_receive: Verbs Receive DeleteDevice;
-}
-
 /// Deletes rxe0 when told, through a shell started beforehand (`rdma link delete`
 /// returns once the last verbs user closed the device); adds it back on veth0 and
 /// waits until it is as guest-init left it (same GID index, umad device, ACTIVE),
@@ -476,4 +441,39 @@ fn device_deleted(via: Via, dir: Dir, agent: Option<KernelAgent>) {
     traffic_resumes(&port, a, to, 0x5002);
     footprint_returns_to_zero(&port, "on the device added back");
     drop(agent);
+}
+
+macro_rules! cases {
+    ($($name:ident: $via:ident $dir:ident $fault:ident;)*) => {$(
+        #[test]
+        #[ignore = "needs the rxe VM: run by scripts/rxe-test"]
+        fn $name() {
+            case(Via::$via, Dir::$dir, Fault::$fault);
+        }
+    )*};
+}
+
+cases! {
+    rmpp_kernel_peer_killed_during_a_send: Kernel Send KillPeer;
+    rmpp_kernel_peer_killed_during_a_receive: Kernel Receive KillPeer;
+    rmpp_kernel_link_down_during_a_send: Kernel Send LinkDown;
+    rmpp_kernel_link_down_during_a_receive: Kernel Receive LinkDown;
+    rmpp_hybrid_peer_killed_during_a_send: Hybrid Send KillPeer;
+    rmpp_hybrid_peer_killed_during_a_receive: Hybrid Receive KillPeer;
+    rmpp_hybrid_link_down_during_a_send: Hybrid Send LinkDown;
+    rmpp_hybrid_link_down_during_a_receive: Hybrid Receive LinkDown;
+    rmpp_verbs_peer_killed_during_a_send: Verbs Send KillPeer;
+    rmpp_verbs_peer_killed_during_a_receive: Verbs Receive KillPeer;
+    rmpp_verbs_link_down_during_a_send: Verbs Send LinkDown;
+    rmpp_verbs_link_down_during_a_receive: Verbs Receive LinkDown;
+    rmpp_kernel_vmad_peer_killed_during_a_send: Kernel Send KillVmadPeer;
+    rmpp_kernel_vmad_peer_killed_during_a_receive: Kernel Receive KillVmadPeer;
+    rmpp_verbs_vmad_peer_killed_during_a_send: Verbs Send KillVmadPeer;
+    rmpp_verbs_vmad_peer_killed_during_a_receive: Verbs Receive KillVmadPeer;
+    rmpp_kernel_device_deleted_during_a_send: Kernel Send DeleteDevice;
+    rmpp_kernel_device_deleted_during_a_receive: Kernel Receive DeleteDevice;
+    rmpp_hybrid_device_deleted_during_a_send: Hybrid Send DeleteDevice;
+    rmpp_hybrid_device_deleted_during_a_receive: Hybrid Receive DeleteDevice;
+    rmpp_verbs_device_deleted_during_a_send: Verbs Send DeleteDevice;
+    rmpp_verbs_device_deleted_during_a_receive: Verbs Receive DeleteDevice;
 }
