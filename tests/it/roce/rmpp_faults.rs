@@ -75,15 +75,17 @@ fn root_sh(script: &str) {
     );
 }
 
-/// Takes veth0 (rxe0's end of the wire) down when told, through a shell started
-/// beforehand; brings it back (neighbours and routes too) and waits for rxe0 to be
+/// Takes veth0 (rxe0's end of the wire) down when told, through an `ip -batch`
+/// started beforehand; brings it back (neighbours and routes too) and waits for rxe0 to be
 /// ACTIVE, also when a failed case drops it.
 struct LinkDown(Option<Child>, bool);
 
 impl LinkDown {
     fn armed() -> LinkDown {
         root_sh("echo 1 > /proc/sys/net/ipv6/conf/veth0/keep_addr_on_down");
-        let child = root_ns("read _ && ip link set veth0 down")
+        // ip already running, reading its commands: the link goes down as soon as
+        // the line is written (vmad's side is fast: an exec would let the transfer end).
+        let child = root_ns("exec ip -batch -")
             .stdin(Stdio::piped())
             .spawn()
             .expect("nsenter");
@@ -92,13 +94,10 @@ impl LinkDown {
 
     fn now(&mut self) {
         let mut child = self.0.take().expect("armed");
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(b"go\n")
-            .expect("tell sh");
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(b"link set veth0 down\n").expect("tell ip");
         self.1 = true;
+        drop(stdin); // the end of ip's batch
         assert!(child.wait().unwrap().success(), "ip link set veth0 down");
     }
 
