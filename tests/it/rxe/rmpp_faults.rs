@@ -366,8 +366,11 @@ fn device_deleted(via: Via, dir: Dir, agent: Option<KernelAgent>) {
     let ended = match port.recv(Some(Duration::from_secs(120))) {
         // rxe cannot disassociate a verbs user: the kernel keeps the device working
         // until the port closes it, and the verbs transport sees the removal at its
-        // next look (once a second) at the uverbs node; the transfer may end first.
-        Ok(Event::Recv { mad, .. }) if matches!(via, Via::Verbs) && completes(&mad, dir) => {
+        // next look (once a second) at the uverbs node; the transfer may end first,
+        // on `verbs` and on `hybrid` (whose requests, and so their RMPP, use verbs).
+        Ok(Event::Recv { mad, .. })
+            if matches!(via, Via::Verbs | Via::Hybrid) && completes(&mad, dir) =>
+        {
             assert_eq!(tid_of(&mad) & 0xffff_ffff, tid);
             "the whole answer"
         }
