@@ -103,18 +103,24 @@ impl LinkDown {
 
     fn up(&mut self) {
         if std::mem::take(&mut self.1) {
-            // What roce-mode set up on veth0, and rxe0 ACTIVE again (a hang guard).
-            root_sh(
-                "ip link set veth0 up && \
-                 ip neigh replace 2001:db8::2 lladdr 02:00:c0:00:02:02 dev veth0 nud permanent && \
-                 ip neigh replace 192.0.2.2 lladdr 02:00:c0:00:02:02 dev veth0 nud permanent && \
-                 ip -6 route replace 2001:db8::2/128 dev veth0 src 2001:db8::1 table 100 && \
-                 ip route replace 192.0.2.2/32 dev veth0 src 192.0.2.1 table 100 && \
-                 timeout 60 bash -c 'until [[ $(</sys/class/infiniband/rxe0/ports/1/state) == *ACTIVE* ]]; do :; done'",
-            );
+            root_sh(RESTORE);
         }
     }
 }
+
+/// veth0 up with what roce-mode set up on it (neighbours, routes, addresses), then
+/// rxe0 ACTIVE with its GID 2001:db8::1 back (a hang guard of a minute): once, a
+/// link brought back up carried nothing more, in this case and the next ones.
+const RESTORE: &str = "ip link set veth0 up && \
+    ip -6 addr replace 2001:db8::1/64 dev veth0 nodad && \
+    ip addr replace 192.0.2.1/24 dev veth0 && \
+    ip neigh replace 2001:db8::2 lladdr 02:00:c0:00:02:02 dev veth0 nud permanent && \
+    ip neigh replace 192.0.2.2 lladdr 02:00:c0:00:02:02 dev veth0 nud permanent && \
+    ip -6 route replace 2001:db8::2/128 dev veth0 src 2001:db8::1 table 100 && \
+    ip route replace 192.0.2.2/32 dev veth0 src 192.0.2.1 table 100 && \
+    timeout 60 bash -c 'p=/sys/class/infiniband/rxe0/ports/1; \
+      until [[ $(<$p/state) == *ACTIVE* ]] && \
+        grep -qx 2001:0db8:0000:0000:0000:0000:0000:0001 $p/gids/* 2>/dev/null; do :; done'";
 
 impl Drop for LinkDown {
     fn drop(&mut self) {
@@ -123,7 +129,7 @@ impl Drop for LinkDown {
             let _ = c.wait();
         }
         if self.1 {
-            let _ = root_ns("ip link set veth0 up").status();
+            let _ = root_ns(RESTORE).status();
         }
     }
 }
