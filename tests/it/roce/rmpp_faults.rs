@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use vmad::engine::rmpp::RmppConfig;
-use vmad::engine::EngineConfig;
+use vmad::engine::{EngineConfig, Event};
 use vmad::port::{Port, PortConfig};
 use vmad::transport::roce::{RoceConfig, RoceStats, RoceTransport};
 
@@ -169,7 +169,20 @@ fn case(dir: Dir, fault: Fault) {
         Fault::KillPeer => drop(agent.take()), // SIGKILL, then reaped
         Fault::LinkDown => link.as_mut().unwrap().now(),
     }
-    let ended = outcome_of(recv(&port, Duration::from_secs(120)), dir, tid);
+    let ended = match recv(&port, Duration::from_secs(120)) {
+        // vmad takes the kernel's segments faster than the guest takes veth0 down
+        // (`ip link set down` waits for the network stack): in about one run in five
+        // the whole 1 MiB arrived first. The link still goes down and comes back,
+        // and the rest of the case holds; the docs count how often this happened.
+        Event::Recv { mad, .. }
+            if matches!((dir, fault), (Dir::Receive, Fault::LinkDown)) && completes(&mad, dir) =>
+        {
+            assert_eq!(tid_of(&mad) & 0xffff_ffff, tid);
+            assert_eq!(off_pattern_at(&mad[VENDOR_HDR..]), None);
+            "the whole answer (the link went down after it)"
+        }
+        event => outcome_of(event, dir, tid),
+    };
     eprintln!(
         "roce {dir:?} {fault:?}: {ended} after {} packets, {} RMPP aborts",
         RoceStats::get(counter) - from,
