@@ -8,9 +8,10 @@ use std::io::{BufRead, BufReader};
 use std::net::Ipv6Addr;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Mutex, MutexGuard, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use vmad::engine::{AgentId, AgentSpec, Event, SendRequest};
+use vmad::engine::{AgentId, AgentSpec, Event, Footprint, SendRequest};
+use vmad::port::audit::PortAudit;
 use vmad::port::Port;
 use vmad::types::{GrhAddr, MadAddr, Qp, GSI_QKEY};
 
@@ -173,8 +174,30 @@ pub(crate) struct KernelAgent(Child);
 
 impl KernelAgent {
     pub(crate) fn start(dev: &str, port: &str) -> KernelAgent {
+        Self::start_on(dev, port, None)
+    }
+
+    /// The same agent on vmad's drop-in `libibumad.so.3` (`target/rxe/vmad-lib`,
+    /// its default transport, `kernel`): a vmad process as the peer.
+    #[cfg_attr(not(feature = "verbs"), allow(dead_code))]
+    pub(crate) fn start_vmad(dev: &str, port: &str) -> KernelAgent {
+        let lib = fixture("vmad-lib");
+        assert!(
+            std::path::Path::new(&lib).join("libibumad.so.3").exists(),
+            "{lib}/libibumad.so.3 is missing (scripts/rxe-test builds it)"
+        );
+        Self::start_on(dev, port, Some(&lib))
+    }
+
+    fn start_on(dev: &str, port: &str, dropin: Option<&str>) -> KernelAgent {
         let path = std::env::var("RXE_AGENT").unwrap_or_else(|_| fixture("umad_agent"));
-        let mut child = Command::new(&path)
+        let mut cmd = Command::new(&path);
+        cmd.env_remove("LD_LIBRARY_PATH")
+            .env_remove("VMAD_TRANSPORT");
+        if let Some(lib) = dropin {
+            cmd.env("LD_LIBRARY_PATH", lib);
+        }
+        let mut child = cmd
             .args(["serve", &env(dev), &env(port), "600"])
             .stdout(Stdio::piped())
             .spawn()
@@ -221,4 +244,92 @@ pub(crate) fn restore_routes() {
         ip neigh replace 192.0.2.1 lladdr 02:00:c0:00:02:01 dev veth1 nud permanent && \
         ip -6 neigh replace 2001:db8::1 lladdr 02:00:c0:00:02:01 dev veth1 nud permanent",
     );
+}
+
+// ---------------------------------------------------------------- faults mid-RMPP
+// Shared by the cases of tests/it/rxe/rmpp_faults.rs and tests/it/roce/rmpp_faults.rs.
+
+/// The size of the faulted transfers.
+pub(crate) const SIZE: usize = 1 << 20;
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Dir {
+    /// vmad sends 1 MiB (Set, RMPP), the peer reassembles it.
+    Send,
+    /// vmad asks for 1 MiB (Get), the peer's kernel sends it with RMPP.
+    Receive,
+}
+
+/// The request of the 1 MiB transfer of `dir` (class 0x30, ECHO).
+pub(crate) fn transfer(dir: Dir, tid: u64) -> Vec<u8> {
+    match dir {
+        Dir::Send => {
+            let data: Vec<u8> = (0..SIZE).map(pattern).collect();
+            mad(0x30, 0x02, tid, ECHO, SIZE as u32, true, &data)
+        }
+        Dir::Receive => mad(0x30, 0x01, tid, ECHO, SIZE as u32, false, &[]),
+    }
+}
+
+/// Drive `port` until its footprint is zero (the port thread runs the timers;
+/// a limit only a leak reaches), and check its invariants.
+pub(crate) fn footprint_returns_to_zero(port: &Port, what: &str) {
+    let limit = Instant::now() + Duration::from_secs(60);
+    while port.footprint() != Footprint::default() {
+        assert!(
+            Instant::now() < limit,
+            "{what}: the footprint stays at {:?}",
+            port.footprint()
+        );
+        let _ = port.poll(Some(Duration::from_millis(50)));
+    }
+    port.check_invariants().expect("engine invariants");
+}
+
+/// Whether `mad` answers the transfer of `dir` in full (1 MiB taken, or returned).
+pub(crate) fn completes(mad: &[u8], dir: Dir) -> bool {
+    let status = u16::from_be_bytes([mad[4], mad[5]]);
+    match dir {
+        Dir::Send => {
+            status == 0
+                && mad.len() > VENDOR_HDR + 4
+                && mad[VENDOR_HDR..VENDOR_HDR + 4] == (SIZE as u32).to_be_bytes()
+        }
+        Dir::Receive => mad.len() == VENDOR_HDR + SIZE,
+    }
+}
+
+/// How the faulted request ended: it must end, and not with the whole transfer done.
+pub(crate) fn outcome_of(event: Event, dir: Dir, tid: u64) -> &'static str {
+    match event {
+        Event::SendTimedOut { header, .. } => {
+            assert_eq!(tid_of(&header) & 0xffff_ffff, tid);
+            "ETIMEDOUT"
+        }
+        Event::Recv { mad, .. } => {
+            assert_eq!(tid_of(&mad) & 0xffff_ffff, tid);
+            let complete = completes(&mad, dir);
+            assert!(
+                !complete,
+                "the whole transfer completed: the fault was not in its middle"
+            );
+            "an error answer"
+        }
+    }
+}
+
+/// A 2 KiB RMPP Get answered: traffic flows again.
+pub(crate) fn traffic_resumes(port: &Port, a: AgentId, to: MadAddr, tid: u64) {
+    request(
+        port,
+        a,
+        to,
+        &mad(0x30, 0x01, tid, ECHO, 2048, false, &[]),
+        2000,
+        5,
+    );
+    let (_, resp) = recv_mad(port, Duration::from_secs(60));
+    assert_eq!(tid_of(&resp) & 0xffff_ffff, tid);
+    assert_eq!(resp.len(), VENDOR_HDR + 2048);
+    assert_eq!(off_pattern_at(&resp[VENDOR_HDR..]), None);
 }

@@ -529,3 +529,5 @@ fn roce_an_address_rxe_owns_is_refused_with_eaddrinuse() {
     // The explanation travels in vmad::Error (unit test a_taken_port_is_address_in_use);
     // libibumad's API carries only the errno.
 }
+
+mod rmpp_faults;

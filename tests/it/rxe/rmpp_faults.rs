@@ -13,10 +13,11 @@
 
 use std::io::Write;
 use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use vmad::engine::rmpp::RmppConfig;
-use vmad::engine::{AgentId, EngineConfig, Event, Footprint};
+use vmad::engine::{AgentId, EngineConfig, Event, SendRequest};
 use vmad::port::audit::PortAudit;
 use vmad::port::{Port, PortConfig};
 use vmad::transport::hybrid::HybridTransport;
@@ -28,7 +29,6 @@ use vmad::types::MadAddr;
 
 use super::super::kernel_peer::*;
 
-const SIZE: usize = 1 << 20;
 /// Packets of the transfer seen on rxe0 before the fault.
 const UNDER_WAY: u64 = 64;
 
@@ -39,18 +39,16 @@ enum Via {
     Verbs,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Dir {
-    /// vmad sends 1 MiB (Set, RMPP), the peer reassembles it.
-    Send,
-    /// vmad asks for 1 MiB (Get), the peer's kernel sends it with RMPP.
-    Receive,
-}
-
 #[derive(Debug, Clone, Copy)]
 enum Fault {
+    /// The peer is the classic agent (system libibumad, the kernel's RMPP).
     KillPeer,
+    /// The peer is the same agent on vmad's drop-in (vmad's RMPP, `kernel` transport).
+    KillVmadPeer,
     LinkDown,
+    /// `rdma link delete rxe0`: the port's device goes; a new port on the device
+    /// added back carries the traffic.
+    DeleteDevice,
 }
 
 /// A port on rxe0 through `via`, with an RMPP receive limit of 10 s (not the
@@ -116,21 +114,6 @@ fn until_under_way(counter: &str, from: u64) {
     }
 }
 
-/// Drive `port` until its footprint is zero (the port thread runs the timers;
-/// a limit only a leak reaches), and check its invariants.
-fn footprint_returns_to_zero(port: &Port, what: &str) {
-    let limit = Instant::now() + Duration::from_secs(60);
-    while port.footprint() != Footprint::default() {
-        assert!(
-            Instant::now() < limit,
-            "{what}: the footprint stays at {:?}",
-            port.footprint()
-        );
-        let _ = port.poll(Some(Duration::from_millis(50)));
-    }
-    port.check_invariants().expect("engine invariants");
-}
-
 /// Start the transfer of `dir` with `tid` (after reading the counter it moves).
 fn start(port: &Port, a: AgentId, to: MadAddr, dir: Dir, tid: u64) -> (&'static str, u64) {
     let counter = match dir {
@@ -138,58 +121,13 @@ fn start(port: &Port, a: AgentId, to: MadAddr, dir: Dir, tid: u64) -> (&'static 
         Dir::Receive => "rcvd_pkts",
     };
     let from = rxe0_packets(counter);
-    let m = match dir {
-        Dir::Send => {
-            let data: Vec<u8> = (0..SIZE).map(pattern).collect();
-            mad(0x30, 0x02, tid, ECHO, SIZE as u32, true, &data)
-        }
-        Dir::Receive => mad(0x30, 0x01, tid, ECHO, SIZE as u32, false, &[]),
-    };
-    request(port, a, to, &m, 3000, 0);
+    request(port, a, to, &transfer(dir, tid), 3000, 0);
     (counter, from)
 }
 
 /// How the faulted request ended: it must end, and not with the whole transfer done.
 fn outcome(port: &Port, dir: Dir, tid: u64) -> &'static str {
-    match recv(port, Duration::from_secs(120)) {
-        Event::SendTimedOut { header, .. } => {
-            assert_eq!(tid_of(&header) & 0xffff_ffff, tid);
-            "ETIMEDOUT"
-        }
-        Event::Recv { mad, .. } => {
-            assert_eq!(tid_of(&mad) & 0xffff_ffff, tid);
-            let status = u16::from_be_bytes([mad[4], mad[5]]);
-            let complete = match dir {
-                Dir::Send => {
-                    status == 0
-                        && mad.len() > VENDOR_HDR + 4
-                        && mad[VENDOR_HDR..VENDOR_HDR + 4] == (SIZE as u32).to_be_bytes()
-                }
-                Dir::Receive => mad.len() == VENDOR_HDR + SIZE,
-            };
-            assert!(
-                !complete,
-                "the whole transfer completed: the fault was not in its middle"
-            );
-            "an error answer"
-        }
-    }
-}
-
-/// A 2 KiB RMPP Get answered: traffic flows again.
-fn traffic_resumes(port: &Port, a: AgentId, to: MadAddr, tid: u64) {
-    request(
-        port,
-        a,
-        to,
-        &mad(0x30, 0x01, tid, ECHO, 2048, false, &[]),
-        2000,
-        5,
-    );
-    let (_, resp) = recv_mad(port, Duration::from_secs(60));
-    assert_eq!(tid_of(&resp) & 0xffff_ffff, tid);
-    assert_eq!(resp.len(), VENDOR_HDR + 2048);
-    assert_eq!(off_pattern_at(&resp[VENDOR_HDR..]), None);
+    outcome_of(recv(port, Duration::from_secs(120)), dir, tid)
 }
 
 /// Takes rxe0's link down when told, through a shell started beforehand (so that
@@ -275,7 +213,14 @@ impl Drop for LinkDown {
 
 fn case(via: Via, dir: Dir, fault: Fault) {
     let _g = serial();
-    let mut agent = Some(KernelAgent::start("RXE1_DEV", "RXE1_PORT"));
+    let peer = || match fault {
+        Fault::KillVmadPeer => KernelAgent::start_vmad("RXE1_DEV", "RXE1_PORT"),
+        _ => KernelAgent::start("RXE1_DEV", "RXE1_PORT"),
+    };
+    let mut agent = Some(peer());
+    if matches!(fault, Fault::DeleteDevice) {
+        return device_deleted(via, dir, agent);
+    }
     let mut link = matches!(fault, Fault::LinkDown).then(LinkDown::armed);
     let (port, to) = open(via);
     let a = port.register(spec(0x30, true, &[])).unwrap();
@@ -287,8 +232,9 @@ fn case(via: Via, dir: Dir, fault: Fault) {
     let (counter, from) = start(&port, a, to, dir, tid);
     until_under_way(counter, from);
     match fault {
-        Fault::KillPeer => drop(agent.take()), // SIGKILL, then reaped
+        Fault::KillPeer | Fault::KillVmadPeer => drop(agent.take()), // SIGKILL, then reaped
         Fault::LinkDown => link.as_mut().unwrap().now(),
+        Fault::DeleteDevice => unreachable!(),
     }
     let ended = outcome(&port, dir, tid);
     eprintln!(
@@ -299,7 +245,7 @@ fn case(via: Via, dir: Dir, fault: Fault) {
     footprint_returns_to_zero(&port, "after the fault");
 
     match fault {
-        Fault::KillPeer => agent = Some(KernelAgent::start("RXE1_DEV", "RXE1_PORT")),
+        Fault::KillPeer | Fault::KillVmadPeer => agent = Some(peer()),
         Fault::LinkDown => {
             link.as_mut().unwrap().up();
             let limit = Instant::now() + Duration::from_secs(30);
@@ -308,9 +254,231 @@ fn case(via: Via, dir: Dir, fault: Fault) {
                 let _ = port.poll(Some(Duration::from_millis(50)));
             }
         }
+        Fault::DeleteDevice => unreachable!(),
     }
     traffic_resumes(&port, a, to, 0x5002);
     footprint_returns_to_zero(&port, "after traffic resumed");
+    drop(agent);
+}
+
+/// Deletes rxe0 when told, through a shell started beforehand (`rdma link delete`
+/// returns once the last verbs user closed the device); adds it back on veth0 and
+/// waits until it is as guest-init left it (same GID index, umad device, ACTIVE),
+/// also when a failed case drops it, so that the next cases have their rxe0.
+struct Deleting {
+    armed: Option<Child>,
+    done: Option<mpsc::Receiver<std::process::ExitStatus>>,
+    gone: bool,
+}
+
+impl Deleting {
+    fn armed() -> Deleting {
+        let child = Command::new("sh")
+            .args([
+                "-c",
+                &format!("read _ && rdma link delete {}", env("RXE0_DEV")),
+            ])
+            .stdin(Stdio::piped())
+            .spawn()
+            .expect("sh");
+        Deleting {
+            armed: Some(child),
+            done: None,
+            gone: false,
+        }
+    }
+
+    fn now(&mut self) {
+        let mut child = self.armed.take().expect("armed");
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(b"go\n")
+            .expect("tell sh");
+        self.gone = true;
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(child.wait().expect("rdma link delete"));
+        });
+        self.done = Some(rx);
+    }
+
+    /// The deletion finished (a hang guard of a minute).
+    fn finished(&mut self) {
+        let status = self
+            .done
+            .take()
+            .expect("told")
+            .recv_timeout(Duration::from_secs(60))
+            .expect("rdma link delete still blocked a minute after the port closed");
+        assert!(status.success(), "rdma link delete: {status}");
+        let dev = env("RXE0_DEV");
+        assert!(!std::path::Path::new(&format!("/sys/class/infiniband/{dev}")).exists());
+    }
+
+    fn add_back(&mut self) {
+        if !std::mem::take(&mut self.gone) {
+            return;
+        }
+        let dev = env("RXE0_DEV");
+        sh(&format!(
+            "rdma link add {dev} type rxe netdev {}",
+            env("RXE0_NETDEV")
+        ));
+        let port = format!("/sys/class/infiniband/{dev}/ports/{}", env("RXE0_PORT"));
+        let gid_path = format!("{port}/gids/{}", env("RXE0_GID_INDEX"));
+        let want = gid("RXE0_GID");
+        let umad = env("RXE0_UMAD");
+        let umad_dev = format!(
+            "/sys/class/infiniband_mad/{}/ibdev",
+            umad.rsplit('/').next().unwrap()
+        );
+        let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
+        let limit = Instant::now() + Duration::from_secs(60);
+        // The GIDs come from veth0's addresses asynchronously.
+        loop {
+            let g = read(&gid_path).trim().parse::<std::net::Ipv6Addr>().ok();
+            let ready = g.map(|g| g.octets()) == Some(want)
+                && read(&umad_dev).trim() == dev
+                && read(&format!("{port}/state")).contains("ACTIVE");
+            if ready {
+                break;
+            }
+            assert!(
+                Instant::now() < limit,
+                "{dev} added back is not as before: GID {g:?} at {gid_path}, \
+                 {umad_dev} {:?}, state {:?}",
+                read(&umad_dev),
+                read(&format!("{port}/state"))
+            );
+            std::thread::yield_now();
+        }
+    }
+}
+
+impl Drop for Deleting {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.armed.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        if let Some(rx) = self.done.take() {
+            let _ = rx.recv_timeout(Duration::from_secs(60));
+        }
+        if self.gone && !std::thread::panicking() {
+            self.add_back();
+        } else if self.gone {
+            let _ = Command::new("rdma")
+                .args(["link", "add", &env("RXE0_DEV"), "type", "rxe", "netdev"])
+                .arg(env("RXE0_NETDEV"))
+                .status();
+        }
+    }
+}
+
+/// `rdma link delete` of rxe0 in the middle of the transfer: the caller sees the
+/// end (EIO once the port's transport failed, or the request's own end), the dead
+/// port fails every later call at once, and a new port on rxe0 added back carries
+/// traffic with a footprint of zero.
+fn device_deleted(via: Via, dir: Dir, agent: Option<KernelAgent>) {
+    let mut deleting = Deleting::armed();
+    let (port, to) = open(via);
+    let a = port.register(spec(0x30, true, &[])).unwrap();
+    traffic_resumes(&port, a, to, 0x5000);
+    footprint_returns_to_zero(&port, "before");
+
+    let tid = 0x5001;
+    let (counter, from) = start(&port, a, to, dir, tid);
+    until_under_way(counter, from);
+    let seen = rxe0_packets(counter) - from;
+    deleting.now();
+    let ended = match port.recv(Some(Duration::from_secs(120))) {
+        // rxe cannot disassociate a verbs user: the kernel keeps the device working
+        // until the port closes it, and the verbs transport sees the removal at its
+        // next look (once a second) at the uverbs node; the transfer may end first,
+        // on `verbs` and on `hybrid` (whose requests, and so their RMPP, use verbs).
+        Ok(Event::Recv { mad, .. })
+            if matches!(via, Via::Verbs | Via::Hybrid) && completes(&mad, dir) =>
+        {
+            assert_eq!(tid_of(&mad) & 0xffff_ffff, tid);
+            "the whole answer"
+        }
+        Ok(event) => outcome_of(event, dir, tid),
+        Err(e) => {
+            assert_eq!(e.errno(), 5, "EIO, got {e}");
+            "EIO"
+        }
+    };
+    // Whatever ended the request, the port is dead: the next receive fails (EIO)
+    // within the hang guard, and so does a send.
+    if ended != "EIO" {
+        let e = port
+            .recv(Some(Duration::from_secs(60)))
+            .expect_err("a receive on a deleted device");
+        assert_eq!(e.errno(), 5, "EIO, got {e}");
+    }
+    let e = port
+        .send(
+            a,
+            SendRequest {
+                addr: to,
+                mad: &mad(0x30, 0x01, 0x5003, ECHO, 0, false, &[]),
+                timeout_ms: 100,
+                retries: 0,
+            },
+        )
+        .expect_err("a send on a deleted device");
+    assert_eq!(e.errno(), 5, "EIO, got {e}");
+    // Nothing drives a dead port's engine any more: it keeps the faulted transfer
+    // (its transaction, its receive session and timers, the reassembly so far) and
+    // nothing else, until it is closed (dropped with the port, below).
+    let dead = port.footprint();
+    eprintln!(
+        "{via:?} {dir:?} DeleteDevice: {ended} after at least {seen} packets; \
+         the dead port's footprint {dead:?}"
+    );
+    let receiving = usize::from(dir == Dir::Receive);
+    if ended == "EIO" {
+        assert_eq!(
+            (dead.txns, dead.recv_sessions, dead.timers),
+            (1, receiving, 1 + receiving),
+            "the dead port holds the faulted transfer only: {dead:?}"
+        );
+    } else {
+        // The request ended before the port died (its answer, or its timer on a
+        // verbs port the kernel kept working): at most the reassembly's lingering
+        // session and its timer.
+        assert_eq!(dead.txns, 0, "{dead:?}");
+        assert!(
+            dead.recv_sessions <= receiving && dead.timers <= receiving,
+            "{dead:?}"
+        );
+    }
+    assert!(dead.reassembly_bytes <= receiving * SIZE, "{dead:?}");
+    // What the transport failed to send stays queued: at most a window of segments
+    // (the send) or one ACK (the receive).
+    let window = RmppConfig::default().window as usize;
+    assert!(dead.tx_queue <= window, "{dead:?}");
+    assert_eq!(
+        (dead.dedup, dead.events, dead.event_bytes),
+        (0, 0, 0),
+        "{dead:?}"
+    );
+    port.check_invariants().expect("engine invariants");
+    drop(port); // the last verbs user of rxe0: the deletion can finish
+    deleting.finished();
+    deleting.add_back();
+
+    let (port, to) = open(via);
+    let a = port.register(spec(0x30, true, &[])).unwrap();
+    let limit = Instant::now() + Duration::from_secs(30);
+    while port.attrs().state != 4 {
+        assert!(Instant::now() < limit, "the new port never came up");
+        let _ = port.poll(Some(Duration::from_millis(50)));
+    }
+    traffic_resumes(&port, a, to, 0x5002);
+    footprint_returns_to_zero(&port, "on the device added back");
     drop(agent);
 }
 
@@ -337,4 +505,14 @@ cases! {
     rmpp_verbs_peer_killed_during_a_receive: Verbs Receive KillPeer;
     rmpp_verbs_link_down_during_a_send: Verbs Send LinkDown;
     rmpp_verbs_link_down_during_a_receive: Verbs Receive LinkDown;
+    rmpp_kernel_vmad_peer_killed_during_a_send: Kernel Send KillVmadPeer;
+    rmpp_kernel_vmad_peer_killed_during_a_receive: Kernel Receive KillVmadPeer;
+    rmpp_verbs_vmad_peer_killed_during_a_send: Verbs Send KillVmadPeer;
+    rmpp_verbs_vmad_peer_killed_during_a_receive: Verbs Receive KillVmadPeer;
+    rmpp_kernel_device_deleted_during_a_send: Kernel Send DeleteDevice;
+    rmpp_kernel_device_deleted_during_a_receive: Kernel Receive DeleteDevice;
+    rmpp_hybrid_device_deleted_during_a_send: Hybrid Send DeleteDevice;
+    rmpp_hybrid_device_deleted_during_a_receive: Hybrid Receive DeleteDevice;
+    rmpp_verbs_device_deleted_during_a_send: Verbs Send DeleteDevice;
+    rmpp_verbs_device_deleted_during_a_receive: Verbs Receive DeleteDevice;
 }
