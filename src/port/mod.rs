@@ -317,12 +317,19 @@ impl Port {
         Ok(id)
     }
 
-    /// Unregister one of this open's agents; its outstanding sends are dropped, its
-    /// queued messages stay.
+    /// Unregister one of this open's agents: what its sends queued is put on the wire
+    /// first (as [`close`](Self::close) does), then its outstanding sends are dropped;
+    /// its queued messages stay.
     ///
     /// # Errors
     /// EINVAL on a closed port or for an agent this open has not registered.
     pub fn unregister(&self, agent: AgentId) -> Result<()> {
+        if !self.open_core()?.owns(self.key, agent) {
+            return Err(Error::UnknownAgent(agent.0));
+        }
+        // The engine drops what an unregistered agent queued: a send accepted before
+        // this call must not be lost to it.
+        self.shared.flush();
         let mut core = self.open_core()?;
         if !core.owns(self.key, agent) {
             return Err(Error::UnknownAgent(agent.0));

@@ -1,6 +1,6 @@
 //! A MAD that `send` accepted is on the wire after a close that follows it, as the
 //! kernel's `write()` on the umad device posts it before it returns (a server sends
-//! its answer, then closes its port).
+//! its answer, then closes its port), nor after its agent's unregister.
 //!
 //! The send must find the transport busy, so that it leaves the MAD to whoever holds
 //! it: the port's transport is wrapped in one whose `reread_attrs` (run under the I/O
@@ -34,6 +34,8 @@ struct Held {
     holding: Sender<()>,
     release: Receiver<()>,
     sent: Arc<AtomicUsize>,
+    /// Wakes asked of the transport: a thread waiting for the I/O lock asks for them.
+    wakes: Arc<AtomicUsize>,
 }
 
 impl Transport for Held {
@@ -64,7 +66,12 @@ impl Transport for Held {
         self.inner.wait(timeout)
     }
     fn waker(&self) -> Option<Waker> {
-        self.inner.waker()
+        let inner = self.inner.waker()?;
+        let wakes = self.wakes.clone();
+        Some(Waker::new(move || {
+            wakes.fetch_add(1, Ordering::SeqCst);
+            inner.wake();
+        }))
     }
     fn clock(&self) -> Option<Arc<dyn vmad::clock::Clock>> {
         self.inner.clock()
@@ -94,10 +101,21 @@ fn perf_agent(methods: u64) -> AgentSpec {
     }
 }
 
+/// What the server does right after its answer.
+#[derive(Clone, Copy, PartialEq)]
+enum Then {
+    /// Close its only open.
+    Close,
+    /// Close, with another open of its port kept.
+    CloseKeepingAnother,
+    /// Unregister the agent that answered.
+    Unregister,
+}
+
 /// A client on `{prefix}1` asks the server on `{prefix}0` (the held transport); the
-/// server answers and closes at once (with another open of its port kept, when
-/// `keep_another`); the client gets the answer.
-fn answer_then_close(prefix: &str, keep_another: bool) {
+/// server answers and at once does `then`; the client gets the answer.
+fn answer_then(prefix: &str, then: Then) {
+    let keep_another = then == Then::CloseKeepingAnother;
     let (n0, n1) = (format!("{prefix}0"), format!("{prefix}1"));
     // Virtual time: the client's request never times out while the test runs.
     let clock = vmad::clock::VirtualClock::new();
@@ -111,7 +129,9 @@ fn answer_then_close(prefix: &str, keep_another: bool) {
     let (holding_tx, holding) = crossbeam_channel::unbounded();
     let (release, release_rx) = crossbeam_channel::unbounded();
     let sent = Arc::new(AtomicUsize::new(0));
+    let wakes = Arc::new(AtomicUsize::new(0));
     let held = Held {
+        wakes: wakes.clone(),
         inner: vmad::transport::registry::open(&n0, 1).unwrap(),
         holding: holding_tx,
         release: release_rx,
@@ -156,12 +176,24 @@ fn answer_then_close(prefix: &str, keep_another: bool) {
         retries: 0,
     };
     server.send(s_agent, answer).unwrap();
+    let woken = wakes.load(Ordering::SeqCst);
     let closer = {
         let server = server.clone();
-        std::thread::spawn(move || server.close())
+        std::thread::spawn(move || match then {
+            Then::Unregister => server.unregister(s_agent).unwrap(),
+            _ => server.close(),
+        })
     };
-    while server.is_open() {
-        std::thread::yield_now();
+    if then == Then::Unregister {
+        // The unregister waits for the I/O lock (asking the holder to wake): before
+        // the fix, it had dropped the agent's queued answer by then.
+        while wakes.load(Ordering::SeqCst) == woken {
+            std::thread::yield_now();
+        }
+    } else {
+        while server.is_open() {
+            std::thread::yield_now();
+        }
     }
     release.send(()).unwrap();
     closer.join().unwrap();
@@ -169,23 +201,29 @@ fn answer_then_close(prefix: &str, keep_another: bool) {
     assert_eq!(
         sent.load(Ordering::SeqCst),
         before + 1,
-        "the answer left the port before its close returned"
+        "the answer left the port before its close (or unregister) returned"
     );
     let Event::Recv { mad, .. } = client.recv(None).unwrap() else {
         panic!("the client got a timeout report, not the answer");
     };
     assert_eq!((mad[3], be64(&mad, 8) & 0xffff_ffff), (GET_RESP, 0x77));
     drop(other);
+    drop(server);
     drop(client);
     fabric.unregister();
 }
 
 #[test]
 fn an_answer_sent_before_the_last_close_is_transmitted() {
-    answer_then_close("ucsl", false);
+    answer_then("ucsl", Then::Close);
 }
 
 #[test]
 fn an_answer_sent_before_a_close_that_leaves_another_open_is_transmitted() {
-    answer_then_close("ucso", true);
+    answer_then("ucso", Then::CloseKeepingAnother);
+}
+
+#[test]
+fn an_answer_sent_before_its_agent_is_unregistered_is_transmitted() {
+    answer_then("ucsu", Then::Unregister);
 }
