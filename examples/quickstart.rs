@@ -2,7 +2,7 @@
 //!
 //! 1. build a small InfiniBand fabric inside this process (3 CAs, 3 switches);
 //! 2. discover it with directed-route SMPs, hop by hop, like `ibnetdiscover`, but
-//!    every node of a hop asked at once;
+//!    with many SMPs in flight at once (`vmad::discover`);
 //! 3. read a CA's PortCounters 5,000 times, one after another (p50/p99 round
 //!    trip), then 5,000 at once under the client's windows;
 //! 4. run an SA-like GetTable responder that returns 1,000 NodeRecords over RMPP,
@@ -14,18 +14,16 @@
 //!
 //! Run: `cargo run --release --example quickstart`
 
-use std::collections::BTreeSet;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use vmad::client::{Client, ClientConfig, NodeDesc, NodeInfo, Pending, PortInfo, SaRecord, Target};
+use vmad::client::{Client, ClientConfig, Pending, SaRecord};
+use vmad::discover::{Config, Node, Topology};
 use vmad::port::PortConfig;
 use vmad::subnet::{Fabric, FaultConfig};
 use vmad::umad::{self, AgentId, PortId};
 use vmad::wire::mad::{self, Method, MgmtClass};
 use vmad::wire::sa::{self, node_record};
-use vmad::wire::smp::node_info::NodeType;
-use vmad::wire::smp::port_info::PortState;
 use vmad::wire::{rmpp, MAD_SIZE};
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
@@ -117,59 +115,53 @@ fn main() -> Res<()> {
 }
 
 /// Breadth-first discovery, the way an SM finds a subnet it knows nothing about:
-/// every node one hop further is asked at once, each answer going to its request.
+/// NodeInfo over ever longer directed routes, then each node's NodeDescription and
+/// PortInfo, and one hop further behind every switch port that is up. This is the
+/// library's one directed-route walk (`vmad discover` and the embedded SM use it
+/// too), with many SMPs in flight, each answer matched to its request.
 fn discover(client: &Client) -> Res<()> {
-    let mut seen = BTreeSet::new();
-    let mut hop: Vec<Vec<u8>> = vec![vec![]];
-    let mut smps = 0;
-    while !hop.is_empty() {
-        type Asked = (Vec<u8>, Pending<NodeInfo>, Pending<NodeDesc>);
-        let asked: Vec<Asked> = hop
-            .drain(..)
-            .map(|path| {
-                let to = Target::dr(&path);
-                Ok((path, client.get_async(&to, 0)?, client.get_async(&to, 0)?))
-            })
-            .collect::<vmad::Result<_>>()?;
-        let mut next = Vec::new();
-        for (path, info, desc) in asked {
-            let (info, desc) = (info.wait()?, desc.wait()?);
-            smps += 2;
-            if !seen.insert(info.node_guid) {
-                continue;
-            }
-            let is_switch = info.node_type == NodeType::Switch;
-            println!(
-                "  {} hop(s) away: {:<7} {:<6} GUID {:#018x}, entered on port {}",
-                path.len(),
-                String::from_utf8_lossy(desc.text()),
-                if is_switch { "switch" } else { "CA" },
-                info.node_guid,
-                info.local_port_num
-            );
-            // Follow every other active port of a switch (and, at the start, our own port).
-            if is_switch || path.is_empty() {
-                let ports: Vec<(u8, Pending<PortInfo>)> = (1..=info.num_ports)
-                    .filter(|&p| !is_switch || p != info.local_port_num)
-                    .map(|p| Ok((p, client.get_async(&Target::dr(&path), u32::from(p))?)))
-                    .collect::<vmad::Result<_>>()?;
-                for (port, pi) in ports {
-                    smps += 1;
-                    if pi.wait()?.port_state == PortState::Active {
-                        let mut further = path.clone();
-                        further.push(port);
-                        next.push(further);
-                    }
-                }
-            }
-        }
-        hop = next;
+    let config = Config {
+        // Directed route throughout, as ibnetdiscover goes, although this
+        // fabric's SM has given every port a LID already.
+        lid_routing: false,
+        ..Config::default()
+    };
+    let topo = vmad::discover::discover(client.port(), &config)?;
+    for node in &topo.nodes {
+        println!(
+            "  {} hop(s) away: {:<7} {:<6} GUID {:#018x}, entered on port {}",
+            node.route.len(),
+            node.desc,
+            if node.is_switch() { "switch" } else { "CA" },
+            node.guid,
+            entered_on(&topo, node)
+        );
     }
     println!(
-        "  found {} nodes with {smps} SMPs, each answered by the node's own SMA.",
-        seen.len()
+        "  found {} nodes and {} links with {} SMPs, each answered by the node's own SMA.",
+        topo.nodes.len(),
+        topo.links().len(),
+        topo.smps
     );
+    if !topo.is_complete() {
+        return Err(format!("{} requests went unanswered", topo.failures.len()).into());
+    }
     Ok(())
+}
+
+/// The port a node was first reached by: the end of the link from the node one
+/// hop back along its route (our own node: the port we asked from, 1 here).
+fn entered_on(topo: &Topology, node: &Node) -> u8 {
+    let Some((&out, back)) = node.route.split_last() else {
+        return 1;
+    };
+    let Some(prev) = topo.nodes.iter().find(|n| n.route == back) else {
+        return 0;
+    };
+    node.ports
+        .iter()
+        .find(|(_, p)| p.remote == Some((prev.guid, out)))
+        .map_or(0, |(&port, _)| port)
 }
 
 /// PortCounters round trips one at a time, then all at once.
