@@ -156,3 +156,56 @@ pub(super) fn pkey_table_records(db: &SubnetDb, q: &Query<'_>) -> Outcome {
     });
     collect(q, &PKTR_COMPONENTS, PKTR_LEN, recs)
 }
+
+/// SLtoVLMappingTableRecord: LID, InputPortNum, OutputPortNum, reserved,
+/// the 8-byte table: 16 bytes.
+const SLVL_LEN: usize = 16;
+const SLVL_COMPONENTS: [Component; 3] = [
+    Component::bytes(0, 2), // LID
+    Component::bytes(2, 1), // InputPortNum
+    Component::bytes(3, 1), // OutputPortNum
+];
+
+/// SLtoVLMappingTableRecords as OpenSM's `osm_sa_slvl_record.c` builds
+/// them: a CA port one record (input port 0, output port its own), a switch
+/// one for every (output, input) pair of its ports, 0 included, under the
+/// switch's LID. The table is the SMAs' fixed one ([`crate::subnet::sma::SL_TO_VL`]):
+/// the built-in SM neither reads nor writes SL2VL tables. OpenSM applies the
+/// port masks to switches only, so a CA's record is listed whatever they ask.
+pub(super) fn sl_to_vl_records(db: &SubnetDb, q: &Query<'_>) -> Outcome {
+    if let Some(o) = read_only(q) {
+        return o;
+    }
+    let record = |lid: u16, inp: u8, out: u8| {
+        let mut r = vec![0u8; SLVL_LEN];
+        r[..2].copy_from_slice(&lid.to_be_bytes());
+        r[2] = inp;
+        r[3] = out;
+        r[8..].copy_from_slice(&crate::subnet::sma::SL_TO_VL);
+        r
+    };
+    let lid_mask = q.comp_mask & 1;
+    let mut data = Vec::new();
+    for e in end_ports(db) {
+        let n = &db.nodes[e.node];
+        let recs: Vec<Vec<u8>> = if is_switch(n) {
+            let nums: Vec<u8> = n.ports.iter().map(|p| p.port_num).collect();
+            nums.iter()
+                .flat_map(|&out| nums.iter().map(move |&inp| (inp, out)))
+                .map(|(inp, out)| record(e.lid, inp, out))
+                .collect()
+        } else {
+            vec![record(e.lid, 0, n.ports[e.port].port_num)]
+        };
+        for r in recs {
+            let mask = if is_switch(n) { q.comp_mask } else { lid_mask };
+            if comp::matches(&SLVL_COMPONENTS, mask, q.record, &r) {
+                data.extend_from_slice(&r);
+            }
+        }
+    }
+    Outcome::Records {
+        record_len: SLVL_LEN,
+        data,
+    }
+}

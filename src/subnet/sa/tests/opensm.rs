@@ -506,3 +506,61 @@ fn member_records_hide_the_member_from_untrusted_requests() {
     );
     assert_eq!(r.sa_status(), SaStatus::ReqInvalid, "no longer a member");
 }
+
+/// SL2VLTableRecords as OpenSM lists them: one per CA port (in 0, out its
+/// port), one per (out, in) pair of a switch's ports, port masks applied to
+/// switches only, every table the SMAs' SL n to VL n, SL 15 to VL 7.
+#[test]
+fn sl_to_vl_records_per_port_pair() {
+    let db = fixture::two_cas_one_switch();
+    let (mut sa, mut c) = setup();
+    let sw = db
+        .nodes
+        .iter()
+        .find(|n| super::super::db::is_switch(n))
+        .unwrap();
+    let sw_ports = sw.ports.len();
+    let r = ask(
+        &mut sa,
+        &mut c,
+        &db,
+        Method::GetTable,
+        AttrId::SlToVlRecord,
+        0,
+        &[0; 16],
+    );
+    let recs = r.records();
+    assert_eq!(recs.len(), 2 + sw_ports * sw_ports);
+    let table = [0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xe7];
+    assert!(recs.iter().all(|rec| rec[8..16] == table));
+    let cas: Vec<_> = recs
+        .iter()
+        .filter(|rec| rec[2] == 0 && rec[3] == 1)
+        .collect();
+    assert!(cas.len() >= 2, "each CA: in 0, out 1");
+
+    // OutputPortNum 2 (mask bit 2): the switch's pairs with out 2, and both
+    // CAs' records, which OpenSM does not filter by port.
+    let mut q = [0u8; 16];
+    q[3] = 2;
+    let r = ask(
+        &mut sa,
+        &mut c,
+        &db,
+        Method::GetTable,
+        AttrId::SlToVlRecord,
+        1 << 2,
+        &q,
+    );
+    assert_eq!(r.records().len(), 2 + sw_ports);
+    let r = ask(
+        &mut sa,
+        &mut c,
+        &db,
+        Method::Delete,
+        AttrId::SlToVlRecord,
+        0,
+        &[0; 16],
+    );
+    assert_eq!(r.hdr.status, MadStatus::UNSUPPORTED_METHOD_ATTR);
+}
