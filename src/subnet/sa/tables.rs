@@ -166,12 +166,12 @@ const SLVL_COMPONENTS: [Component; 3] = [
     Component::bytes(3, 1), // OutputPortNum
 ];
 
-/// SLtoVLMappingTableRecords as OpenSM's `osm_sa_slvl_record.c` builds
-/// them: a CA port one record (input port 0, output port its own), a switch
-/// one for every (output, input) pair of its ports, 0 included, under the
-/// switch's LID. The table is the SMAs' fixed one ([`crate::subnet::sma::SL_TO_VL`]):
-/// the built-in SM neither reads nor writes SL2VL tables. OpenSM applies the
-/// port masks to switches only, so a CA's record is listed whatever they ask.
+/// SLtoVLMappingTableRecords as OpenSM's `osm_sa_slvl_record.c` lists
+/// them: a CA port one record (input and output port 0), a switch one for
+/// every (output, input) pair of its ports, 0 included, under the switch's
+/// LID; the port masks apply to switches only. The table is all zeros, as
+/// OpenSM (QoS off, its default) answers: it never reads the SMAs' tables,
+/// and neither does the built-in SM (the SMAs' own: [`crate::subnet::sma::SL_TO_VL`]).
 pub(super) fn sl_to_vl_records(db: &SubnetDb, q: &Query<'_>) -> Outcome {
     if let Some(o) = read_only(q) {
         return o;
@@ -181,7 +181,6 @@ pub(super) fn sl_to_vl_records(db: &SubnetDb, q: &Query<'_>) -> Outcome {
         r[..2].copy_from_slice(&lid.to_be_bytes());
         r[2] = inp;
         r[3] = out;
-        r[8..].copy_from_slice(&crate::subnet::sma::SL_TO_VL);
         r
     };
     let lid_mask = q.comp_mask & 1;
@@ -195,7 +194,7 @@ pub(super) fn sl_to_vl_records(db: &SubnetDb, q: &Query<'_>) -> Outcome {
                 .map(|(inp, out)| record(e.lid, inp, out))
                 .collect()
         } else {
-            vec![record(e.lid, 0, n.ports[e.port].port_num)]
+            vec![record(e.lid, 0, 0)]
         };
         for r in recs {
             let mask = if is_switch(n) { q.comp_mask } else { lid_mask };
