@@ -39,7 +39,6 @@ const DEPARTURES: &[&str] = &[
     // (OpenSM does, for partition enforcement), and blocks follow the
     // SMAs' PartitionCap (OpenSM also writes BlockNum in host order).
     "P_KeyTableRecord GetTable, trusted",
-    "VLArbitrationTableRecord GetTable",
 ];
 
 /// One SA's answer to one query.

@@ -208,3 +208,39 @@ pub(super) fn sl_to_vl_records(db: &SubnetDb, q: &Query<'_>) -> Outcome {
         data,
     }
 }
+
+/// VLArbitrationTableRecord: LID, OutputPortNum, BlockNum, reserved, 32
+/// two-byte entries: 72 bytes.
+const VLARB_LEN: usize = 72;
+const VLARB_COMPONENTS: [Component; 3] = [
+    Component::bytes(0, 2), // LID
+    Component::bytes(2, 1), // OutputPortNum
+    Component::bytes(3, 1), // BlockNum
+];
+
+/// VLArbitrationTableRecords as OpenSM's `osm_sa_vlarb_record.c` lists
+/// them: blocks 1-4 of a CA's port and of each of a switch's ports, under
+/// the end port's LID, tables all zero as OpenSM (QoS off) answers.
+pub(super) fn vl_arb_records(db: &SubnetDb, q: &Query<'_>) -> Outcome {
+    if let Some(o) = read_only(q) {
+        return o;
+    }
+    let recs = end_ports(db).flat_map(|e| {
+        let n = &db.nodes[e.node];
+        let ports: Vec<u8> = if is_switch(n) {
+            n.ports.iter().map(|p| p.port_num).collect()
+        } else {
+            vec![n.ports[e.port].port_num]
+        };
+        ports.into_iter().flat_map(move |port| {
+            (1..=4u8).map(move |block| {
+                let mut r = vec![0u8; VLARB_LEN];
+                r[..2].copy_from_slice(&e.lid.to_be_bytes());
+                r[2] = port;
+                r[3] = block;
+                r
+            })
+        })
+    });
+    collect(q, &VLARB_COMPONENTS, VLARB_LEN, recs)
+}

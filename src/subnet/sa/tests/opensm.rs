@@ -560,3 +560,48 @@ fn sl_to_vl_records_per_port_pair() {
     );
     assert_eq!(r.hdr.status, MadStatus::UNSUPPORTED_METHOD_ATTR);
 }
+
+/// VLArbitrationTableRecords: blocks 1-4 of each CA port and of every
+/// switch port, zero tables; BlockNum and OutputPortNum masks select.
+#[test]
+fn vl_arb_records_four_blocks_per_port() {
+    let db = fixture::two_cas_one_switch();
+    let (mut sa, mut c) = setup();
+    let sw_ports = db
+        .nodes
+        .iter()
+        .find(|n| super::super::db::is_switch(n))
+        .unwrap()
+        .ports
+        .len();
+    let r = ask(
+        &mut sa,
+        &mut c,
+        &db,
+        Method::GetTable,
+        AttrId::VlArbRecord,
+        0,
+        &[0; 72],
+    );
+    let recs = r.records();
+    assert_eq!(recs.len(), 4 * (2 + sw_ports));
+    assert!(recs
+        .iter()
+        .all(|rec| (1..=4).contains(&rec[3]) && rec[4..] == [0; 68]));
+    let mut q = [0u8; 72];
+    (q[2], q[3]) = (1, 3);
+    let r = ask(
+        &mut sa,
+        &mut c,
+        &db,
+        Method::GetTable,
+        AttrId::VlArbRecord,
+        0b110,
+        &q,
+    );
+    assert_eq!(
+        r.records().len(),
+        3,
+        "port 1, block 3: both CAs and the switch"
+    );
+}
