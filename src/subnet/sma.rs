@@ -30,6 +30,35 @@ const ATTR_PKEY_TABLE: u16 = smp::AttrId::PKeyTable.raw();
 const ATTR_LFT: u16 = smp::AttrId::LinearFwdTable.raw();
 const ATTR_MFT: u16 = smp::AttrId::MulticastFwdTable.raw();
 const ATTR_SM_INFO: u16 = smp::AttrId::SmInfo.raw();
+const ATTR_SL_TO_VL: u16 = smp::AttrId::SlToVl.raw();
+const ATTR_VL_ARB: u16 = smp::AttrId::VlArb.raw();
+
+/// SLtoVLMappingTable as ibsim's SMA gives it for every port pair (read from ibsim
+/// 0.10 with `smpquery sl2vl`, before any SM ran): SL n to VL n, SL 15 to VL 7.
+pub(crate) const SL_TO_VL: [u8; 8] = [0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xe7];
+
+/// VLArbitrationTable block `block` (1: low priority entries 0-31, 2: low 32-63,
+/// 3: high 0-31, 4: high 32-63) as ibsim's SMA gives it (`smpquery vlarb`, 8 entries
+/// shown for VLArbitration{Low,High}Cap 8): low VL 0 weight 0 and VLs 1-7 weight 4;
+/// high VL 0 weight 4 and VLs 1-7 weight 0. Entries past the caps are zero.
+pub(crate) fn vl_arb_block(block: u32) -> Option<[u8; DATA_LEN]> {
+    let mut data = [0u8; DATA_LEN];
+    match block {
+        1 | 3 => {
+            for vl in 0..8u8 {
+                let weight = match (block, vl) {
+                    (1, 0) | (3, 1..) => 0,
+                    _ => 4,
+                };
+                data[usize::from(vl) * 2] = vl;
+                data[usize::from(vl) * 2 + 1] = weight;
+            }
+        }
+        2 | 4 => {}
+        _ => return None,
+    }
+    Some(data)
+}
 
 /// LinearFDBCap: a switch's LFT covers every unicast LID.
 const LFT_CAP: u16 = 0xc000;
@@ -63,7 +92,7 @@ pub(crate) fn answer(fabric: &FabricInner, node: usize, port: u8, req: &Pkt) -> 
         .then(|| fabric.sm.sm_info(fabric, node, port))
         .flatten();
     let answers = match (method, attr) {
-        (Method::Get, ATTR_NODE_DESC | ATTR_NODE_INFO) => true,
+        (Method::Get, ATTR_NODE_DESC | ATTR_NODE_INFO | ATTR_SL_TO_VL | ATTR_VL_ARB) => true,
         (Method::Get | Method::Set, ATTR_PORT_INFO | ATTR_PKEY_TABLE) => true,
         (Method::Get, ATTR_SM_INFO) => sm_info.is_some() || n.is_switch(),
         (Method::Get | Method::Set, _) => n.is_switch(),
@@ -151,6 +180,20 @@ pub(crate) fn answer(fabric: &FabricInner, node: usize, port: u8, req: &Pkt) -> 
             0
         }
         ATTR_LFT => STATUS_INVALID_VALUE,
+        // Read-only here: the built-in SM never writes them, and a Set would be
+        // kept by nothing, so it is refused rather than pretended.
+        ATTR_SL_TO_VL | ATTR_VL_ARB if set => STATUS_UNSUPPORTED,
+        ATTR_SL_TO_VL => {
+            data[..SL_TO_VL.len()].copy_from_slice(&SL_TO_VL);
+            0
+        }
+        ATTR_VL_ARB => match vl_arb_block(attr_mod >> 16) {
+            Some(d) => {
+                data = d;
+                0
+            }
+            None => STATUS_INVALID_VALUE,
+        },
         _ => STATUS_UNSUPPORTED,
     };
     Answer::Reply(Box::new(respond(fabric, node, port, req, status, &data)))
@@ -351,4 +394,28 @@ pub(crate) fn port_info(
     p.set_guid_cap(1);
     p.set_subnet_timeout(18);
     p.set_resp_time_value(8);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vl_arb_blocks_are_ibsims_defaults() {
+        let low = vl_arb_block(1).unwrap();
+        assert_eq!(
+            &low[..16],
+            &[0, 0, 1, 4, 2, 4, 3, 4, 4, 4, 5, 4, 6, 4, 7, 4]
+        );
+        let high = vl_arb_block(3).unwrap();
+        assert_eq!(
+            &high[..16],
+            &[0, 4, 1, 0, 2, 0, 3, 0, 4, 0, 5, 0, 6, 0, 7, 0]
+        );
+        assert!(low[16..].iter().chain(&high[16..]).all(|&b| b == 0));
+        assert_eq!(vl_arb_block(2), Some([0; DATA_LEN]));
+        assert_eq!((vl_arb_block(0), vl_arb_block(5)), (None, None));
+        // SL 15 maps to VL 7, every other SL to its own number.
+        assert_eq!(SL_TO_VL[7] & 0x0f, 7);
+    }
 }

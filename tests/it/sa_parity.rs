@@ -35,12 +35,10 @@ const DEPARTURES: &[&str] = &[
     "PathRecord Set",
     "Unknown attribute",
     // Record types the built-in SA does not serve yet (0x000c).
-    "SL2VLTableRecord GetTable",
     // The built-in SM reads no P_Key table of a switch's external port
     // (OpenSM does, for partition enforcement), and blocks follow the
     // SMAs' PartitionCap (OpenSM also writes BlockNum in host order).
     "P_KeyTableRecord GetTable, trusted",
-    "VLArbitrationTableRecord GetTable",
 ];
 
 /// One SA's answer to one query.

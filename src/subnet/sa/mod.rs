@@ -388,6 +388,8 @@ impl SaService {
             AttrId::LinearFdbRecord => tables::lft_records(db, q),
             AttrId::MulticastFdbRecord => tables::mft_records(q),
             AttrId::PKeyTableRecord => tables::pkey_table_records(db, q),
+            AttrId::SlToVlRecord => tables::sl_to_vl_records(db, q),
+            AttrId::VlArbRecord => tables::vl_arb_records(db, q),
             _ => Outcome::Error(MadStatus::UNSUPPORTED_METHOD_ATTR),
         }
     }

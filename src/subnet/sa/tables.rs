@@ -156,3 +156,91 @@ pub(super) fn pkey_table_records(db: &SubnetDb, q: &Query<'_>) -> Outcome {
     });
     collect(q, &PKTR_COMPONENTS, PKTR_LEN, recs)
 }
+
+/// SLtoVLMappingTableRecord: LID, InputPortNum, OutputPortNum, reserved,
+/// the 8-byte table: 16 bytes.
+const SLVL_LEN: usize = 16;
+const SLVL_COMPONENTS: [Component; 3] = [
+    Component::bytes(0, 2), // LID
+    Component::bytes(2, 1), // InputPortNum
+    Component::bytes(3, 1), // OutputPortNum
+];
+
+/// SLtoVLMappingTableRecords as OpenSM's `osm_sa_slvl_record.c` lists
+/// them: a CA port one record (input and output port 0), a switch one for
+/// every (output, input) pair of its ports, 0 included, under the switch's
+/// LID; the port masks apply to switches only. The table is all zeros, as
+/// OpenSM (QoS off, its default) answers: it never reads the SMAs' tables,
+/// and neither does the built-in SM (the SMAs' own: [`crate::subnet::sma::SL_TO_VL`]).
+pub(super) fn sl_to_vl_records(db: &SubnetDb, q: &Query<'_>) -> Outcome {
+    if let Some(o) = read_only(q) {
+        return o;
+    }
+    let record = |lid: u16, inp: u8, out: u8| {
+        let mut r = vec![0u8; SLVL_LEN];
+        r[..2].copy_from_slice(&lid.to_be_bytes());
+        r[2] = inp;
+        r[3] = out;
+        r
+    };
+    let lid_mask = q.comp_mask & 1;
+    let mut data = Vec::new();
+    for e in end_ports(db) {
+        let n = &db.nodes[e.node];
+        let recs: Vec<Vec<u8>> = if is_switch(n) {
+            let nums: Vec<u8> = n.ports.iter().map(|p| p.port_num).collect();
+            nums.iter()
+                .flat_map(|&out| nums.iter().map(move |&inp| (inp, out)))
+                .map(|(inp, out)| record(e.lid, inp, out))
+                .collect()
+        } else {
+            vec![record(e.lid, 0, 0)]
+        };
+        for r in recs {
+            let mask = if is_switch(n) { q.comp_mask } else { lid_mask };
+            if comp::matches(&SLVL_COMPONENTS, mask, q.record, &r) {
+                data.extend_from_slice(&r);
+            }
+        }
+    }
+    Outcome::Records {
+        record_len: SLVL_LEN,
+        data,
+    }
+}
+
+/// VLArbitrationTableRecord: LID, OutputPortNum, BlockNum, reserved, 32
+/// two-byte entries: 72 bytes.
+const VLARB_LEN: usize = 72;
+const VLARB_COMPONENTS: [Component; 3] = [
+    Component::bytes(0, 2), // LID
+    Component::bytes(2, 1), // OutputPortNum
+    Component::bytes(3, 1), // BlockNum
+];
+
+/// VLArbitrationTableRecords as OpenSM's `osm_sa_vlarb_record.c` lists
+/// them: blocks 1-4 of a CA's port and of each of a switch's ports, under
+/// the end port's LID, tables all zero as OpenSM (QoS off) answers.
+pub(super) fn vl_arb_records(db: &SubnetDb, q: &Query<'_>) -> Outcome {
+    if let Some(o) = read_only(q) {
+        return o;
+    }
+    let recs = end_ports(db).flat_map(|e| {
+        let n = &db.nodes[e.node];
+        let ports: Vec<u8> = if is_switch(n) {
+            n.ports.iter().map(|p| p.port_num).collect()
+        } else {
+            vec![n.ports[e.port].port_num]
+        };
+        ports.into_iter().flat_map(move |port| {
+            (1..=4u8).map(move |block| {
+                let mut r = vec![0u8; VLARB_LEN];
+                r[..2].copy_from_slice(&e.lid.to_be_bytes());
+                r[2] = port;
+                r[3] = block;
+                r
+            })
+        })
+    });
+    collect(q, &VLARB_COMPONENTS, VLARB_LEN, recs)
+}

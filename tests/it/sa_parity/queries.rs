@@ -255,6 +255,13 @@ pub(super) fn all() -> Vec<Query> {
         q("P_KeyTableRecord GetTable", GET_TABLE, 0x0033, 0, zeros(72)),
         q("SL2VLTableRecord GetTable", GET_TABLE, 0x0013, 0, zeros(16)),
         q(
+            "SL2VLTableRecord GetTable by LID",
+            GET_TABLE,
+            0x0013,
+            0b1,
+            by_lid(16, S1),
+        ),
+        q(
             "VLArbitrationTableRecord GetTable",
             GET_TABLE,
             0x0036,

@@ -506,3 +506,102 @@ fn member_records_hide_the_member_from_untrusted_requests() {
     );
     assert_eq!(r.sa_status(), SaStatus::ReqInvalid, "no longer a member");
 }
+
+/// SL2VLTableRecords as OpenSM lists them: one per CA port (in and out 0),
+/// one per (out, in) pair of a switch's ports, port masks applied to
+/// switches only, every table zeros (OpenSM, QoS off, reads none).
+#[test]
+fn sl_to_vl_records_per_port_pair() {
+    let db = fixture::two_cas_one_switch();
+    let (mut sa, mut c) = setup();
+    let sw = db
+        .nodes
+        .iter()
+        .find(|n| super::super::db::is_switch(n))
+        .unwrap();
+    let sw_ports = sw.ports.len();
+    let r = ask(
+        &mut sa,
+        &mut c,
+        &db,
+        Method::GetTable,
+        AttrId::SlToVlRecord,
+        0,
+        &[0; 16],
+    );
+    let recs = r.records();
+    assert_eq!(recs.len(), 2 + sw_ports * sw_ports);
+    assert!(recs.iter().all(|rec| rec[4..16] == [0; 12]));
+    let zero_zero = recs.iter().filter(|rec| rec[2..4] == [0, 0]).count();
+    assert_eq!(zero_zero, 3, "each CA, and the switch's 0-0 pair");
+
+    // OutputPortNum 2 (mask bit 2): the switch's pairs with out 2, and both
+    // CAs' records, which OpenSM does not filter by port.
+    let mut q = [0u8; 16];
+    q[3] = 2;
+    let r = ask(
+        &mut sa,
+        &mut c,
+        &db,
+        Method::GetTable,
+        AttrId::SlToVlRecord,
+        1 << 2,
+        &q,
+    );
+    assert_eq!(r.records().len(), 2 + sw_ports);
+    let r = ask(
+        &mut sa,
+        &mut c,
+        &db,
+        Method::Delete,
+        AttrId::SlToVlRecord,
+        0,
+        &[0; 16],
+    );
+    assert_eq!(r.hdr.status, MadStatus::UNSUPPORTED_METHOD_ATTR);
+}
+
+/// VLArbitrationTableRecords: blocks 1-4 of each CA port and of every
+/// switch port, zero tables; BlockNum and OutputPortNum masks select.
+#[test]
+fn vl_arb_records_four_blocks_per_port() {
+    let db = fixture::two_cas_one_switch();
+    let (mut sa, mut c) = setup();
+    let sw_ports = db
+        .nodes
+        .iter()
+        .find(|n| super::super::db::is_switch(n))
+        .unwrap()
+        .ports
+        .len();
+    let r = ask(
+        &mut sa,
+        &mut c,
+        &db,
+        Method::GetTable,
+        AttrId::VlArbRecord,
+        0,
+        &[0; 72],
+    );
+    let recs = r.records();
+    assert_eq!(recs.len(), 4 * (2 + sw_ports));
+    assert!(recs
+        .iter()
+        .all(|rec| (1..=4).contains(&rec[3]) && rec[4..] == [0; 68]));
+    let mut q = [0u8; 72];
+    (q[2], q[3]) = (1, 3);
+    let r = ask(
+        &mut sa,
+        &mut c,
+        &db,
+        Method::GetTable,
+        AttrId::VlArbRecord,
+        0b110,
+        &q,
+    );
+    assert_eq!(
+        r.records().len(),
+        3,
+        "port 1, block 3: both CAs and the switch"
+    );
+}
