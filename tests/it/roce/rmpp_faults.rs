@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use vmad::engine::rmpp::RmppConfig;
-use vmad::engine::{EngineConfig, Event};
+use vmad::engine::EngineConfig;
 use vmad::port::{Port, PortConfig};
 use vmad::transport::roce::{RoceConfig, RoceStats, RoceTransport};
 
