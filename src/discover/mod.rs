@@ -49,7 +49,7 @@ pub use walker::{Learned, Request, Walker};
 use std::collections::{BTreeMap, HashMap};
 
 use crate::port::Port;
-use crate::wire::smp::node_info::NodeType;
+use crate::wire::smp::node_info::{self, NodeType};
 use crate::Result;
 
 /// How a sweep runs.
@@ -161,6 +161,27 @@ pub struct Node {
 }
 
 impl Node {
+    /// The node its NodeInfo describes (from an SMP or inside an SA NodeRecord),
+    /// reached along `route`, with no ports known yet.
+    pub(crate) fn from_info<T: AsRef<[u8]>>(
+        info: &node_info::Packet<T>,
+        desc: String,
+        route: Vec<u8>,
+    ) -> Node {
+        Node {
+            guid: info.node_guid(),
+            node_type: info.node_type(),
+            num_ports: info.num_ports(),
+            sys_image_guid: info.sys_image_guid(),
+            vendor_id: info.vendor_id(),
+            device_id: info.device_id(),
+            revision: info.revision(),
+            desc,
+            route,
+            ports: Default::default(),
+        }
+    }
+
     /// Whether the node is a switch.
     pub fn is_switch(&self) -> bool {
         self.node_type == NodeType::Switch

@@ -209,18 +209,11 @@ fn build(nodes: &[u8], ports: &[u8], links: &[u8]) -> Result<Topology> {
                 let nd = rec.node_desc();
                 let raw = nd.raw();
                 let desc = &raw[..raw.iter().position(|&c| c == 0).unwrap_or(raw.len())];
-                topo.push(Node {
-                    guid,
-                    node_type: info.node_type(),
-                    num_ports: info.num_ports(),
-                    sys_image_guid: info.sys_image_guid(),
-                    vendor_id: info.vendor_id(),
-                    device_id: info.device_id(),
-                    revision: info.revision(),
-                    desc: String::from_utf8_lossy(desc).into_owned(),
-                    route: Vec::new(),
-                    ports: Default::default(),
-                })
+                topo.push(Node::from_info(
+                    &info,
+                    String::from_utf8_lossy(desc).into_owned(),
+                    Vec::new(),
+                ))
             }
         };
         by_lid.insert(rec.lid(), idx);

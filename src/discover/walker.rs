@@ -339,18 +339,9 @@ impl Walker {
         let known = self.topo.index.get(&guid).copied();
         let idx = match known {
             Some(i) => i,
-            None => self.topo.push(Node {
-                guid,
-                node_type: info.node_type(),
-                num_ports: info.num_ports(),
-                sys_image_guid: info.sys_image_guid(),
-                vendor_id: info.vendor_id(),
-                device_id: info.device_id(),
-                revision: info.revision(),
-                desc: String::new(),
-                route: route.clone(),
-                ports: Default::default(),
-            }),
+            None => self
+                .topo
+                .push(Node::from_info(&info, String::new(), route.clone())),
         };
         let learned = Learned::NodeInfo {
             node: idx,
