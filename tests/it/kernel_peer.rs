@@ -25,6 +25,12 @@ pub(crate) const SILENT: u16 = 0xff20;
 pub(crate) const SILENT_COUNT: u16 = 0xff21;
 /// MAD + RMPP + vendor header (OUI) of vendor range 2 classes.
 pub(crate) const VENDOR_HDR: usize = 40;
+/// Window resends for an RMPP transfer that must complete. Each ACK wait is
+/// 2 s (the engine's and the kernel's); under TCG on a loaded host a peer's ACK
+/// can come later than that, and with no resends one late ACK ends the transfer
+/// (a roce 1 MiB request timed out so in a flake hunt). `umad_agent.c` answers
+/// with the same 15.
+pub(crate) const RMPP_RETRIES: u32 = 15;
 
 /// The kernel agent registers fixed methods: one test at a time.
 static SERIAL: Mutex<()> = Mutex::new(());

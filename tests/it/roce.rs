@@ -161,7 +161,7 @@ fn roce_vmad_rmpp_requests_reassembled_by_the_kernel() {
             a,
             &mad(0x30, 0x02, tid, ECHO, size as u32, true, &data),
             60_000,
-            0,
+            RMPP_RETRIES,
         );
         let (_, resp) = recv_mad(&port, Duration::from_secs(120));
         assert_eq!(tid_of(&resp) & 0xffff_ffff, tid);

@@ -204,7 +204,7 @@ fn rxe_vmad_rmpp_requests_reassembled_by_the_kernel() {
             kernel_qp1(),
             &mad(0x30, 0x02, tid, ECHO, size as u32, true, &data),
             60_000,
-            0,
+            RMPP_RETRIES,
         );
         let (_, resp) = recv_mad(&port, Duration::from_secs(120));
         assert_eq!(tid_of(&resp) & 0xffff_ffff, tid);
@@ -234,7 +234,9 @@ fn serve_one(server: &Port, agent: AgentId, within: Duration, reply: impl Fn(&[u
                 addr: from,
                 mad: &resp,
                 timeout_ms: 0,
-                retries: 0,
+                // A long answer goes by RMPP, whose ACK waits are 2 s: a late ACK
+                // under TCG resends the window instead of ending the answer.
+                retries: RMPP_RETRIES,
             },
         )
         .expect("respond");
@@ -283,7 +285,7 @@ fn rxe_vmad_to_vmad_across_ports_with_rmpp() {
         to,
         &mad(0x30, 0x02, 0x78, ECHO, size as u32, true, &data),
         30_000,
-        0,
+        RMPP_RETRIES,
     );
     serve_one(&server, s, Duration::from_secs(60), |req| {
         assert_eq!(
