@@ -12,6 +12,7 @@ use vmad::transport::ibsim::IbsimTransport;
 use vmad::wire::sa::{mcmember_record, node_record, SaStatus};
 
 use crate::ibsim::fabric::Fabric as Ibsim;
+use crate::util::wait_for_text;
 
 const WITH_VMAD: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/with-vmad");
 
@@ -50,12 +51,9 @@ pub(crate) fn opensm_on_dropin(f: &Ibsim, dir: &str, patience: Duration) -> Open
             .spawn()
             .unwrap(),
     );
-    let give_up = Instant::now() + patience;
-    while !std::fs::read_to_string(&log).is_ok_and(|l| l.contains("SUBNET UP")) {
+    wait_for_text(&log, "SUBNET UP", patience, || {
         assert!(sm.0.try_wait().unwrap().is_none(), "OpenSM exited");
-        assert!(Instant::now() < give_up, "no SUBNET UP");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    });
     sm
 }
 

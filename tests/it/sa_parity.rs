@@ -16,7 +16,7 @@ mod queries;
 use std::collections::HashMap;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use vmad::engine::{AgentId, AgentSpec, Event, SendRequest};
 use vmad::port::{Port, PortConfig};
@@ -25,6 +25,7 @@ use vmad::types::{MadAddr, Qp, GSI_QKEY};
 
 use crate::ibsim::fabric::{topo, Fabric};
 use crate::ibsim::open_port;
+use crate::util::wait_for_text;
 use queries::Query;
 
 /// Queries whose answers still differ, each explained in docs/sa.md
@@ -264,16 +265,11 @@ impl OpenSm {
             cmd.env(k, v);
         }
         let child = cmd.spawn().expect("start OpenSM on the drop-in");
-        let osm = OpenSm(child);
-        // OpenSM says SUBNET UP in its log; the bound keeps a broken run from hanging.
-        let give_up = Instant::now() + Duration::from_secs(120);
-        while !std::fs::read_to_string(&log).is_ok_and(|l| l.contains("SUBNET UP")) {
-            assert!(
-                Instant::now() < give_up,
-                "OpenSM on the drop-in: no SUBNET UP"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        let mut osm = OpenSm(child);
+        // OpenSM says SUBNET UP in its log.
+        wait_for_text(&log, "SUBNET UP", Duration::from_secs(120), || {
+            assert!(osm.0.try_wait().unwrap().is_none(), "OpenSM exited");
+        });
         osm
     }
 }

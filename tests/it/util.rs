@@ -234,3 +234,43 @@ pub(crate) fn join_within<T: Send + 'static>(
         Err(_) => panic!("{what}: not done after {limit:?}"),
     }
 }
+
+/// Waits until the file at `path` contains `needle` (a log line a child process
+/// writes), waking on each write to its directory rather than polling on a timer.
+/// `check` runs before each look (e.g. that the writer is still alive); the bound
+/// only keeps a broken run from hanging.
+pub(crate) fn wait_for_text(
+    path: &std::path::Path,
+    needle: &str,
+    patience: Duration,
+    mut check: impl FnMut(),
+) {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
+    use std::os::fd::AsFd;
+    // The directory is watched (the file may not exist yet), before the first look,
+    // so that no write between the look and the poll is missed.
+    let inotify = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC).unwrap();
+    let dir = path.parent().expect("a file in a directory");
+    inotify
+        .add_watch(dir, AddWatchFlags::IN_MODIFY | AddWatchFlags::IN_CREATE)
+        .unwrap();
+    let give_up = Instant::now() + patience;
+    loop {
+        check();
+        if std::fs::read_to_string(path).is_ok_and(|t| t.contains(needle)) {
+            return;
+        }
+        let left = give_up.saturating_duration_since(Instant::now());
+        assert!(
+            !left.is_zero(),
+            "{needle:?} not in {} within {patience:?}",
+            path.display()
+        );
+        let mut fds = [PollFd::new(inotify.as_fd(), PollFlags::POLLIN)];
+        let ms =
+            PollTimeout::try_from(left.as_millis().min(60_000) as i32).unwrap_or(PollTimeout::MAX);
+        let _ = poll(&mut fds, ms);
+        let _ = inotify.read_events();
+    }
+}
