@@ -119,7 +119,7 @@ impl<R: SaRecord> IntoIterator for Table<R> {
 }
 
 /// The error for an answer with a non-zero status.
-fn status_error(resp: &Response) -> Result<()> {
+pub(super) fn status_error(resp: &Response) -> Result<()> {
     let status = resp.status();
     if status == MadStatus::OK {
         return Ok(());
@@ -141,7 +141,7 @@ fn status_error(resp: &Response) -> Result<()> {
 }
 
 /// A 256-byte request with its common header.
-fn header(class: u8, version: u8, method: Method, attr: u16, attr_mod: u32) -> Vec<u8> {
+pub(super) fn header(class: u8, version: u8, method: Method, attr: u16, attr_mod: u32) -> Vec<u8> {
     let mut m = vec![0u8; MAD_SIZE];
     mad::Repr {
         base_version: mad::BASE_VERSION,
@@ -158,7 +158,7 @@ fn header(class: u8, version: u8, method: Method, attr: u16, attr_mod: u32) -> V
     m
 }
 
-fn gsi(lid: u16) -> MadAddr {
+pub(super) fn gsi(lid: u16) -> MadAddr {
     MadAddr {
         qpn: 1,
         qkey: GSI_QKEY,
@@ -251,7 +251,7 @@ impl Client {
             }
         };
         smp::Repr {
-            m_key: self.inner.config.m_key,
+            m_key: self.m_key(to),
             data,
             dr,
         }
@@ -346,7 +346,7 @@ impl Client {
             0,
         );
         sa::Repr {
-            sm_key: self.inner.config.sm_key,
+            sm_key: self.sm_key(lid),
             attr_offset: sa::Repr::attr_offset_for(R::LEN),
             comp_mask,
         }

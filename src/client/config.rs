@@ -30,9 +30,11 @@ pub struct ClientConfig {
     pub busy_backoff: Duration,
     /// The SA's LID. `None` (default): the port's SM LID.
     pub sa_lid: Option<u16>,
-    /// SM_Key sent in SA requests. Default 0.
+    /// SM_Key sent in SA requests to an SA the client's key table does not name
+    /// ([`super::Client::set_sm_key`]). Default 0.
     pub sm_key: u64,
-    /// M_Key sent in SMPs. Default 0.
+    /// M_Key sent in SMPs to a target the client's key table does not name
+    /// ([`super::Client::set_m_key`]). Default 0.
     pub m_key: u64,
 }
 
