@@ -366,13 +366,20 @@ impl Client {
         Ok(Pending::new(self.inner.clone(), tid, decode))
     }
 
+    /// SubnAdmGet, without waiting.
+    ///
+    /// # Errors
+    /// As [`Client::sa_get`].
+    pub fn sa_get_async<R: SaRecord>(&self, template: &R, comp_mask: u64) -> Result<Pending<R>> {
+        self.sa(Method::Get, template, comp_mask, sa_decode::<R>)
+    }
+
     /// SubnAdmGet: the one record matching `template` on the fields `comp_mask` names.
     ///
     /// # Errors
     /// EPROTO with the SA's status (No records, Too many records, …); as [`Client::get`].
     pub fn sa_get<R: SaRecord>(&self, template: &R, comp_mask: u64) -> Result<R> {
-        self.sa(Method::Get, template, comp_mask, sa_decode::<R>)?
-            .wait()
+        self.sa_get_async(template, comp_mask)?.wait()
     }
 
     /// SubnAdmGetTable, without waiting.

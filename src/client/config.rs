@@ -9,12 +9,16 @@ use std::time::Duration;
 /// on ibsim 256 is slower again): `docs/performance.md`, `scripts/bench-client-windows`.
 /// The per-destination cap showed no trend there (1 to 32), so its default, 8,
 /// follows the field figures (a switch gains nothing beyond 2 to 20 outstanding and
-/// drops VL15 above about 20); the GMP window, 128, is ibdiagnet's, not measured.
+/// drops VL15 above about 20). The GMP window's default, 128, is where batches of
+/// PortCounters (ibsim's PMAs) and SA Gets (OpenSM's SA) stop getting faster, and 256
+/// is 1.8–2.2× slower for PortCounters: `docs/performance.md` ("Client windows:
+/// which GMP window?"), `examples/gmp_window`.
 #[derive(Debug, Clone)]
 pub struct ClientConfig {
     /// Most SMPs (QP0) on the wire at once. Default 64.
     pub smp_window: usize,
-    /// Most GMPs (QP1: SA, PerfMgt, vendor) on the wire at once. Default 128.
+    /// Most GMPs (QP1: SA, PerfMgt, vendor) on the wire at once. Default 128
+    /// (measured; see the type's docs).
     pub gmp_window: usize,
     /// Most requests on the wire to one destination (a LID, or one directed route).
     /// Default 8.
@@ -42,6 +46,7 @@ impl Default for ClientConfig {
     fn default() -> Self {
         ClientConfig {
             smp_window: 64,
+            // Measured: docs/performance.md, "Client windows: which GMP window?".
             gmp_window: 128,
             per_destination: 8,
             timeout_ms: 500,
