@@ -309,3 +309,76 @@ impl Client {
         self.inner.send_unanswered(req)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn range2_request_layout_oui_and_rmpp() {
+        let v = Vendor::range2(0x30, 1, 0x00_02_c9).unwrap();
+        let r = v.request(5, Method::Get, 0x10, 3, &[0xaa; 216]).unwrap();
+        assert_eq!((r.mad.len(), r.addr.lid, r.addr.qpn), (256, 5, 1));
+        // Reserved byte 36, then the OUI at 37..40; data from 40.
+        assert_eq!(&r.mad[36..41], &[0, 0x00, 0x02, 0xc9, 0xaa]);
+        assert!(!rmpp::Packet::new_unchecked(&r.mad[..]).is_active());
+        let h = mad::Packet::new_checked(&r.mad[..]).unwrap();
+        assert_eq!(
+            (h.attr_id(), h.attr_mod(), h.method()),
+            (0x10, 3, Method::Get)
+        );
+
+        // More than one MAD: only with RMPP, then marked Active for the port to segment.
+        assert_eq!(
+            v.request(5, Method::Get, 0x10, 0, &[0; 217])
+                .unwrap_err()
+                .errno(),
+            crate::error::errno::EMSGSIZE
+        );
+        let big = v.with_rmpp().unwrap();
+        let r = big.request(5, Method::Set, 0x10, 0, &[0x55; 1000]).unwrap();
+        assert_eq!(r.mad.len(), 40 + 1000);
+        let p = rmpp::Packet::new_unchecked(&r.mad[..]);
+        assert!(p.is_active());
+        assert_eq!(
+            (p.rmpp_version(), p.rmpp_type()),
+            (rmpp::VERSION, rmpp::RmppType::Data)
+        );
+        assert_eq!(&r.mad[37..40], &[0x00, 0x02, 0xc9]);
+        assert!(r.rmpp);
+    }
+
+    #[test]
+    fn range1_has_no_oui_and_data_from_24() {
+        let v = Vendor::range1(0x09, 2).unwrap();
+        assert_eq!(
+            (v.oui(), v.data_offset(), v.max_data()),
+            (None, 24, Some(232))
+        );
+        let r = v.request(7, Method::Get, 0x11, 0, &[1; 232]).unwrap();
+        assert_eq!(
+            (r.mad.len(), r.mad[2], r.mad[24], r.mad[255]),
+            (256, 2, 1, 1)
+        );
+        assert_eq!((r.oui, r.rmpp), (0, false));
+    }
+
+    #[test]
+    fn answer_data_is_what_follows_the_class_header() {
+        let v = Vendor::range2(0x30, 1, 0x00_14_05)
+            .unwrap()
+            .with_rmpp()
+            .unwrap();
+        let mut m = v.request(1, Method::Get, 0x10, 0, &[7; 500]).unwrap().mad;
+        mad::Packet::new_unchecked(&mut m[..]).set_method(Method::GetResp);
+        let a = vendor_decode(Response {
+            addr: MadAddr::default(),
+            mad: m,
+        })
+        .unwrap();
+        assert_eq!(
+            (a.oui, a.data.len(), a.method),
+            (0x00_14_05, 500, Method::GetResp)
+        );
+    }
+}
