@@ -571,7 +571,9 @@ impl Client {
             .wait()
     }
 
-    /// ClassPortInfo of `class` (version `version`) at `lid`: the SA's, a PMA's, ….
+    /// ClassPortInfo of `class` (version `version`) at `lid`: the SA's (with the SM_Key
+    /// given for `lid`), a PMA's, a vendor range-1 class's, …. A range-2 vendor class
+    /// needs its OUI: `vendor_get(&v, lid, ClassPortInfo::ID, 0, &[])?.attr()`.
     ///
     /// # Errors
     /// As [`Client::get`].
@@ -580,6 +582,10 @@ impl Client {
         let rmpp = MgmtClass::from(class).is_rmpp_class();
         let mut m = header(class, version, Method::Get, ClassPortInfo::ID, 0);
         zero.encode(&mut m[MgmtClass::from(class).attr_offset()..]);
+        if class == MgmtClass::SubnAdm.raw() {
+            // The SA's ClassPortInfo is an SA request: it carries the SA's SM_Key.
+            sa::Packet::new_unchecked(&mut m[..]).set_sm_key(self.sm_key(lid));
+        }
         let req = Request {
             class,
             version,

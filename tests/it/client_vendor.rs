@@ -6,7 +6,9 @@
 use std::thread;
 use std::time::Duration;
 
-use vmad::client::{Client, ClientConfig, PortInfo, SaRecord, Target, Vendor};
+use vmad::client::{
+    Attribute, ClassPortInfo, Client, ClientConfig, PortInfo, SaRecord, Target, Vendor,
+};
 use vmad::engine::{AgentSpec, Event, SendRequest};
 use vmad::error::errno::{EINVAL, EMSGSIZE, EPROTO, ETIMEDOUT};
 use vmad::port::{Port, PortConfig};
@@ -201,7 +203,7 @@ fn vendor_range2_oui_and_rmpp_of_any_size() {
     let (f, a, b) = fabric("2", None);
     let lid_b = f.lid(&b, 1).unwrap();
     let (id, port) = umad::open(&b, 1).unwrap();
-    let server = responder(port, 0x31, OUI, true, 4);
+    let server = responder(port, 0x31, OUI, true, 5);
     let c = Client::open(&a, 1).unwrap();
     let v = Vendor::range2(0x31, 1, OUI).unwrap().with_rmpp().unwrap();
     assert_eq!(
@@ -226,6 +228,13 @@ fn vendor_range2_oui_and_rmpp_of_any_size() {
         .unwrap();
     let small = small.wait().unwrap();
     assert_eq!((small.data.len(), small.data[0]), (216, 9));
+    // The answer's data parsed as an attribute (here ClassPortInfo, echoed back).
+    let cpi: ClassPortInfo = c
+        .vendor_get(&v, lid_b, ClassPortInfo::ID, 0, &[])
+        .unwrap()
+        .attr()
+        .unwrap();
+    assert_eq!(cpi, ClassPortInfo::decode(&[0; 216]).unwrap());
 
     // The OUI is on the wire: the same class with another OUI reaches no agent, and
     // the port answers it unsupported (as the kernel's MAD layer does).
@@ -268,7 +277,7 @@ fn vendor_range2_oui_and_rmpp_of_any_size() {
         EINVAL
     );
     // What the responder was sent: each request's data, the RMPP one whole.
-    assert_eq!(server.join().unwrap(), vec![216, 1_000, 216, 216]);
+    assert_eq!(server.join().unwrap(), vec![216, 1_000, 216, 216, 216]);
     drop((c, quick));
     umad::close_port(id).unwrap();
     f.unregister();
@@ -363,12 +372,14 @@ fn sm_key_per_sa_reaches_the_sa() {
     c.set_sm_key(sa_lid, Some(SA_KEY));
     assert_eq!(c.sm_key(sa_lid), SA_KEY);
     assert_eq!(seen(&c).unwrap(), [0x5a; 16], "the SA's SM_Key: shown");
-    c.set_sm_key(sa_lid, Some(0x0bad_cafe));
-    assert_eq!(
-        seen(&c).unwrap_err().errno(),
-        ETIMEDOUT,
-        "a wrong SM_Key: discarded"
-    );
+    quick.set_sm_key(sa_lid, Some(0x0bad_cafe));
+    let err = seen(&quick).unwrap_err();
+    assert_eq!(err.errno(), ETIMEDOUT, "a wrong SM_Key is discarded: {err}");
+    // The SA's ClassPortInfo is an SA request too: it carries the SM_Key.
+    let sa = MgmtClass::SubnAdm.raw();
+    let err = quick.class_port_info(sa, 2, sa_lid).unwrap_err();
+    assert_eq!(err.errno(), ETIMEDOUT, "{err}");
+    c.class_port_info(sa, 2, sa_lid).unwrap();
     // Another SA's key is not this one's.
     c.set_sm_key(sa_lid, None);
     c.set_sm_key(sa_lid.wrapping_add(1), Some(SA_KEY));
