@@ -10,7 +10,7 @@ use vmad::client::{
     Attribute, ClassPortInfo, Client, ClientConfig, PortInfo, SaRecord, Target, Vendor,
 };
 use vmad::engine::{AgentSpec, Event, SendRequest};
-use vmad::error::errno::{EINVAL, EMSGSIZE, EPROTO, ETIMEDOUT};
+use vmad::error::errno::{ECONNABORTED, EINVAL, EMSGSIZE, EPROTO, ETIMEDOUT};
 use vmad::port::{Port, PortConfig};
 use vmad::subnet::{Fabric, MkeyConfig};
 use vmad::types::{MadAddr, Qp, GSI_QKEY};
@@ -279,6 +279,82 @@ fn vendor_range2_oui_and_rmpp_of_any_size() {
     // What the responder was sent: each request's data, the RMPP one whole.
     assert_eq!(server.join().unwrap(), vec![216, 1_000, 216, 216, 216]);
     drop((c, quick));
+    umad::close_port(id).unwrap();
+    f.unregister();
+}
+
+/// A responder that starts an RMPP answer and then ABORTs it (a raw agent: the port
+/// runs no RMPP for it, so it writes the segments itself): the request fails with
+/// ECONNABORTED and the ABORT's status once its wait is over, not ETIMEDOUT.
+#[test]
+fn an_aborted_rmpp_answer_is_econnaborted() {
+    let (f, a, b) = fabric("r", None);
+    let lid_b = f.lid(&b, 1).unwrap();
+    let (id, port) = umad::open(&b, 1).unwrap();
+    let agent = port
+        .register(AgentSpec {
+            qp: Qp::Gsi,
+            mgmt_class: 0x32.into(),
+            class_version: 1,
+            rmpp_version: 0,
+            method_mask: [1 << Method::Get.raw(), 0],
+            oui: OUI,
+            user_rmpp: false,
+        })
+        .unwrap();
+    let server = thread::spawn(move || {
+        let Event::Recv { addr, mad: req, .. } = port.recv(Some(Duration::from_secs(60))).unwrap()
+        else {
+            panic!("not a request");
+        };
+        let to = MadAddr {
+            qkey: GSI_QKEY,
+            ..addr
+        };
+        let send = |m: &[u8]| {
+            let req = SendRequest {
+                addr: to,
+                mad: m,
+                timeout_ms: 0,
+                retries: 0,
+            };
+            port.send(agent, req).unwrap();
+        };
+        // Segment 1 of 3 (PayloadLength: the whole message's data), then ABORT.
+        let mut seg = req[..256].to_vec();
+        mad::Packet::new_unchecked(&mut seg[..]).set_method(Method::GetResp);
+        let mut r = rmpp::Packet::new_unchecked(&mut seg[..]);
+        r.set_rmpp_version(rmpp::VERSION);
+        r.set_rmpp_type(rmpp::RmppType::Data);
+        r.set_resp_time_flags(rmpp::RESP_TIME_NONE, rmpp::FLAG_ACTIVE | rmpp::FLAG_FIRST);
+        r.set_seg_num(1);
+        r.set_paylen_newwin(3 * rmpp::SEGMENT_PAYLOAD as u32);
+        send(&seg);
+        let mut r = rmpp::Packet::new_unchecked(&mut seg[..]);
+        r.set_rmpp_type(rmpp::RmppType::Abort);
+        r.set_resp_time_flags(rmpp::RESP_TIME_NONE, rmpp::FLAG_ACTIVE);
+        r.set_rmpp_status(rmpp::RmppStatus::Unspecified);
+        r.set_seg_num(0);
+        r.set_paylen_newwin(0);
+        send(&seg);
+        port
+    });
+    // One attempt of 2 s: the ABORT comes well within it; the request ends with it.
+    let config = ClientConfig {
+        timeout_ms: 2_000,
+        retries: 0,
+        ..ClientConfig::default()
+    };
+    let c = Client::open_with(&a, 1, PortConfig::default(), config).unwrap();
+    let v = Vendor::range2(0x32, 1, OUI).unwrap().with_rmpp().unwrap();
+    let err = c.vendor_get(&v, lid_b, 0x10, 0, &[]).unwrap_err();
+    assert_eq!(err.errno(), ECONNABORTED, "{err}");
+    assert!(
+        matches!(err, vmad::Error::RmppAborted { status: 127 }),
+        "{err}"
+    );
+    let port = server.join().unwrap();
+    drop((c, port));
     umad::close_port(id).unwrap();
     f.unregister();
 }
