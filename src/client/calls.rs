@@ -119,7 +119,7 @@ impl<R: SaRecord> IntoIterator for Table<R> {
 }
 
 /// The error for an answer with a non-zero status.
-fn status_error(resp: &Response) -> Result<()> {
+pub(super) fn status_error(resp: &Response) -> Result<()> {
     let status = resp.status();
     if status == MadStatus::OK {
         return Ok(());
@@ -141,7 +141,7 @@ fn status_error(resp: &Response) -> Result<()> {
 }
 
 /// A 256-byte request with its common header.
-fn header(class: u8, version: u8, method: Method, attr: u16, attr_mod: u32) -> Vec<u8> {
+pub(super) fn header(class: u8, version: u8, method: Method, attr: u16, attr_mod: u32) -> Vec<u8> {
     let mut m = vec![0u8; MAD_SIZE];
     mad::Repr {
         base_version: mad::BASE_VERSION,
@@ -158,7 +158,7 @@ fn header(class: u8, version: u8, method: Method, attr: u16, attr_mod: u32) -> V
     m
 }
 
-fn gsi(lid: u16) -> MadAddr {
+pub(super) fn gsi(lid: u16) -> MadAddr {
     MadAddr {
         qpn: 1,
         qkey: GSI_QKEY,
@@ -251,7 +251,7 @@ impl Client {
             }
         };
         smp::Repr {
-            m_key: self.inner.config.m_key,
+            m_key: self.m_key(to),
             data,
             dr,
         }
@@ -346,7 +346,7 @@ impl Client {
             0,
         );
         sa::Repr {
-            sm_key: self.inner.config.sm_key,
+            sm_key: self.sm_key(lid),
             attr_offset: sa::Repr::attr_offset_for(R::LEN),
             comp_mask,
         }
@@ -366,13 +366,20 @@ impl Client {
         Ok(Pending::new(self.inner.clone(), tid, decode))
     }
 
+    /// SubnAdmGet, without waiting.
+    ///
+    /// # Errors
+    /// As [`Client::sa_get`].
+    pub fn sa_get_async<R: SaRecord>(&self, template: &R, comp_mask: u64) -> Result<Pending<R>> {
+        self.sa(Method::Get, template, comp_mask, sa_decode::<R>)
+    }
+
     /// SubnAdmGet: the one record matching `template` on the fields `comp_mask` names.
     ///
     /// # Errors
     /// EPROTO with the SA's status (No records, Too many records, …); as [`Client::get`].
     pub fn sa_get<R: SaRecord>(&self, template: &R, comp_mask: u64) -> Result<R> {
-        self.sa(Method::Get, template, comp_mask, sa_decode::<R>)?
-            .wait()
+        self.sa_get_async(template, comp_mask)?.wait()
     }
 
     /// SubnAdmGetTable, without waiting.
@@ -564,7 +571,9 @@ impl Client {
             .wait()
     }
 
-    /// ClassPortInfo of `class` (version `version`) at `lid`: the SA's, a PMA's, ….
+    /// ClassPortInfo of `class` (version `version`) at `lid`: the SA's (with the SM_Key
+    /// given for `lid`), a PMA's, a vendor range-1 class's, …. A range-2 vendor class
+    /// needs its OUI: `vendor_get(&v, lid, ClassPortInfo::ID, 0, &[])?.attr()`.
     ///
     /// # Errors
     /// As [`Client::get`].
@@ -573,6 +582,10 @@ impl Client {
         let rmpp = MgmtClass::from(class).is_rmpp_class();
         let mut m = header(class, version, Method::Get, ClassPortInfo::ID, 0);
         zero.encode(&mut m[MgmtClass::from(class).attr_offset()..]);
+        if class == MgmtClass::SubnAdm.raw() {
+            // The SA's ClassPortInfo is an SA request: it carries the SA's SM_Key.
+            sa::Packet::new_unchecked(&mut m[..]).set_sm_key(self.sm_key(lid));
+        }
         let req = Request {
             class,
             version,

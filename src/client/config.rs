@@ -9,12 +9,16 @@ use std::time::Duration;
 /// on ibsim 256 is slower again): `docs/performance.md`, `scripts/bench-client-windows`.
 /// The per-destination cap showed no trend there (1 to 32), so its default, 8,
 /// follows the field figures (a switch gains nothing beyond 2 to 20 outstanding and
-/// drops VL15 above about 20); the GMP window, 128, is ibdiagnet's, not measured.
+/// drops VL15 above about 20). The GMP window's default, 128, is where batches of
+/// PortCounters (ibsim's PMAs) and SA Gets (OpenSM's SA) stop getting faster, and 256
+/// is 1.8–2.2× slower for PortCounters: `docs/performance.md` ("Client windows:
+/// which GMP window?"), `examples/gmp_window`.
 #[derive(Debug, Clone)]
 pub struct ClientConfig {
     /// Most SMPs (QP0) on the wire at once. Default 64.
     pub smp_window: usize,
-    /// Most GMPs (QP1: SA, PerfMgt, vendor) on the wire at once. Default 128.
+    /// Most GMPs (QP1: SA, PerfMgt, vendor) on the wire at once. Default 128
+    /// (measured; see the type's docs).
     pub gmp_window: usize,
     /// Most requests on the wire to one destination (a LID, or one directed route).
     /// Default 8.
@@ -30,9 +34,11 @@ pub struct ClientConfig {
     pub busy_backoff: Duration,
     /// The SA's LID. `None` (default): the port's SM LID.
     pub sa_lid: Option<u16>,
-    /// SM_Key sent in SA requests. Default 0.
+    /// SM_Key sent in SA requests to an SA the client's key table does not name
+    /// ([`super::Client::set_sm_key`]). Default 0.
     pub sm_key: u64,
-    /// M_Key sent in SMPs. Default 0.
+    /// M_Key sent in SMPs to a target the client's key table does not name
+    /// ([`super::Client::set_m_key`]). Default 0.
     pub m_key: u64,
 }
 
@@ -40,6 +46,7 @@ impl Default for ClientConfig {
     fn default() -> Self {
         ClientConfig {
             smp_window: 64,
+            // Measured: docs/performance.md, "Client windows: which GMP window?".
             gmp_window: 128,
             per_destination: 8,
             timeout_ms: 500,

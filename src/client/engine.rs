@@ -114,6 +114,8 @@ pub(crate) struct Inner {
     /// the client, so that `umad` finds the port open meanwhile and opens it again.
     umad_id: Option<crate::umad::PortId>,
     pub(crate) config: ClientConfig,
+    /// M_Keys and SM_Keys per destination.
+    pub(crate) keys: Mutex<super::keys::Keys>,
     agents: Mutex<Vec<(AgentKey, AgentId)>>,
     state: Mutex<State>,
     cond: Condvar,
@@ -194,6 +196,7 @@ impl Inner {
             port,
             umad_id,
             config,
+            keys: Mutex::default(),
             agents: Mutex::new(Vec::new()),
             state: Mutex::new(State::default()),
             cond: Condvar::new(),
@@ -261,6 +264,33 @@ impl Inner {
         drop(st);
         wake.into_iter().for_each(Waker::wake);
         Ok(tid)
+    }
+
+    /// Hand a request that expects no answer to the port: no slot, no window (nothing
+    /// would free its place), a TID of its own.
+    pub(crate) fn send_unanswered(&self, mut req: Request) -> Result<()> {
+        let agent = self.agent(req.class, req.version, req.rmpp, req.oui)?;
+        if req.mad.len() < mad::HEADER_LEN {
+            return Err(Error::Malformed(crate::wire::Error::Truncated));
+        }
+        let tid = {
+            let mut st = self.lock();
+            if let Some(f) = &st.failed {
+                return Err(failure(f));
+            }
+            st.stats.sent += 1;
+            st.fresh_tid()
+        };
+        mad::Packet::new_unchecked(&mut req.mad[..]).set_tid(u64::from(tid));
+        self.port.send(
+            agent,
+            SendRequest {
+                addr: req.addr,
+                mad: &req.mad,
+                timeout_ms: 0,
+                retries: 0,
+            },
+        )
     }
 
     fn enqueue(&self, st: &mut State, tid: u32) {

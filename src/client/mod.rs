@@ -28,11 +28,22 @@
 //! SL of the ClassPortInfo in the answer (a redirect to another subnet's GID is not
 //! followed: the address keeps the answer's route).
 //!
-//! Not there yet: vendor classes with an OUI as typed calls (they go through
-//! [`Client::submit`]), M_Key/SM_Key beyond one fixed key per client
-//! ([`ClientConfig::m_key`], [`ClientConfig::sm_key`]). The async face's
-//! driver thread wakes every 50 ms while the client lives, to notice when it is
-//! dropped.
+//! Vendor classes ([`Vendor`]): range 1 (0x09–0x0F) and range 2 (0x30–0x4F, with its
+//! OUI) by [`Client::vendor_get`], [`Client::vendor_set`], [`Client::vendor_call`] (any
+//! answered method) and [`Client::vendor_send`] (unanswered); a range-2 class with RMPP
+//! ([`Vendor::with_rmpp`]) sends and receives messages of any size. The calls carry the
+//! attribute's bytes ([`VendorAnswer::attr`] parses them as a program's own
+//! [`Attribute`]). Vendor MADs go to QP1 by LID only (no GID-routed requests).
+//!
+//! Keys: every SMP carries the M_Key the client's table gives its [`Target`]
+//! ([`Client::set_m_key`]), every SA request the SM_Key given for its SA's LID
+//! ([`Client::set_sm_key`]); [`ClientConfig::m_key`] and [`ClientConfig::sm_key`]
+//! (0) for the rest. The table is keyed by the target as written: a port reached by
+//! LID and by directed route are two entries. The client does not learn keys (no
+//! M_Key from PortInfo answers, no SM_Key from the SM).
+//!
+//! The async face's driver thread wakes every 50 ms while the client lives, to
+//! notice when it is dropped.
 //!
 //! ```
 //! use vmad::client::{Client, NodeInfo, Target};
@@ -58,7 +69,9 @@ mod calls;
 mod config;
 mod engine;
 mod future;
+mod keys;
 mod request;
+mod vendor;
 
 pub use self::attr::{
     Attribute, Class, ClassPortInfo, GuidInfo, Lft, Mft, NodeDesc, NodeInfo, PKeyTable,
@@ -68,6 +81,7 @@ pub use self::calls::{Table, Target};
 pub use self::config::{ClientConfig, ClientStats};
 pub use self::future::Pending;
 pub use self::request::{Request, Response};
+pub use self::vendor::{Vendor, VendorAnswer};
 
 use std::sync::Arc;
 

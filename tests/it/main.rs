@@ -3,6 +3,7 @@
 mod access;
 mod client;
 mod client_opensm;
+mod client_vendor;
 // The `vmad` binary exists only with the `cli` feature (on by default).
 #[cfg(feature = "cli")]
 mod cli;
