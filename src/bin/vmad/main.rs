@@ -155,6 +155,9 @@ pub(crate) struct Session {
     pub(crate) retries: u32,
     /// `-G`: destination arguments are GUIDs ([`addr::resolve_lid`]).
     pub(crate) by_guid: bool,
+    /// `--json`: the command's JSON document is printed (else only its text: a command
+    /// whose document is costly may leave it empty).
+    pub(crate) json: bool,
     /// Keeps the demo fabric's responders alive while the command runs.
     _demo: Option<demo::Demo>,
 }
@@ -265,6 +268,7 @@ fn open_session(cli: &Cli) -> Result<Session, Failure> {
         timeout_ms: cli.timeout,
         retries: cli.retries,
         by_guid: cli.by_guid,
+        json: cli.json,
         _demo: demo,
     })
 }
