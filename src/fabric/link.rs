@@ -17,7 +17,6 @@ use nix::poll::{PollFd, PollFlags, PollTimeout};
 
 use crate::engine::{RecvMeta, Transmit};
 use crate::transport::ibsim::proto::{Request, PERMISSIVE_LID, REQUEST_LEN};
-use crate::transport::ibsim::sock::Sock;
 use crate::transport::sim::SimTransport;
 use crate::transport::Transport;
 use crate::types::{MadAddr, Qp, GSI_QKEY};
@@ -35,7 +34,7 @@ pub(crate) const SLOT_SHIFT: u32 = 48;
 pub(crate) struct ClientOut {
     pub(crate) slot: u16,
     /// `<base>:out<slot>`, connected to the client's `<base>:in<id>`.
-    pub(crate) sock: Sock,
+    pub(crate) sock: UnixDatagram,
     /// Takes the port's unsolicited requests (CONNECT with issm, or SET_ISSM 1).
     pub(crate) issm: AtomicBool,
     /// A send found the client gone: the server frees its slot.
@@ -56,7 +55,7 @@ impl ClientOut {
     pub(crate) fn new(slot: u16, sock: UnixDatagram, issm: bool) -> ClientOut {
         ClientOut {
             slot,
-            sock: Sock::Unix(sock),
+            sock,
             issm: AtomicBool::new(issm),
             dead: AtomicBool::new(false),
             stalled: AtomicBool::new(false),
@@ -67,38 +66,12 @@ impl ClientOut {
         }
     }
 
-    /// Hand `pkts` to the client in order, each held back while the client has had its
-    /// `hold`; false if one was lost (see [`ClientOut::send`]). Where nothing is held
-    /// they go in one system call: one wake-up of the client for a burst of answers.
-    pub(crate) fn hand_all<const N: usize>(&self, pkts: &[[u8; N]]) -> bool {
+    /// Hand `pkt` to the client, or hold it while the client has had its `hold`.
+    /// False when it was lost (see [`ClientOut::send`]).
+    pub(crate) fn hand(&self, pkt: &[u8]) -> bool {
         let mut held = super::lock(&self.held);
         // What was held goes first: the client sees its MADs in the fabric's order.
         self.hand_held(&mut held);
-        let mut rest = pkts;
-        while !rest.is_empty() && held.is_empty() && self.hold.load(Ordering::Relaxed) == u64::MAX {
-            match self.sock.send_batch(rest) {
-                Ok(n) => {
-                    self.stalled.store(false, Ordering::Relaxed);
-                    self.delivered.fetch_add(n as u64, Ordering::Relaxed);
-                    rest = &rest[n..];
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                // A full queue: the rest one by one, with `send`'s wait.
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(_) => {
-                    self.dead.store(true, Ordering::Relaxed);
-                    return false;
-                }
-            }
-        }
-        let mut all = true;
-        for p in rest {
-            all &= self.hand_one(&mut held, p);
-        }
-        all
-    }
-
-    fn hand_one(&self, held: &mut VecDeque<Box<[u8]>>, pkt: &[u8]) -> bool {
         if !held.is_empty()
             || self.delivered.load(Ordering::Relaxed) >= self.hold.load(Ordering::Relaxed)
         {
@@ -202,8 +175,6 @@ impl PortLink {
         let own_lid = t.refresh_attrs().lid;
         let mut lost = false;
         let mut list: Option<Vec<Arc<ClientOut>>> = None;
-        // A burst's packets per client, handed out together (one send call each).
-        let mut out: Vec<(Arc<ClientOut>, Vec<[u8; REQUEST_LEN]>)> = Vec::new();
         loop {
             let mut got = 0;
             let _ = t.recv_burst(64, &mut |meta, m| {
@@ -216,16 +187,10 @@ impl PortLink {
                     return;
                 };
                 let pkt = to_client(&meta, &mad, n, own_lid);
-                match out.iter_mut().find(|(c, _)| Arc::ptr_eq(c, to)) {
-                    Some((_, pkts)) => pkts.push(pkt),
-                    None => out.push((to.clone(), vec![pkt])),
-                }
-            });
-            for (to, pkts) in out.drain(..) {
-                if !to.hand_all(&pkts) && to.dead.load(Ordering::Relaxed) {
+                if !to.hand(&pkt[..]) && to.dead.load(Ordering::Relaxed) {
                     lost = true;
                 }
-            }
+            });
             if got < 64 {
                 break;
             }
@@ -387,7 +352,7 @@ mod tests {
         let c = ClientOut::new(1, a, false);
         c.set_hold(2);
         for i in 0..5u8 {
-            assert!(c.hand_all(&[[i]]));
+            assert!(c.hand(&[i]));
         }
         let mut got = Vec::new();
         let mut buf = [0u8; 4];
@@ -396,13 +361,13 @@ mod tests {
         }
         assert_eq!(got, [0, 1]);
         c.set_hold(3);
-        assert!(c.hand_all(&[[5]]));
+        assert!(c.hand(&[5]));
         c.set_hold(u64::MAX);
-        assert!(c.hand_all(&[[6], [7]]));
+        assert!(c.hand(&[6]));
         while let Ok(n) = b.recv(&mut buf) {
             got.extend_from_slice(&buf[..n]);
         }
-        assert_eq!(got, [0, 1, 2, 3, 4, 5, 6, 7]);
+        assert_eq!(got, [0, 1, 2, 3, 4, 5, 6]);
     }
 
     fn slot_of(c: Option<&Arc<ClientOut>>) -> Option<u16> {

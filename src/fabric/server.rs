@@ -17,7 +17,6 @@ use nix::sys::socket::{
 use super::link::{self, ClientOut, PortLink, SLOT_SHIFT};
 use super::{lock, Shared};
 use crate::transport::ibsim::proto::{ClientInfo, CtlRepr, CtlType, CTL_LEN, REQUEST_LEN};
-use crate::transport::ibsim::sock::RECV_BATCH;
 use crate::wire::{mad, rmpp};
 
 /// How often the server looks for clients that died without a word.
@@ -166,12 +165,9 @@ fn take_data(shared: &Shared, slot: u16, out: &ClientOut) {
         };
         st.ports.get(&(c.node.clone(), c.port)).cloned()
     };
-    // One byte over: a longer datagram shows as one.
-    let mut bufs = [[0u8; REQUEST_LEN + 1]; RECV_BATCH];
-    let mut lens = [0usize; RECV_BATCH];
-    // At most 64 per turn, as the other clients wait meanwhile.
-    for _ in 0..64 / RECV_BATCH {
-        let got = match out.sock.recv_batch(&mut bufs, &mut lens) {
+    let mut buf = [0u8; REQUEST_LEN + 1];
+    for _ in 0..64 {
+        let n = match out.sock.recv(&mut buf) {
             Ok(n) => n,
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -180,28 +176,22 @@ fn take_data(shared: &Shared, slot: u16, out: &ClientOut) {
                 return;
             }
         };
-        for (buf, &n) in bufs.iter().zip(&lens).take(got) {
-            // ibsim takes exactly one `sim_request`; anything else is not a packet.
-            if n != REQUEST_LEN {
-                continue;
-            }
-            out.sent.fetch_add(1, Ordering::Relaxed);
-            let mut pkt = [0u8; REQUEST_LEN];
-            pkt.copy_from_slice(&buf[..REQUEST_LEN]);
-            stamp_tid(&mut pkt[32..], slot);
-            if let Some(p) = &port {
-                let m = &pkt[32..];
-                let data = link::rmpp_type(m) == Some(rmpp::RmppType::Data);
-                if data && mad::Packet::new_unchecked(m).method().is_response_bit() {
-                    let tid = mad::Packet::new_unchecked(m).tid();
-                    link::note_sender(&p.senders, tid, slot);
-                }
-                p.send(&pkt);
-            }
+        // ibsim takes exactly one `sim_request`; anything else is not a packet.
+        if n != REQUEST_LEN {
+            continue;
         }
-        // Fewer than asked: the queue was empty (no read more to learn that).
-        if got < RECV_BATCH {
-            return;
+        out.sent.fetch_add(1, Ordering::Relaxed);
+        let mut pkt = [0u8; REQUEST_LEN];
+        pkt.copy_from_slice(&buf[..REQUEST_LEN]);
+        stamp_tid(&mut pkt[32..], slot);
+        if let Some(p) = &port {
+            let m = &pkt[32..];
+            let data = link::rmpp_type(m) == Some(rmpp::RmppType::Data);
+            if data && mad::Packet::new_unchecked(m).method().is_response_bit() {
+                let tid = mad::Packet::new_unchecked(m).tid();
+                link::note_sender(&p.senders, tid, slot);
+            }
+            p.send(&pkt);
         }
     }
 }

@@ -33,7 +33,7 @@ mod ca;
 mod control;
 mod monitor;
 pub mod proto;
-pub(crate) mod sock;
+mod sock;
 mod tid;
 
 use std::io;

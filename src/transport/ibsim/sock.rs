@@ -104,39 +104,6 @@ impl Sock {
         Ok(got)
     }
 
-    /// Send `pkts` in order in one system call (up to [`RECV_BATCH`] of them), without
-    /// blocking: how many went, fewer once the peer's queue is full (`WouldBlock` if
-    /// none did). One call, and one wake-up of a reader, for a burst of answers.
-    // The OS edge: sendmmsg(2) straight, as for `recv_batch`.
-    #[allow(unsafe_code)]
-    pub(crate) fn send_batch<const N: usize>(&self, pkts: &[[u8; N]]) -> io::Result<usize> {
-        use nix::libc;
-        let want = pkts.len().min(RECV_BATCH);
-        // SAFETY: iovec and mmsghdr are plain C structs for which all-zero bytes are a
-        // valid value (null pointers, zero lengths).
-        let mut iov: [libc::iovec; RECV_BATCH] = unsafe { core::mem::zeroed() };
-        // SAFETY: as above.
-        let mut hdr: [libc::mmsghdr; RECV_BATCH] = unsafe { core::mem::zeroed() };
-        for ((v, h), pkt) in iov.iter_mut().zip(hdr.iter_mut()).zip(pkts) {
-            v.iov_base = pkt.as_ptr().cast_mut().cast();
-            v.iov_len = N;
-            h.msg_hdr.msg_iov = v;
-            h.msg_hdr.msg_iovlen = 1;
-        }
-        // SAFETY: the first `want` headers each point at one iovec of `iov`, which
-        // points at a packet of `pkts` of its stated length; all outlive the call,
-        // which only reads them (no name, no control data) and writes `msg_len`.
-        let sent = unsafe {
-            libc::sendmmsg(
-                self.as_raw_fd(),
-                hdr.as_mut_ptr(),
-                want as libc::c_uint,
-                libc::MSG_DONTWAIT,
-            )
-        };
-        usize::try_from(sent).map_err(|_| io::Error::last_os_error())
-    }
-
     /// Send one datagram without blocking (`WouldBlock` while the peer's queue is full).
     pub(crate) fn send_now(&self, buf: &[u8]) -> io::Result<usize> {
         let sent = nix::sys::socket::send(self.as_raw_fd(), buf, MsgFlags::MSG_DONTWAIT);
