@@ -86,6 +86,35 @@ impl Served {
         }
     }
 
+    /// `eval "$(vmad fabric up FILE)"` in a fresh runtime directory: back once the
+    /// subnet is up (the built-in SM swept); the server lives on until `down` or drop.
+    fn up(file: &str) -> Served {
+        let (dir, name) = fresh();
+        Served::up_in(dir, &name, file).0
+    }
+
+    /// `vmad fabric up --name NAME FILE` in runtime directory `dir`: the server, and
+    /// the sh text `up` printed.
+    fn up_in(dir: PathBuf, name: &str, file: &str) -> (Served, String) {
+        let out = Command::new(VMAD)
+            .args(["fabric", "up", "--name", name, file])
+            .env("XDG_RUNTIME_DIR", &dir)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8(out.stdout).unwrap();
+        let s = Served {
+            child: None,
+            dir,
+            env: parse_env(&text),
+        };
+        (s, text)
+    }
+
     fn var(&self, k: &str) -> String {
         let v = self.env.iter().find(|(n, _)| n == k);
         v.map(|(_, v)| v.clone()).unwrap_or_default()
@@ -167,7 +196,12 @@ impl Drop for Served {
             let _ = c.kill();
             let _ = c.wait();
         }
-        let _ = std::fs::remove_dir_all(&self.dir);
+        // Keep a failing test's runtime directory (`fabric up` logs to vmad/NAME.log).
+        if std::thread::panicking() {
+            eprintln!("fabric runtime directory kept: {}", self.dir.display());
+        } else {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
     }
 }
 
@@ -188,23 +222,7 @@ fn fabric_up_serves_two_client_processes_rmpp_tables_then_down() {
     std::fs::create_dir(dir.join("vmad")).unwrap();
     let wide = std::os::unix::fs::PermissionsExt::from_mode(0o755);
     std::fs::set_permissions(dir.join("vmad"), wide).unwrap();
-    // `eval "$(vmad fabric up FILE)"`: returns once the subnet is up, prints sh.
-    let out = Command::new(VMAD)
-        .args(["fabric", "up", "--name", &name, &topo("ft234.net")])
-        .env("XDG_RUNTIME_DIR", &dir)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8(out.stdout).unwrap();
-    let mut s = Served {
-        child: None,
-        dir,
-        env: parse_env(&text),
-    };
+    let (mut s, text) = Served::up_in(dir, &name, &topo("ft234.net"));
     assert!(text.contains("export IBSIM_SOCKNAME"), "{text}");
     let sock = s.socket();
     assert!(sock.starts_with(s.dir.join("vmad")), "{}", sock.display());

@@ -11,7 +11,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::thread::JoinHandle;
 
-use super::{dropin_dir, fresh, parse_env, run_tool, topo, Served, VMAD};
+use super::{dropin_dir, run_tool, topo, Served};
 
 const UMAD2SIM: &str = "/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so";
 
@@ -144,22 +144,7 @@ fn fabric_ibsim_ci_scenario_on_ft1612_opensm_diags_rust_client_and_umad2sim() {
     let (want_nodes, want_links) = node_and_link_sets(&std::fs::read_to_string(&file).unwrap());
     assert_eq!((want_nodes.len(), want_links.len()), (1612, 1536 + 768));
     // `eval "$(vmad fabric up FILE)"`: back once the built-in SM swept.
-    let (dir, name) = fresh();
-    let out = Command::new(VMAD)
-        .args(["fabric", "up", "--name", &name, &file])
-        .env("XDG_RUNTIME_DIR", &dir)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let s = Served {
-        child: None,
-        dir,
-        env: parse_env(&String::from_utf8(out.stdout).unwrap()),
-    };
+    let s = Served::up(&file);
     assert_eq!(s.ctl(&["wait-up"]).trim(), "up");
     let lib = dropin_dir();
     let lib = lib.to_string_lossy();
