@@ -17,7 +17,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use vmad::engine::rmpp::RmppConfig;
-use vmad::engine::{AgentId, EngineConfig, Event, SendRequest};
+use vmad::engine::{AgentId, EngineConfig, Footprint, SendRequest};
 use vmad::port::audit::PortAudit;
 use vmad::port::{Port, PortConfig};
 use vmad::transport::hybrid::HybridTransport;
@@ -377,11 +377,42 @@ impl Drop for Deleting {
     }
 }
 
-/// `rdma link delete` of rxe0 in the middle of the transfer: the caller sees the
-/// end (EIO once the port's transport failed, or the request's own end), the dead
-/// port fails every later call at once, and a new port on rxe0 added back carries
-/// traffic with a footprint of zero.
+/// Both veths shaped to [`SHAPED_RATE`] while it lives (a failed case included).
+struct Shaped;
+
+impl Shaped {
+    fn on() -> Shaped {
+        shape(true);
+        Shaped
+    }
+}
+
+impl Drop for Shaped {
+    fn drop(&mut self) {
+        let _ = Command::new("sh")
+            .args([
+                "-c",
+                "tc qdisc del dev veth0 root; tc qdisc del dev veth1 root",
+            ])
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+/// `rdma link delete` of rxe0 in the middle of the transfer: the caller sees EIO
+/// (the port's transport failed) or the request's own end short of the whole
+/// transfer, the dead port fails every later call at once and holds nothing
+/// (footprint zero: the port abandons its engine when its transport fails), and a
+/// new port on rxe0 added back carries traffic with a footprint of zero.
+///
+/// The veths are shaped as for the link-down cases, so that the transfer lasts
+/// seconds: on `verbs` and `hybrid` (whose requests, and so their RMPP, use verbs)
+/// the removal is seen only at the transport's next look (once a second) at the
+/// uverbs node, since rxe cannot disassociate a verbs user (no DEVICE_FATAL; the
+/// kernel keeps the device working until the port closes it). Unshaped, the
+/// transfer often ended before that look.
 fn device_deleted(via: Via, dir: Dir, agent: Option<KernelAgent>) {
+    let shaped = Shaped::on();
     let mut deleting = Deleting::armed();
     let (port, to) = open(via);
     let a = port.register(spec(0x30, true, &[])).unwrap();
@@ -393,17 +424,8 @@ fn device_deleted(via: Via, dir: Dir, agent: Option<KernelAgent>) {
     until_under_way(counter, from);
     let seen = rxe0_packets(counter) - from;
     deleting.now();
+    let told = Instant::now();
     let ended = match port.recv(Some(Duration::from_secs(120))) {
-        // rxe cannot disassociate a verbs user: the kernel keeps the device working
-        // until the port closes it, and the verbs transport sees the removal at its
-        // next look (once a second) at the uverbs node; the transfer may end first,
-        // on `verbs` and on `hybrid` (whose requests, and so their RMPP, use verbs).
-        Ok(Event::Recv { mad, .. })
-            if matches!(via, Via::Verbs | Via::Hybrid) && completes(&mad, dir) =>
-        {
-            assert_eq!(tid_of(&mad) & 0xffff_ffff, tid);
-            "the whole answer"
-        }
         Ok(event) => outcome_of(event, dir, tid),
         Err(e) => {
             assert_eq!(e.errno(), 5, "EIO, got {e}");
@@ -418,6 +440,8 @@ fn device_deleted(via: Via, dir: Dir, agent: Option<KernelAgent>) {
             .expect_err("a receive on a deleted device");
         assert_eq!(e.errno(), 5, "EIO, got {e}");
     }
+    // A measurement, not a limit: how long the port took to see the removal.
+    let seen_after = told.elapsed();
     let e = port
         .send(
             a,
@@ -430,42 +454,18 @@ fn device_deleted(via: Via, dir: Dir, agent: Option<KernelAgent>) {
         )
         .expect_err("a send on a deleted device");
     assert_eq!(e.errno(), 5, "EIO, got {e}");
-    // Nothing drives a dead port's engine any more: it keeps the faulted transfer
-    // (its transaction, its receive session and timers, the reassembly so far) and
-    // nothing else, until it is closed (dropped with the port, below).
+    // Nothing drives a dead port's engine any more, so it keeps nothing: the
+    // faulted transfer (its transaction, sessions, reassembly, unsent segments,
+    // timers) went when the transport failed.
     let dead = port.footprint();
     eprintln!(
-        "{via:?} {dir:?} DeleteDevice: {ended} after at least {seen} packets; \
-         the dead port's footprint {dead:?}"
+        "{via:?} {dir:?} DeleteDevice: {ended} after at least {seen} packets, \
+         the removal seen {} ms after the deletion began; the dead port's footprint {dead:?}",
+        seen_after.as_millis()
     );
-    let receiving = usize::from(dir == Dir::Receive);
-    if ended == "EIO" {
-        assert_eq!(
-            (dead.txns, dead.recv_sessions, dead.timers),
-            (1, receiving, 1 + receiving),
-            "the dead port holds the faulted transfer only: {dead:?}"
-        );
-    } else {
-        // The request ended before the port died (its answer, or its timer on a
-        // verbs port the kernel kept working): at most the reassembly's lingering
-        // session and its timer.
-        assert_eq!(dead.txns, 0, "{dead:?}");
-        assert!(
-            dead.recv_sessions <= receiving && dead.timers <= receiving,
-            "{dead:?}"
-        );
-    }
-    assert!(dead.reassembly_bytes <= receiving * SIZE, "{dead:?}");
-    // What the transport failed to send stays queued: at most a window of segments
-    // (the send) or one ACK (the receive).
-    let window = RmppConfig::default().window as usize;
-    assert!(dead.tx_queue <= window, "{dead:?}");
-    assert_eq!(
-        (dead.dedup, dead.events, dead.event_bytes),
-        (0, 0, 0),
-        "{dead:?}"
-    );
+    assert_eq!(dead, Footprint::default(), "the dead port's footprint");
     port.check_invariants().expect("engine invariants");
+    drop(shaped);
     drop(port); // the last verbs user of rxe0: the deletion can finish
     deleting.finished();
     deleting.add_back();
