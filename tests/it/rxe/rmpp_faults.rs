@@ -399,6 +399,58 @@ impl Drop for Shaped {
     }
 }
 
+/// `ibv_asyncwatch` on rxe0: the async events it reports, each with when it came.
+struct AsyncWatch {
+    child: Child,
+    lines: mpsc::Receiver<(Instant, String)>,
+}
+
+impl AsyncWatch {
+    fn start() -> AsyncWatch {
+        let mut child = Command::new("stdbuf")
+            .args(["-oL", "ibv_asyncwatch", "-d", &env("RXE0_DEV")])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("ibv_asyncwatch");
+        let out = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+                let _ = tx.send((Instant::now(), line));
+            }
+        });
+        AsyncWatch { child, lines }
+    }
+
+    /// Ends the watch (it holds rxe0 open); its event lines, timed from `from`.
+    fn stop(mut self, from: Instant) -> Vec<(i128, String)> {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        // The reader ends at the pipe's end (the watch is gone): every line is in.
+        self.lines
+            .iter()
+            .filter(|(_, l)| l.contains("event_type"))
+            .map(|(t, l)| {
+                let ms = if t >= from {
+                    t.duration_since(from).as_millis() as i128
+                } else {
+                    -(from.duration_since(t).as_millis() as i128)
+                };
+                (ms, l)
+            })
+            .collect()
+    }
+}
+
+impl Drop for AsyncWatch {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// `rdma link delete` of rxe0 in the middle of the transfer: the caller sees EIO
 /// (the port's transport failed) or the request's own end short of the whole
 /// transfer, the dead port fails every later call at once and holds nothing
@@ -415,6 +467,9 @@ fn device_deleted(via: Via, dir: Dir, agent: Option<KernelAgent>) {
     let shaped = Shaped::on();
     let mut deleting = Deleting::armed();
     let (port, to) = open(via);
+    // Which async events rxe0 raises as it goes (a measurement, printed): another
+    // verbs user, so only where the port is one already (the deletion waits for both).
+    let mut watch = matches!(via, Via::Verbs | Via::Hybrid).then(AsyncWatch::start);
     let a = port.register(spec(0x30, true, &[])).unwrap();
     traffic_resumes(&port, a, to, 0x5000);
     footprint_returns_to_zero(&port, "before");
@@ -465,6 +520,12 @@ fn device_deleted(via: Via, dir: Dir, agent: Option<KernelAgent>) {
     );
     assert_eq!(dead, Footprint::default(), "the dead port's footprint");
     port.check_invariants().expect("engine invariants");
+    if let Some(w) = watch.take() {
+        eprintln!(
+            "{via:?} {dir:?} DeleteDevice: async events on rxe0 (ms after the deletion began): {:?}",
+            w.stop(told)
+        );
+    }
     drop(shaped);
     drop(port); // the last verbs user of rxe0: the deletion can finish
     deleting.finished();
