@@ -222,6 +222,9 @@ fn case(via: Via, dir: Dir, fault: Fault) {
         return device_deleted(via, dir, agent);
     }
     let mut link = matches!(fault, Fault::LinkDown).then(LinkDown::armed);
+    // The async events a link down raises on rxe0 (printed: the control for the
+    // device_deleted cases' watch, which sees none).
+    let mut watch = matches!((via, fault), (Via::Verbs, Fault::LinkDown)).then(AsyncWatch::start);
     let (port, to) = open(via);
     let a = port.register(spec(0x30, true, &[])).unwrap();
     // The path works before the fault.
@@ -236,7 +239,14 @@ fn case(via: Via, dir: Dir, fault: Fault) {
         Fault::LinkDown => link.as_mut().unwrap().now(),
         Fault::DeleteDevice => unreachable!(),
     }
+    let told = Instant::now();
     let ended = outcome(&port, dir, tid);
+    if let Some(w) = watch.take() {
+        eprintln!(
+            "{via:?} {dir:?} {fault:?}: async events on rxe0 (ms after the link went down): {:?}",
+            w.stop(told)
+        );
+    }
     eprintln!(
         "{via:?} {dir:?} {fault:?}: {ended} after {} packets, {} RMPP aborts",
         rxe0_packets(counter) - from,
