@@ -95,6 +95,9 @@ struct WireCut(Option<Child>);
 
 impl WireCut {
     fn armed() -> WireCut {
+        // netem's module loaded now (a qdisc on lo, at once deleted), not by the cut:
+        // loading it over 9p under TCG takes seconds, the transfer's middle with it.
+        root_sh("tc qdisc add dev lo root netem loss 0% && tc qdisc del dev lo root");
         root_sh(&format!("tc qdisc replace dev veth0 root {SHAPED}"));
         sh(&format!("tc qdisc replace dev veth1 root {SHAPED}"));
         let child = root_ns("exec tc -batch -")
