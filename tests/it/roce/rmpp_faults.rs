@@ -18,9 +18,9 @@
 //!
 //! "In the middle" is an event: vmad's own datagram counters (`RoceStats`) show
 //! 64 packets of the transfer sent or received; and while the case runs both
-//! veths are shaped (a token bucket, as the rxe link-down cases) so that the
-//! transfer lasts seconds, not the tenths of a second in which vmad could
-//! take the whole 1 MiB before the qdisc is in place.
+//! veths are shaped (a token bucket, as the rxe link-down cases, at half their
+//! rate) so that the transfer lasts seconds, not the tenths of a second in
+//! which vmad could take the whole 1 MiB before the qdisc is in place.
 //!
 //! There is no `rdma link delete` here: the roce transport has no RDMA device
 //! (a UDP socket is its port), so nothing of vmad's can be deleted that way.
@@ -82,8 +82,10 @@ fn root_sh(script: &str) {
     );
 }
 
-/// About 6 s for the ~13 Mbit a 1 MiB RMPP transfer puts on the wire.
-const SHAPED: &str = "tbf rate 2mbit burst 16kb limit 4mb";
+/// About 13 s for the ~13 Mbit a 1 MiB RMPP transfer puts on the wire: at 2 Mbit/s,
+/// the cut once came 3,503 segments (of about 4,800) after the 64 that start it, on
+/// a loaded machine under TCG.
+const SHAPED: &str = "tbf rate 1mbit burst 16kb limit 4mb";
 /// What the wire does once cut: drop every frame.
 const CUT: &str = "netem loss 100%";
 
@@ -177,9 +179,12 @@ fn case(dir: Dir, fault: Fault) {
         Fault::KillPeer => drop(agent.take()), // SIGKILL, then reaped
         Fault::CutWire => wire.as_mut().unwrap().now(),
     }
+    // Packets counted once the fault is in place (printed: how close it followed).
+    let at_fault = RoceStats::get(counter) - from;
     let ended = outcome_of(recv(&port, Duration::from_secs(120)), dir, tid);
     eprintln!(
-        "roce {dir:?} {fault:?}: {ended} after {} packets, {} RMPP aborts",
+        "roce {dir:?} {fault:?}: {ended} after {} packets ({at_fault} when the fault was in \
+         place), {} RMPP aborts",
         RoceStats::get(counter) - from,
         port.rmpp_aborts()
     );
