@@ -59,7 +59,11 @@
 //! error, a device removed), the port stops driving it: every open's queued
 //! messages can still be received, then every receive, poll and send fails with
 //! EIO (`umad_recv(3)`: "receive operation failed"), blocked callers included;
-//! the descriptors poll readable so `poll(2)` waiters see it too.
+//! the descriptors poll readable so `poll(2)` waiters see it too. What nobody
+//! will drive again goes at once ([`Engine::abandon`]): outstanding requests end
+//! without a completion of their own (as the kernel flushes an agent's sends when
+//! its device goes, its reads failing with EIO), RMPP sessions both ways, unsent
+//! MADs and timers, so a dead port holds no more than its queued messages.
 
 // Public for other crates of the workspace and for tests, but no part of the API: the
 // hooks of vmad-capi's wait.c, and the self-checks of tests and the soak.

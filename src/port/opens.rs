@@ -125,12 +125,15 @@ impl Core {
         })
     }
 
-    /// Record that the transport stopped for good (the first reason is kept).
+    /// Record that the transport stopped for good (the first reason is kept), and
+    /// drop what nobody will ever drive again: every request, RMPP session, unsent
+    /// MAD and timer ([`Engine::abandon`]); the queued messages can still be taken.
     pub(super) fn fail(&mut self, why: String) {
         if self.failed.is_none() {
             vmad_debug!(target: "vmad::port", reason = %why, "transport failed");
             self.failed = Some(why);
         }
+        self.engine.abandon();
         self.settle();
     }
 

@@ -231,4 +231,18 @@ impl Engine {
         self.dedup.forget_agent(&mut self.timers, id);
         self.recv.purge_agent(&mut self.timers, id);
     }
+
+    /// The port below is gone for good (its device removed, its simulator killed):
+    /// drop every request, RMPP session (sending and receiving), remembered request,
+    /// unsent MAD and timer, silently, as the kernel's device removal flushes an
+    /// agent's sends without a completion for any (the application's reads fail with
+    /// EIO instead). Agents stay registered and queued events stay queued: a driver
+    /// may still hand those out. Nothing is left for a timer to do.
+    pub fn abandon(&mut self) {
+        for id in 0..super::agent::MAX_AGENTS {
+            // `MAX_AGENTS` is 32: the cast cannot truncate.
+            self.purge_agent(AgentId(id as u32));
+        }
+        self.tx_queue.clear();
+    }
 }
