@@ -112,6 +112,18 @@
 //! - **ABORT or STOP from the sender ends a receive session** at once (the
 //!   kernel applies them to send sessions only and lets the receive session
 //!   run into its 40 s ABORT T2L).
+//! - **An ABORT or STOP of an answer ends the attempt of the request waiting
+//!   for it** (a response-method ABORT/STOP with the TID, class and peer of a
+//!   request whose own segments, if any, are all ACKed), as an undelivered
+//!   report does: the retry goes out at once, or, with none left, the request
+//!   ends with [`Event::SendTimedOut`] (the only failure umad reports; the
+//!   abort is recorded in [`Engine::last_rmpp_abort`] first, with `sending:
+//!   false`, for a reader that tells the two apart). The kernel's
+//!   `abort_send` finds such a request "already done" (every segment of its
+//!   send ACKed, none for a one-MAD request) and ignores the ABORT: the
+//!   request waits out its timer for an answer that cannot come. An ABORT or
+//!   STOP of the request's own send is the kernel's: the send ends silently
+//!   (`IB_WC_REM_ABORT_ERR`, which umad does not report), counted as an abort.
 //! - **Reassembly limits**: at most `max_reassemblies_per_peer` (64) open
 //!   reassemblies per peer and `max_reassemblies` (1024) in all; a first
 //!   segment beyond them is dropped (the kernel has no limit).

@@ -10,6 +10,7 @@ use core::time::Duration;
 
 use super::ids::TxnId;
 use super::peer::reply_addr;
+use super::rmpp::is_abort_status;
 use super::rmpp::recv_sessions::{RecvEnd, RecvOutcome};
 use super::rmpp::send_sessions::{Reply, SendStep};
 use super::rmpp::sender::Sender;
@@ -264,7 +265,9 @@ impl Engine {
         true
     }
 
-    /// ACK, STOP or ABORT: for our sender of that TID, else for a receive session.
+    /// ACK, STOP or ABORT: for our sender of that TID, else for a receive
+    /// session; a STOP or ABORT of an answer also ends the attempt of the
+    /// request waiting for it.
     fn rmpp_control(&mut self, now: Instant, agent: AgentId, meta: RecvMeta, buf: &[u8; MAD_SIZE]) {
         let step =
             self.rmpp_sends
@@ -273,12 +276,54 @@ impl Engine {
             self.send_step(now, txn_id, step);
             return;
         }
-        let outcome = self
-            .recv
-            .control(&mut self.timers, &mut self.stats, now, agent, &meta, buf);
-        if let Some(outcome) = outcome {
-            self.recv_outcome(now, outcome);
+        let waiting = self.answer_awaited(agent, &meta.src, buf);
+        let outcome = self.recv.control(&mut self.timers, now, agent, &meta, buf);
+        let session_status = match &outcome {
+            Some(RecvOutcome {
+                end: RecvEnd::Aborted { status, .. },
+                ..
+            }) => Some(*status),
+            _ => None,
+        };
+        match outcome {
+            Some(outcome) => self.recv_outcome(now, outcome),
+            None if waiting.is_none() => self.stats.dropped_rmpp_unknown += 1,
+            None => {}
         }
+        let Some(txn_id) = waiting else {
+            return;
+        };
+        // The answer will not come: end this attempt now rather than at its
+        // timer (a departure, see the engine's docs). The abort is recorded
+        // before the timeout report goes out, so that a reader of that report
+        // finds it in `last_rmpp_abort`.
+        if session_status.is_none() {
+            let tid = mad::Packet::new_unchecked(&buf[..]).tid();
+            self.rmpp_aborted(agent, tid, answer_abort_status(buf), false);
+        }
+        let hdr = mad::Packet::new_unchecked(&buf[..]);
+        let key = TxnKey::new(agent, hdr.tid(), u8::from(hdr.mgmt_class()));
+        if self.txns.end_attempt(&mut self.timers, &key).is_some() {
+            self.txn_expired(now, txn_id);
+        }
+    }
+
+    /// The request a STOP or ABORT from `src` is about, when that is the
+    /// answer's sender giving up: a response-method STOP/ABORT with the TID,
+    /// class and peer of a request whose own sends are over and which waits
+    /// for its answer. The kernel ignores such a MAD (`abort_send` finds the
+    /// request "already done") and lets the request run to its timeout.
+    fn answer_awaited(&self, agent: AgentId, src: &MadAddr, buf: &[u8; MAD_SIZE]) -> Option<TxnId> {
+        let hdr = mad::Packet::new_unchecked(&buf[..]);
+        let rmpp_type = crate::wire::rmpp::Packet::new_unchecked(&buf[..]).rmpp_type();
+        if !hdr.is_response() || !matches!(rmpp_type, RmppType::Stop | RmppType::Abort) {
+            return None;
+        }
+        let id = self
+            .txns
+            .match_response(agent, hdr.tid(), u8::from(hdr.mgmt_class()), src)?;
+        let txn = self.txns.get(id)?;
+        (txn.state == TxnState::Waiting).then_some(id)
     }
 
     /// Act on what a receive session asks: send its reply, deliver its
@@ -320,5 +365,19 @@ impl Engine {
         }
         let filtered = pkt.method() != mad::Method::Send;
         self.deliver_request(now, agent, src, message, filtered);
+    }
+}
+
+/// The status a STOP or ABORT that found no receive session ends its request
+/// with: its own when an ABORT (118..=127) or STOP (ResourcesExhausted) may
+/// carry it, else BadStatus (as the receiver, and the kernel's `abort_send`,
+/// take a malformed one).
+fn answer_abort_status(buf: &[u8; MAD_SIZE]) -> RmppStatus {
+    let p = crate::wire::rmpp::Packet::new_unchecked(&buf[..]);
+    let status = p.rmpp_status();
+    match p.rmpp_type() {
+        RmppType::Abort if is_abort_status(status) => status,
+        RmppType::Stop if status == RmppStatus::ResourcesExhausted => status,
+        _ => RmppStatus::BadStatus,
     }
 }

@@ -129,7 +129,7 @@ const ABORT_MIN: u8 = 118;
 const ABORT_MAX: u8 = 127;
 
 /// Whether `status` is one an ABORT may carry (kernel `process_rmpp_abort`).
-fn is_abort_status(status: RmppStatus) -> bool {
+pub(crate) fn is_abort_status(status: RmppStatus) -> bool {
     (ABORT_MIN..=ABORT_MAX).contains(&u8::from(status))
 }
 

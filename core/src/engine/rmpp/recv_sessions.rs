@@ -217,10 +217,10 @@ impl RecvSessions {
 
     /// An ACK, STOP or ABORT no send session took: for the receive session of
     /// its transfer (a requester's dual-sided ACK, a sender's STOP/ABORT).
+    /// `None` when no session has its key (the caller counts it).
     pub(crate) fn control(
         &mut self,
         timers: &mut Timers,
-        stats: &mut EngineStats,
         now: Instant,
         agent: AgentId,
         meta: &RecvMeta,
@@ -232,10 +232,7 @@ impl RecvSessions {
             &buf[..],
             u8::from(mad::Packet::new_unchecked(&buf[..]).method()),
         );
-        let Some(&sid) = self.index.get(&key) else {
-            stats.dropped_rmpp_unknown += 1;
-            return None;
-        };
+        let sid = *self.index.get(&key)?;
         let session = self.sessions.get_mut(&sid)?;
         let progress = session.rx.handle_rmpp(now, &buf[..]);
         self.progress(timers, sid, progress)

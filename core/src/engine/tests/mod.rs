@@ -7,6 +7,7 @@ mod agents;
 mod dispatch;
 mod limits;
 mod requests;
+mod rmpp_answer_abort;
 mod rmpp_grid;
 mod rmpp_integration;
 mod rmpp_sessions;
