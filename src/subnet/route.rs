@@ -188,6 +188,32 @@ fn dr_step(node: &Node, entry: Entry, mad: &mut [u8; MAD_SIZE], dlid: u16) -> Dr
     }
 }
 
+/// LID → (node, port), as the SMAs' LIDs stand now: indexed by LID, so the walk of
+/// each frame finds its destination with one load instead of a search of a map
+/// (the table only grows, to the highest LID ever assigned: at most 48 Ki entries).
+#[derive(Debug, Default)]
+pub(crate) struct LidTable(Vec<Option<(usize, u8)>>);
+
+impl LidTable {
+    pub(crate) fn get(&self, lid: &u16) -> Option<&(usize, u8)> {
+        self.0.get(usize::from(*lid))?.as_ref()
+    }
+
+    pub(crate) fn insert(&mut self, lid: u16, at: (usize, u8)) {
+        let i = usize::from(lid);
+        if self.0.len() <= i {
+            self.0.resize(i + 1, None);
+        }
+        self.0[i] = Some(at);
+    }
+
+    pub(crate) fn remove(&mut self, lid: &u16) {
+        if let Some(slot) = self.0.get_mut(usize::from(*lid)) {
+            *slot = None;
+        }
+    }
+}
+
 impl FabricInner {
     /// The owner of `(node, port)` sends `pkt` (a DR SMP with its hop pointer already
     /// stepped by the sender's SMI, as the engine and the kernel do), or an SMA sends a
