@@ -371,6 +371,93 @@ fn an_aborted_rmpp_answer_is_econnaborted() {
     f.unregister();
 }
 
+/// A responder that ABORTs an RMPP *request* while it is still being sent (a raw
+/// agent: it sees segment 1 and answers it with an ABORT, R bit flipped as the
+/// kernel writes one): the request fails with ECONNABORTED at the ABORT. The
+/// kernel would end that send unreported and the call would wait for ever.
+#[test]
+fn an_rmpp_request_aborted_mid_send_is_econnaborted() {
+    let (f, a, b) = fabric("q", None);
+    let lid_b = f.lid(&b, 1).unwrap();
+    let (id, port) = umad::open(&b, 1).unwrap();
+    let agent = port
+        .register(AgentSpec {
+            qp: Qp::Gsi,
+            mgmt_class: 0x32.into(),
+            class_version: 1,
+            rmpp_version: 0,
+            method_mask: [1 << Method::Get.raw(), 0],
+            oui: OUI,
+            user_rmpp: false,
+        })
+        .unwrap();
+    let server = thread::spawn(move || {
+        let Event::Recv {
+            addr, mad: seg1, ..
+        } = port.recv(Some(Duration::from_secs(60))).unwrap()
+        else {
+            panic!("not a request");
+        };
+        let mut abort = seg1[..256].to_vec();
+        assert_eq!(
+            rmpp::Packet::new_unchecked(&abort[..]).seg_num(),
+            1,
+            "segment 1 of the request"
+        );
+        mad::Packet::new_unchecked(&mut abort[..]).set_method(Method::GetResp);
+        let mut r = rmpp::Packet::new_unchecked(&mut abort[..]);
+        r.set_rmpp_type(rmpp::RmppType::Abort);
+        r.set_resp_time_flags(rmpp::RESP_TIME_NONE, rmpp::FLAG_ACTIVE);
+        r.set_rmpp_status(rmpp::RmppStatus::Unspecified);
+        r.set_seg_num(0);
+        r.set_paylen_newwin(0);
+        let req = SendRequest {
+            addr: MadAddr {
+                qkey: GSI_QKEY,
+                ..addr
+            },
+            mad: &abort,
+            timeout_ms: 0,
+            retries: 0,
+        };
+        port.send(agent, req).unwrap();
+        port
+    });
+    // One attempt of 10 minutes with retries left; the guard below (2 minutes)
+    // fails a call that waits on instead of ending at the ABORT.
+    let config = ClientConfig {
+        timeout_ms: 600_000,
+        retries: 2,
+        ..ClientConfig::default()
+    };
+    let c = Client::open_with(&a, 1, PortConfig::default(), config).unwrap();
+    let v = Vendor::range2(0x32, 1, OUI).unwrap().with_rmpp().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let asker = thread::spawn(move || {
+        let data = vec![7u8; 2_000]; // 10 segments
+        tx.send(
+            c.vendor_call(&v, lid_b, Method::Get, 0x10, 0, &data)
+                .map(|_| ()),
+        )
+        .unwrap();
+        c
+    });
+    let err = rx
+        .recv_timeout(Duration::from_secs(120))
+        .expect("the request did not end at the ABORT")
+        .unwrap_err();
+    let c = asker.join().unwrap();
+    assert_eq!(err.errno(), ECONNABORTED, "{err}");
+    assert!(
+        matches!(err, vmad::Error::RmppAborted { status: 127 }),
+        "{err}"
+    );
+    let port = server.join().unwrap();
+    drop((c, port));
+    umad::close_port(id).unwrap();
+    f.unregister();
+}
+
 /// The SMA of a port protected by M_Key (protect bits 2: a Get without the key is
 /// discarded and counted) answers only SMPs whose M_Key the client's table gives for
 /// that target. `quick` (one attempt of 50 ms) sends what must go unanswered;

@@ -121,9 +121,15 @@
 //!   false`, for a reader that tells the two apart). The kernel's
 //!   `abort_send` finds such a request "already done" (every segment of its
 //!   send ACKed, none for a one-MAD request) and ignores the ABORT: the
-//!   request waits out its timer for an answer that cannot come. An ABORT or
-//!   STOP of the request's own send is the kernel's: the send ends silently
-//!   (`IB_WC_REM_ABORT_ERR`, which umad does not report), counted as an abort.
+//!   request waits out its timer for an answer that cannot come.
+//! - **An ABORT or STOP that ends a request's own RMPP send ends the request**
+//!   when it expects a response (`timeout_ms != 0`): at once, retries or not,
+//!   with [`Event::SendTimedOut`], the abort recorded in
+//!   [`Engine::last_rmpp_abort`] first (`sending: true`). The kernel ends the
+//!   send with `IB_WC_REM_ABORT_ERR`, which umad does not report, so its
+//!   caller waits for ever for an answer that will not come. A send that
+//!   expects none (a response, a fire-and-forget) ends silently, as in the
+//!   kernel; every such abort is counted.
 //! - **Reassembly limits**: at most `max_reassemblies_per_peer` (64) open
 //!   reassemblies per peer and `max_reassemblies` (1024) in all; a first
 //!   segment beyond them is dropped (the kernel has no limit).

@@ -195,6 +195,14 @@ impl Engine {
                 if status == RmppStatus::TooManyRetries {
                     // kernel: IB_WC_RESP_TIMEOUT_ERR, reported as ETIMEDOUT.
                     self.time_out_txn(now, txn_id);
+                } else if self.txns.get(txn_id).is_some_and(|t| t.wants_response) {
+                    // The kernel ends such a send silently (umad does not
+                    // report IB_WC_REM_ABORT_ERR) and its caller waits for
+                    // ever; we end the request with the one failure umad
+                    // reports (a departure, see the engine's docs). The abort
+                    // is recorded first, for a reader of that report.
+                    self.rmpp_aborted(agent, tid, status, true);
+                    self.time_out_txn(now, txn_id);
                 } else {
                     self.finish_txn(now, txn_id);
                     self.rmpp_aborted(agent, tid, status, true);

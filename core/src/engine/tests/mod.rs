@@ -10,6 +10,7 @@ mod requests;
 mod rmpp_answer_abort;
 mod rmpp_grid;
 mod rmpp_integration;
+mod rmpp_request_abort;
 mod rmpp_sessions;
 mod rmpp_unfilled;
 mod timers;
