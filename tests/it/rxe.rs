@@ -425,6 +425,8 @@ fn rxe_ipv4_mapped_gids_answer_requests_but_stall_kernel_rmpp() {
 }
 
 mod caller;
+#[cfg(all(feature = "kernel", feature = "roce"))]
+mod dropin_c;
 mod faults;
 #[cfg(all(feature = "kernel", feature = "roce"))]
 mod rmpp_faults;
