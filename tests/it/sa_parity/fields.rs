@@ -27,6 +27,8 @@ enum Kind {
     SwitchPortSkip,
     /// The high 4 bits, but not compared for a switch's external port.
     SwitchPortHigh4,
+    /// Bytes, but not compared for any port of a switch, port 0 included.
+    SwitchSkip,
     /// 64 LFT entries of the block in the record's bytes 2..4.
     LftBlock,
 }
@@ -72,7 +74,11 @@ fn layout(attr: u16) -> &'static [(&'static str, usize, usize, Kind)] {
             ("gid_prefix", 12, 8, SwitchPortSkip),
             ("lid", 20, 2, SwitchPortLid),
             ("sm_lid", 22, 2, SwitchPortLid),
-            ("local_port", 32, 1, SwitchPortSkip),
+            // A switch's port 0 says which port the SM's query came in by. On a
+            // fabric with equal-cost paths (ft234) OpenSM's sweep reaches each
+            // switch by whichever path answered first, so its value changes from
+            // run to run (a flake hunt saw 14 against the built-in SM's 13).
+            ("local_port", 32, 1, SwitchSkip),
             ("width_active", 35, 1, SwitchPortSkip),
             ("port_state", 36, 1, Low4),
             ("phys_state", 37, 1, High4),
@@ -195,12 +201,18 @@ pub(super) fn normalise(
         && rec.len() > 2
         && rec[2] != 0
         && switch_lids.contains(&u16::from_be_bytes([rec[0], rec[1]]));
+    // A PortInfoRecord of any port of a switch.
+    let switch_any = attr == 0x0012
+        && rec.len() > 2
+        && switch_lids.contains(&u16::from_be_bytes([rec[0], rec[1]]));
     for &(name, at, len, kind) in layout(attr) {
         let Some(b) = rec.get(at..at.saturating_add(len).min(rec.len())) else {
             continue;
         };
         let kind = match kind {
             SwitchPortLid | SwitchPortSkip | SwitchPortHigh4 if switch_port => Skip,
+            SwitchSkip if switch_any => Skip,
+            SwitchSkip => Hex,
             SwitchPortHigh4 => High4,
             LftBlock => LftBlock,
             SwitchPortLid => Lid,
@@ -208,7 +220,7 @@ pub(super) fn normalise(
             k => k,
         };
         let v = match kind {
-            Skip | SwitchPortLid | SwitchPortSkip | SwitchPortHigh4 => continue,
+            Skip | SwitchPortLid | SwitchPortSkip | SwitchPortHigh4 | SwitchSkip => continue,
             Hex => b.iter().map(|x| format!("{x:02x}")).collect::<String>(),
             Low5 => format!("{:02x}", b[0] & 0x1f),
             Low4 => format!("{:02x}", b[0] & 0x0f),
