@@ -282,10 +282,10 @@ impl Client {
         self.vendor_call(v, lid, Method::Set, attr_id, attr_mod, data)
     }
 
-    /// Send a vendor request that is not answered (Send, Trap, TrapRepress, Report):
-    /// it is handed to the port and not tracked, so a MAD lost on the way, or an RMPP
-    /// transfer the peer aborts, is not reported. An answer that comes all the same
-    /// is dropped.
+    /// Send a vendor MAD this client does not wait on (Send, Trap, TrapRepress,
+    /// Report): it is handed to the port and not tracked, so a MAD lost on the way,
+    /// or an RMPP transfer the peer aborts, is not reported. Any answer (a Trap's
+    /// TrapRepress, a Report's ReportResp) is dropped.
     ///
     /// # Errors
     /// EINVAL for a response method (a client only asks; a program answers requests

@@ -133,7 +133,12 @@ impl Core {
             vmad_debug!(target: "vmad::port", reason = %why, "transport failed");
             self.failed = Some(why);
         }
-        self.engine.abandon();
+        // Not while the port thread unwinds from a panic: the engine may be
+        // half-updated then, and a second panic in its bookkeeping would abort the
+        // process. The port fails all the same (EIO); its state goes when it closes.
+        if !std::thread::panicking() {
+            self.engine.abandon();
+        }
         self.settle();
     }
 

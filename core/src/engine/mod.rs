@@ -123,6 +123,7 @@
 //!   send ACKed, none for a one-MAD request) and ignores the ABORT: the
 //!   request waits out its timer for an answer that cannot come.
 //! - **An ABORT or STOP that ends a request's own RMPP send ends the request**
+//!   (one the receiver sent, or one our sender sends over a malformed ACK)
 //!   when it expects a response (`timeout_ms != 0`): at once, retries or not,
 //!   with [`Event::SendTimedOut`], the abort recorded in
 //!   [`Engine::last_rmpp_abort`] first (`sending: true`). The kernel ends the
