@@ -9,7 +9,7 @@ use std::time::Duration;
 use vmad::client::{
     Attribute, ClassPortInfo, Client, ClientConfig, PortInfo, SaRecord, Target, Vendor,
 };
-use vmad::engine::{AgentSpec, Event, SendRequest};
+use vmad::engine::{AgentId, AgentSpec, Event, SendRequest};
 use vmad::error::errno::{ECONNABORTED, EINVAL, EMSGSIZE, EPROTO, ETIMEDOUT};
 use vmad::port::{Port, PortConfig};
 use vmad::subnet::{Fabric, MkeyConfig};
@@ -283,6 +283,46 @@ fn vendor_range2_oui_and_rmpp_of_any_size() {
     f.unregister();
 }
 
+/// A raw agent for Get of vendor class 0x32 (no RMPP in the port: the test writes
+/// the segments and the ABORT itself).
+fn raw_get_agent(port: &Port) -> AgentId {
+    port.register(AgentSpec {
+        qp: Qp::Gsi,
+        mgmt_class: 0x32.into(),
+        class_version: 1,
+        rmpp_version: 0,
+        method_mask: [1 << Method::Get.raw(), 0],
+        oui: OUI,
+        user_rmpp: false,
+    })
+    .unwrap()
+}
+
+/// Runs `call` on `c` and asserts it fails with ECONNABORTED and the ABORT's status
+/// (127) within a 2-minute guard, far beyond the ABORT's milliseconds and far short
+/// of the request's 10-minute wait; gives the client back.
+fn ends_at_the_abort(
+    c: Client,
+    call: impl FnOnce(&Client) -> vmad::Result<()> + Send + 'static,
+) -> Client {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let asker = thread::spawn(move || {
+        tx.send(call(&c)).unwrap();
+        c
+    });
+    let err = rx
+        .recv_timeout(Duration::from_secs(120))
+        .expect("the request did not end at the ABORT")
+        .unwrap_err();
+    let c = asker.join().unwrap();
+    assert_eq!(err.errno(), ECONNABORTED, "{err}");
+    assert!(
+        matches!(err, vmad::Error::RmppAborted { status: 127 }),
+        "{err}"
+    );
+    c
+}
+
 /// A responder that starts an RMPP answer and then ABORTs it (a raw agent: the port
 /// runs no RMPP for it, so it writes the segments itself): the request fails with
 /// ECONNABORTED and the ABORT's status at the ABORT, not at the end of its wait.
@@ -291,17 +331,7 @@ fn an_aborted_rmpp_answer_is_econnaborted() {
     let (f, a, b) = fabric("r", None);
     let lid_b = f.lid(&b, 1).unwrap();
     let (id, port) = umad::open(&b, 1).unwrap();
-    let agent = port
-        .register(AgentSpec {
-            qp: Qp::Gsi,
-            mgmt_class: 0x32.into(),
-            class_version: 1,
-            rmpp_version: 0,
-            method_mask: [1 << Method::Get.raw(), 0],
-            oui: OUI,
-            user_rmpp: false,
-        })
-        .unwrap();
+    let agent = raw_get_agent(&port);
     let server = thread::spawn(move || {
         let Event::Recv { addr, mad: req, .. } = port.recv(Some(Duration::from_secs(60))).unwrap()
         else {
@@ -349,22 +379,9 @@ fn an_aborted_rmpp_answer_is_econnaborted() {
     };
     let c = Client::open_with(&a, 1, PortConfig::default(), config).unwrap();
     let v = Vendor::range2(0x32, 1, OUI).unwrap().with_rmpp().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    let asker = thread::spawn(move || {
-        tx.send(c.vendor_get(&v, lid_b, 0x10, 0, &[]).map(|_| ()))
-            .unwrap();
-        c
+    let c = ends_at_the_abort(c, move |c| {
+        c.vendor_get(&v, lid_b, 0x10, 0, &[]).map(|_| ())
     });
-    let err = rx
-        .recv_timeout(Duration::from_secs(120))
-        .expect("the request did not end at the ABORT")
-        .unwrap_err();
-    let c = asker.join().unwrap();
-    assert_eq!(err.errno(), ECONNABORTED, "{err}");
-    assert!(
-        matches!(err, vmad::Error::RmppAborted { status: 127 }),
-        "{err}"
-    );
     let port = server.join().unwrap();
     drop((c, port));
     umad::close_port(id).unwrap();
@@ -380,17 +397,7 @@ fn an_rmpp_request_aborted_mid_send_is_econnaborted() {
     let (f, a, b) = fabric("q", None);
     let lid_b = f.lid(&b, 1).unwrap();
     let (id, port) = umad::open(&b, 1).unwrap();
-    let agent = port
-        .register(AgentSpec {
-            qp: Qp::Gsi,
-            mgmt_class: 0x32.into(),
-            class_version: 1,
-            rmpp_version: 0,
-            method_mask: [1 << Method::Get.raw(), 0],
-            oui: OUI,
-            user_rmpp: false,
-        })
-        .unwrap();
+    let agent = raw_get_agent(&port);
     let server = thread::spawn(move || {
         let Event::Recv {
             addr, mad: seg1, ..
@@ -432,26 +439,11 @@ fn an_rmpp_request_aborted_mid_send_is_econnaborted() {
     };
     let c = Client::open_with(&a, 1, PortConfig::default(), config).unwrap();
     let v = Vendor::range2(0x32, 1, OUI).unwrap().with_rmpp().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    let asker = thread::spawn(move || {
-        let data = vec![7u8; 2_000]; // 10 segments
-        tx.send(
-            c.vendor_call(&v, lid_b, Method::Get, 0x10, 0, &data)
-                .map(|_| ()),
-        )
-        .unwrap();
-        c
+    let data = vec![7u8; 2_000]; // 10 segments
+    let c = ends_at_the_abort(c, move |c| {
+        c.vendor_call(&v, lid_b, Method::Get, 0x10, 0, &data)
+            .map(|_| ())
     });
-    let err = rx
-        .recv_timeout(Duration::from_secs(120))
-        .expect("the request did not end at the ABORT")
-        .unwrap_err();
-    let c = asker.join().unwrap();
-    assert_eq!(err.errno(), ECONNABORTED, "{err}");
-    assert!(
-        matches!(err, vmad::Error::RmppAborted { status: 127 }),
-        "{err}"
-    );
     let port = server.join().unwrap();
     drop((c, port));
     umad::close_port(id).unwrap();
