@@ -94,6 +94,12 @@ pub struct ServerConfig {
     pub name: String,
     /// The directory of the control socket (default: [`runtime_dir`]).
     pub dir: Option<PathBuf>,
+    /// After a turn with work, the loop polls again without sleeping for this long
+    /// (default: none, it sleeps in `poll` at once). On an idle machine each exchange
+    /// with a client that keeps few MADs in flight otherwise waits for this thread's
+    /// wake-up from an idle CPU; spinning spares that, at the cost of a core while
+    /// clients are busy (docs/fabric.md).
+    pub spin: Option<std::time::Duration>,
 }
 
 impl ServerConfig {
@@ -102,6 +108,7 @@ impl ServerConfig {
         ServerConfig {
             name: name.into(),
             dir: None,
+            spin: None,
         }
     }
 }
@@ -121,6 +128,8 @@ pub(crate) struct Shared {
     pub(crate) stoppers: Mutex<Vec<std::os::unix::net::UnixStream>>,
     /// `ctl hold`: the most MADs a client (one attached now or later) is handed.
     pub(crate) hold: std::sync::atomic::AtomicU64,
+    /// [`ServerConfig::spin`].
+    pub(crate) spin: Option<std::time::Duration>,
 }
 
 impl Shared {
@@ -200,6 +209,7 @@ impl Server {
             wake_tx,
             stoppers: Mutex::default(),
             hold: std::sync::atomic::AtomicU64::new(u64::MAX),
+            spin: config.spin,
         });
         Ok(Server {
             shared,

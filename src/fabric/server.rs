@@ -99,6 +99,7 @@ pub(crate) fn run(shared: &Arc<Shared>, ctl: &OwnedFd, wake: &UnixDatagram) {
         })));
     let mut last_reap = Instant::now();
     let mut held = false;
+    let mut last_work = Instant::now();
     loop {
         if shared.stop.load(Ordering::Acquire) {
             return;
@@ -118,7 +119,10 @@ pub(crate) fn run(shared: &Arc<Shared>, ctl: &OwnedFd, wake: &UnixDatagram) {
                 .map(|(_, c)| PollFd::new(c.sock.as_fd(), PollFlags::POLLIN)),
         );
         let t = if held { HELD_EVERY } else { REAP_EVERY };
-        let t = PollTimeout::try_from(t).unwrap_or(PollTimeout::MAX);
+        let t = match shared.spin {
+            Some(spin) if last_work.elapsed() < spin => PollTimeout::ZERO,
+            _ => PollTimeout::try_from(t).unwrap_or(PollTimeout::MAX),
+        };
         match nix::poll::poll(&mut fds, t) {
             Ok(_) | Err(nix::errno::Errno::EINTR) => {}
             Err(_) => return,
@@ -128,6 +132,9 @@ pub(crate) fn run(shared: &Arc<Shared>, ctl: &OwnedFd, wake: &UnixDatagram) {
         let ctl_ready = ready(&fds[0]);
         let data_ready: Vec<usize> = (0..socks.len()).filter(|&i| ready(&fds[i + 2])).collect();
         drop(fds);
+        if wake_ready || ctl_ready || !data_ready.is_empty() {
+            last_work = Instant::now();
+        }
         if wake_ready {
             let mut b = [0u8; 16];
             while wake.recv(&mut b).is_ok() {}

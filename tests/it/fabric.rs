@@ -96,8 +96,15 @@ impl Served {
     /// `vmad fabric up --name NAME FILE` in runtime directory `dir`: the server, and
     /// the sh text `up` printed.
     fn up_in(dir: PathBuf, name: &str, file: &str) -> (Served, String) {
+        Served::up_with(dir, name, &[], file)
+    }
+
+    /// `vmad fabric up --name NAME EXTRA... FILE` in runtime directory `dir`.
+    fn up_with(dir: PathBuf, name: &str, extra: &[&str], file: &str) -> (Served, String) {
         let out = Command::new(VMAD)
-            .args(["fabric", "up", "--name", name, file])
+            .args(["fabric", "up", "--name", name])
+            .args(extra)
+            .arg(file)
             .env("XDG_RUNTIME_DIR", &dir)
             .output()
             .unwrap();
@@ -213,6 +220,26 @@ fn records(out: &Output) -> usize {
     );
     let j: Value = serde_json::from_slice(&out.stdout).unwrap();
     j["records"].as_array().map_or(0, Vec::len)
+}
+
+/// `--spin-us` changes only how the loop waits: two clients' RMPP tables, SMPs and
+/// `down` work as on a server that sleeps, and the server stops while spinning.
+#[test]
+fn fabric_spinning_server_serves_as_a_sleeping_one() {
+    let (dir, name) = fresh();
+    let (mut s, _) = Served::up_with(dir, &name, &["--spin-us", "2000"], &topo("ft234.net"));
+    let a = s.client(&["--json", "sa-query"]).output().unwrap();
+    let b = s.client(&["--json", "sa-query"]).output().unwrap();
+    assert_eq!((records(&a), records(&b)), (234, 234));
+    let d = s.client(&["--json", "discover"]).output().unwrap();
+    assert!(d.status.success(), "{}", String::from_utf8_lossy(&d.stderr));
+    let j: Value = serde_json::from_slice(&d.stdout).unwrap();
+    assert_eq!(j["complete"], true, "{j}");
+    assert_eq!(
+        j["cas"].as_u64().unwrap() + j["switches"].as_u64().unwrap(),
+        234
+    );
+    s.down();
 }
 
 #[test]

@@ -43,6 +43,10 @@ struct ServeArgs {
     /// The server's name (its sockets' names); default: f<pid>.
     #[arg(long)]
     name: Option<String>,
+    /// After a MAD, poll without sleeping for this many microseconds: spares each
+    /// exchange the wake-up from an idle CPU, costs a core while clients are busy.
+    #[arg(long, value_name = "US")]
+    spin_us: Option<u64>,
 }
 
 #[derive(Debug, Args)]
@@ -98,7 +102,9 @@ fn serve(a: &ServeArgs) -> CmdResult {
         .unwrap_or_else(|| format!("f{}", std::process::id()));
     let fabric = build(a.file.as_ref())?;
     let no_lid = fabric.ports_without_lid();
-    let server = Server::bind(fabric, &ServerConfig::new(&name))?;
+    let mut config = ServerConfig::new(&name);
+    config.spin = a.spin_us.map(std::time::Duration::from_micros);
+    let server = Server::bind(fabric, &config)?;
     {
         // Once this is out, clients may attach; a reader gone (`up` has returned) is fine.
         let mut out = std::io::stdout().lock();
@@ -126,6 +132,9 @@ fn up(a: &ServeArgs) -> CmdResult {
     let exe = std::env::current_exe()?;
     let mut cmd = Command::new(exe);
     cmd.args(["fabric", "serve", "--name", &name]);
+    if let Some(us) = a.spin_us {
+        cmd.args(["--spin-us", &us.to_string()]);
+    }
     if let Some(f) = &a.file {
         cmd.arg(f);
     }
