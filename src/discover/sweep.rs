@@ -34,6 +34,7 @@ struct Smps<'p> {
     lid_agent: AgentId,
     timeout_ms: u32,
     retries: u32,
+    spin: Duration,
 }
 
 impl<'p> Smps<'p> {
@@ -61,6 +62,7 @@ impl<'p> Smps<'p> {
             lid_agent,
             timeout_ms: config.timeout_ms,
             retries: config.retries,
+            spin: config.spin,
         })
     }
 
@@ -130,7 +132,7 @@ impl<'p> Smps<'p> {
     /// the sweep owns its open).
     fn next(&self, patience: Duration) -> Result<Answer> {
         let ours = |a: &AgentId| *a == self.agent || *a == self.lid_agent;
-        self.port.recv_with(Some(patience), |e| {
+        self.port.recv_spinning(Some(patience), self.spin, |e| {
             Ok(match e {
                 Event::Recv { agent: a, mad, .. } if ours(a) => {
                     match smp::Packet::new_checked(&mad[..]) {

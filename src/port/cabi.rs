@@ -53,7 +53,7 @@ pub trait WaitHooks {
 
 impl WaitHooks for Port {
     fn recv_before_wait_with<R>(&self, take: impl FnMut(&Event) -> Result<R>) -> Result<R> {
-        self.recv_inner(Some(Duration::ZERO), true, take)
+        self.recv_inner(Some(Duration::ZERO), true, None, take)
     }
 
     fn begin_wait(&self) -> Result<WaitGuard> {

@@ -395,7 +395,20 @@ impl Port {
         timeout: Option<Duration>,
         take: impl FnMut(&Event) -> Result<R>,
     ) -> Result<R> {
-        self.recv_inner(timeout, timeout != Some(Duration::ZERO), take)
+        self.recv_inner(timeout, timeout != Some(Duration::ZERO), None, take)
+    }
+
+    /// As [`Port::recv_with`], but a wait spins up to `spin` (while the port's recent
+    /// waits were that short, and while no other thread wants the CPU) before it
+    /// blocks, whatever the transport's [`Transport::busy_poll`] says: for a caller
+    /// that keeps many requests in flight and owns its thread (a discovery sweep).
+    pub(crate) fn recv_spinning<R>(
+        &self,
+        timeout: Option<Duration>,
+        spin: Duration,
+        take: impl FnMut(&Event) -> Result<R>,
+    ) -> Result<R> {
+        self.recv_inner(timeout, timeout != Some(Duration::ZERO), Some(spin), take)
     }
 
     /// This open's next message (see [`Port::recv_with`] for `timeout`).
@@ -406,7 +419,7 @@ impl Port {
         // The event is moved out of the queue, not cloned (an RMPP message's whole
         // payload would be copied).
         let will_wait = timeout != Some(Duration::ZERO);
-        self.wait_queued(timeout, will_wait, |open, engine| {
+        self.wait_queued(timeout, will_wait, None, |open, engine| {
             let event = open.queue.pop_front()?;
             // Read by the application: from now on a retry of it is delivered.
             engine.taken(&event);
@@ -424,7 +437,7 @@ impl Port {
     pub fn poll(&self, timeout: Option<Duration>) -> Result<()> {
         let will_wait = timeout != Some(Duration::ZERO);
         let queued = |open: &mut Open, _: &mut Engine| (!open.queue.is_empty()).then_some(Ok(()));
-        match self.wait_queued(timeout, will_wait, queued) {
+        match self.wait_queued(timeout, will_wait, None, queued) {
             Err(Error::WouldBlock) => Err(Error::TimedOut),
             other => other,
         }

@@ -42,19 +42,23 @@ impl SpinPolicy {
 
     /// How long a caller that found nothing should spin now.
     pub(super) fn budget(&self) -> Duration {
+        self.budget_up_to(self.max)
+    }
+
+    /// As [`SpinPolicy::budget`] for a caller whose longest spin is `max`.
+    pub(super) fn budget_up_to(&self, max: Duration) -> Duration {
         let recent = Duration::from_micros(self.recent_us.load(Ordering::Relaxed));
-        if recent <= self.max {
-            self.max
+        if recent <= max {
+            max
         } else {
             Duration::ZERO
         }
     }
 
     /// A caller waited `waited` for its message (from finding nothing to getting it).
+    /// Noted even where the port's callers do not spin: a caller that brings its own
+    /// spin ([`super::Port::recv_spinning`]) reads the same average.
     pub(super) fn note_wait(&self, waited: Duration) {
-        if self.max.is_zero() {
-            return;
-        }
         let w = u64::try_from(waited.as_micros()).unwrap_or(u64::MAX);
         // Racing updates may lose one sample: an average does not mind.
         let old = self.recent_us.load(Ordering::Relaxed);
@@ -94,8 +98,14 @@ pub(super) struct Spin<'a> {
 
 impl<'a> Spin<'a> {
     /// `will_wait`: the caller waits for a message if the first turn finds none.
-    pub(super) fn new(shared: &'a Shared, timeout: Option<Duration>, will_wait: bool) -> Spin<'a> {
-        let budget = shared.spin.budget();
+    /// `max`: the caller's own longest spin, in place of the port's.
+    pub(super) fn new(
+        shared: &'a Shared,
+        timeout: Option<Duration>,
+        will_wait: bool,
+        max: Option<Duration>,
+    ) -> Spin<'a> {
+        let budget = max.map_or_else(|| shared.spin.budget(), |m| shared.spin.budget_up_to(m));
         let spin = timeout.map_or(budget, |t| t.min(budget));
         let announced = !spin.is_zero() && shared.fdwait.is_none();
         if announced && shared.spinners.fetch_add(1, Ordering::SeqCst) == 0 {
@@ -170,5 +180,35 @@ impl Drop for Spin<'_> {
             // Done (a message, or an error): the port thread takes over at its next look.
             self.shared.spinners.fetch_sub(1, Ordering::SeqCst);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_callers_own_spin_is_earned_by_the_ports_waits_even_where_the_port_never_spins() {
+        let us = Duration::from_micros;
+        // A transport that gains nothing by spinning: the port's callers never do.
+        let p = SpinPolicy::new(Duration::ZERO);
+        assert_eq!(p.budget(), Duration::ZERO);
+        // A caller with its own spin gets it while the waits stay short...
+        assert_eq!(p.budget_up_to(us(100)), us(100));
+        for _ in 0..8 {
+            p.note_wait(us(20));
+        }
+        assert_eq!(p.budget_up_to(us(100)), us(100));
+        // ...and not once they are longer than the spin could cover.
+        for _ in 0..32 {
+            p.note_wait(us(5_000));
+        }
+        assert_eq!(p.budget_up_to(us(100)), Duration::ZERO);
+        assert_eq!(p.budget(), Duration::ZERO);
+        // Short waits earn it back.
+        for _ in 0..64 {
+            p.note_wait(us(10));
+        }
+        assert_eq!(p.budget_up_to(us(100)), us(100));
     }
 }

@@ -14,14 +14,16 @@ use crate::{Error, Result};
 
 impl Port {
     /// Wait as [`Port::recv_with`] (`will_wait`: as the caller will wait, whatever
-    /// `timeout`) and offer the head of the queue to `take`.
+    /// `timeout`; `spin`: as [`Port::wait_queued`]) and offer the head of the queue to
+    /// `take`.
     pub(super) fn recv_inner<R>(
         &self,
         timeout: Option<Duration>,
         will_wait: bool,
+        spin: Option<Duration>,
         mut take: impl FnMut(&Event) -> Result<R>,
     ) -> Result<R> {
-        self.wait_queued(timeout, will_wait, |open, engine| {
+        self.wait_queued(timeout, will_wait, spin, |open, engine| {
             let taken = take(open.queue.front()?);
             if taken.is_ok() {
                 if let Some(event) = open.queue.pop_front() {
@@ -35,15 +37,18 @@ impl Port {
 
     /// Run turns, spin and block until `found` says what this open's queue gives (the
     /// one loop of receive and poll); `timeout` and the errors as [`Port::recv_with`].
+    /// `spin`: the longest spin for this wait, in place of the port's
+    /// [`PortConfig::caller_spin`](super::PortConfig::caller_spin) (`None`: the port's).
     pub(super) fn wait_queued<R>(
         &self,
         timeout: Option<Duration>,
         will_wait: bool,
+        spin: Option<Duration>,
         mut found: impl FnMut(&mut Open, &mut Engine) -> Option<Result<R>>,
     ) -> Result<R> {
         // On the port's clock, so that a virtual one moves callers' timeouts too.
         let deadline = timeout.map(|t| self.shared.now() + t);
-        let mut spin = Spin::new(&self.shared, timeout, will_wait);
+        let mut spin = Spin::new(&self.shared, timeout, will_wait, spin);
         let mut core = self.open_core()?;
         loop {
             core.settle();

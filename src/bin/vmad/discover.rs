@@ -46,6 +46,9 @@ pub(crate) struct DiscoverArgs {
     /// assigned LIDs.
     #[arg(long = "dr-only")]
     dr_only: bool,
+    /// Microseconds to poll for the next answer before sleeping (0: sleep at once).
+    #[arg(long = "spin-us", default_value_t = Config::default().spin.as_micros() as u64)]
+    spin_us: u64,
 }
 
 /// The CLI's JSON document (`--json`): per node its links, as `perf` and scripts read them.
@@ -83,6 +86,7 @@ pub(crate) fn run(s: &Session, a: &DiscoverArgs) -> CmdResult {
         window: a.window,
         per_node: a.per_node,
         lid_routing: !a.dr_only,
+        spin: std::time::Duration::from_micros(a.spin_us),
         ..config(s)
     };
     let mut progress = Progress::new(a.progress);
