@@ -16,7 +16,8 @@
 //!   its whole fabric on a client that does not read). While a caller stays blocked
 //!   that look comes ever later (doubling up to [`BLIND_MAX`]: an idle port with a
 //!   blocked caller does not wake a thousand times a second), and the last caller to
-//!   stop polling wakes the port thread when it sleeps longer than the grace. It
+//!   stop polling wakes the port thread when it sleeps blind longer than
+//!   [`BLIND_WAKE`], to look again (not to turn: that caller turns itself). It
 //!   alone runs the engine's timers, and turns at least every
 //!   [`Transport::idle_limit`] (read at each turn);
 //! - a **sender** runs its turn at once (the lock is only ever held for a turn) and
@@ -51,6 +52,17 @@ pub(super) const CALLER_GRACE: Duration = Duration::from_millis(1);
 /// wake it sooner.
 const BLIND_MAX: Duration = Duration::from_secs(1);
 
+/// A caller that stops polling the transport wakes the port thread only when it sleeps
+/// blind longer than this (else the port thread looks soon enough by itself): a
+/// caller in a loop of round trips then wakes it once in many, not at each.
+const BLIND_WAKE: Duration = Duration::from_millis(16);
+
+/// What a byte on the wake socket says: run a turn ...
+const WAKE_TURN: u8 = 1;
+/// ... or only look again whether callers still read the transport (the last caller
+/// stopped polling it while the port thread slept blind).
+const WAKE_LOOK: u8 = 2;
+
 /// The port's side of a transport with a ready descriptor.
 pub(super) struct Ready {
     /// The transport's descriptor, duplicated (the same open file, so the same
@@ -70,7 +82,7 @@ pub(super) struct Ready {
     /// A thread found the I/O lock taken and left its turn to the holder: 1 for a
     /// transmit, 2 for a receive too (see `Shared::try_turn`).
     asked: AtomicU8,
-    /// The port thread sleeps longer than [`CALLER_GRACE`] without watching the
+    /// The port thread sleeps longer than [`BLIND_WAKE`] without watching the
     /// transport: the last caller to stop polling it must wake the port thread.
     blind_long: AtomicBool,
     /// Until when (microseconds of `epoch`) callers count as reading the transport
@@ -133,10 +145,15 @@ impl Ready {
         self.asked.load(Ordering::SeqCst) != 0
     }
 
-    /// Make the port thread's poll return.
+    /// Make the port thread's poll return, for a turn.
     pub(super) fn wake(&self) {
         // A full buffer already means "wake up".
-        let _ = (&self.wake_tx).write(&[1]);
+        let _ = (&self.wake_tx).write(&[WAKE_TURN]);
+    }
+
+    /// Make the port thread look again whether callers still read the transport.
+    fn wake_to_look(&self) {
+        let _ = (&self.wake_tx).write(&[WAKE_LOOK]);
     }
 
     /// Someone outside polls an open's descriptor: keep the transport read for them.
@@ -234,7 +251,7 @@ impl Drop for WaitGuard {
             if r.waiters.fetch_sub(1, Ordering::SeqCst) == 1
                 && r.blind_long.swap(false, Ordering::SeqCst)
             {
-                r.wake();
+                r.wake_to_look();
             }
         }
         let mut core = self.shared.lock();
@@ -292,7 +309,7 @@ pub(super) fn park(shared: &Shared, ready: &Ready, idle_limit: Option<Duration>)
         } else {
             Some(limit.map_or(blind, |l| l.min(blind)))
         };
-        if !watch && blind > CALLER_GRACE {
+        if !watch && blind > BLIND_WAKE {
             ready.blind_long.store(true, Ordering::SeqCst);
             // The last caller left before it could see the flag: look now.
             if ready.waiters() == 0 {
@@ -309,16 +326,32 @@ pub(super) fn park(shared: &Shared, ready: &Ready, idle_limit: Option<Duration>)
         let polled = nix::poll::poll(&mut fds[..n], poll_timeout(limit));
         ready.planned.store(0, Ordering::SeqCst);
         ready.blind_long.store(false, Ordering::SeqCst);
-        let woken = fds[0].any().unwrap_or(false);
         let readable = watch && fds[1].any().unwrap_or(false);
-        if woken {
+        let mut woken = false;
+        let mut look = false;
+        if fds[0].any().unwrap_or(false) {
             let mut drain = [0u8; 64];
-            while matches!((&ready.wake_rx).read(&mut drain), Ok(n) if n > 0) {}
+            while let Ok(n @ 1..) = (&ready.wake_rx).read(&mut drain) {
+                for &b in &drain[..n] {
+                    if b == WAKE_LOOK {
+                        look = true;
+                    } else {
+                        woken = true;
+                    }
+                }
+            }
         }
         let timed_out = deadline.is_some_and(|d| shared.now() >= d)
             || idle_limit.is_some_and(|l| started.elapsed() >= l);
         if woken || readable || timed_out || polled.is_err() {
             return;
+        }
+        if look {
+            // The last caller stopped polling: watch the transport if no caller reads
+            // it any more, else look again after the grace (no turn: a caller that just
+            // stopped polling is running its own).
+            blind = CALLER_GRACE;
+            continue;
         }
         // `blind` passed with callers reading the transport: look again, later each
         // time while one stays blocked.
