@@ -80,7 +80,7 @@ static long long now_ms(void)
  * 0 at once once the deadline has passed (a descriptor that stays readable while nothing
  * comes for this open, such as another open's stream of MADs, would otherwise keep the
  * callers' loops from ever timing out). fds[1] < 0: only fds[0]. */
-static int wait_readable(const int fds[2], long long deadline_ms)
+static int wait_readable(const int fds[2], long long deadline_ms, long long now_hint_ms)
 {
 	for (;;) {
 		struct pollfd p[2] = {
@@ -90,7 +90,9 @@ static int wait_readable(const int fds[2], long long deadline_ms)
 		int t = -1;
 
 		if (deadline_ms >= 0) {
-			long long left = deadline_ms - now_ms();
+			long long left = deadline_ms - (now_hint_ms >= 0 ? now_hint_ms : now_ms());
+
+			now_hint_ms = -1;
 
 			if (left <= 0)
 				return 0;
@@ -111,9 +113,10 @@ static void end_wait(void *token)
 
 /*
  * Sleep until the port may have something for this open: 1, or 0 at deadline_ms, or
- * -errno (-EINVAL: the port is not open; -EIO: poll failed).
+ * -errno (-EINVAL: the port is not open; -EIO: poll failed). now_hint_ms: the clock as
+ * just read (negative: read it).
  */
-static int wait_port(int portid, long long deadline_ms)
+static int wait_port(int portid, long long deadline_ms, long long now_hint_ms)
 {
 	int fds[2];
 	int r;
@@ -122,7 +125,7 @@ static int wait_port(int portid, long long deadline_ms)
 	if (!token)
 		return errno ? -errno : -EINVAL;
 	pthread_cleanup_push(end_wait, token);
-	r = wait_readable(fds, deadline_ms);
+	r = wait_readable(fds, deadline_ms, now_hint_ms);
 	pthread_cleanup_pop(1);
 	if (r < 0)
 		return -EIO;
@@ -131,7 +134,14 @@ static int wait_port(int portid, long long deadline_ms)
 
 int umad_recv(int portid, void *umad, int *length, int timeout_ms)
 {
-	long long deadline = timeout_ms > 0 ? now_ms() + timeout_ms : -1;
+	/*
+	 * Counted from the first attempt that found nothing (a turn later than the call:
+	 * microseconds): the clock is read only once the call must wait, and only when a
+	 * deadline or the spin policy needs it (a clock read is a system call where the clock
+	 * source has no vDSO, as in the rxe VM).
+	 */
+	long long deadline = -1, now_hint = -1;
+	int started = 0, report = 0;
 
 	/*
 	 * Each vmad_capi_recv_nb runs one turn of the port on this thread (caller-driven
@@ -156,14 +166,22 @@ int umad_recv(int portid, void *umad, int *length, int timeout_ms)
 		read = 0;
 
 		if (r != -EWOULDBLOCK || timeout_ms == 0) {
-			if (empty_since && r >= 0)
+			if (report && r >= 0)
 				vmad_capi_waited(portid, (long)(now_us() - empty_since));
 			return r;
 		}
-		if (!empty_since) {
+		if (!started) {
+			/* -1: this port's callers never spin, so the wait is not reported. */
 			int spin_us = vmad_capi_spin_us(portid);
 
-			empty_since = now_us();
+			started = 1;
+			report = spin_us >= 0;
+			if (report || timeout_ms > 0) {
+				empty_since = now_us();
+				now_hint = empty_since / 1000;
+			}
+			if (timeout_ms > 0)
+				deadline = now_hint + timeout_ms;
 			spin_until = spin_us > 0 ? empty_since + spin_us : 0;
 		}
 		if (spin_until && now_us() < spin_until) {
@@ -172,12 +190,15 @@ int umad_recv(int portid, void *umad, int *length, int timeout_ms)
 			sched_yield();
 			if (now_us() - before >= YIELD_LOADED_US)
 				spin_until = 0;
+			now_hint = -1;
 			read = 1;
 			continue;
 		}
 		spin_until = 0;
 		/* Readable: try again (another thread may have taken the message first). */
-		int w = wait_port(portid, deadline);
+		int w = wait_port(portid, deadline, now_hint);
+
+		now_hint = -1;
 
 		if (w == 0) {
 			errno = ETIMEDOUT;
@@ -203,7 +224,7 @@ int umad_poll(int portid, int timeout_ms)
 			return r;
 		if (timeout_ms == 0)
 			return r;
-		int w = wait_port(portid, deadline);
+		int w = wait_port(portid, deadline, -1);
 
 		if (w == 0) {
 			errno = ETIMEDOUT;

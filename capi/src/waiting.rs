@@ -56,11 +56,17 @@ pub unsafe extern "C" fn wait_end(token: *mut c_void) {
 }
 
 /// How many microseconds `umad_recv` drives the port itself before it polls (the port's
-/// `caller_spin`; 0 where the transport gains nothing by it); 0 for a port not open.
+/// `caller_spin`, 0 while its recent waits were longer); -1 where the port's callers never
+/// spin (the transport gains nothing by it: `umad_recv` then need not time its waits for
+/// [`waited`]) and for a port not open.
 pub extern "C" fn spin_us(portid: c_int) -> c_int {
-    guard(0, || {
-        umad::port(PortId(portid)).map_or(0, |p| {
-            c_int::try_from(p.caller_spin().as_micros()).unwrap_or(c_int::MAX)
+    guard(-1, || {
+        umad::port(PortId(portid)).map_or(-1, |p| {
+            if p.caller_spins() {
+                c_int::try_from(p.caller_spin().as_micros()).unwrap_or(c_int::MAX)
+            } else {
+                -1
+            }
         })
     })
 }

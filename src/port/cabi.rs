@@ -46,6 +46,11 @@ pub trait WaitHooks {
     /// always zero where the transport gains nothing by it).
     fn caller_spin(&self) -> Duration;
 
+    /// Whether this port's callers ever spin (its
+    /// [`PortConfig::caller_spin`](super::PortConfig::caller_spin) is not zero): where
+    /// they never do, a caller need not time its waits for [`WaitHooks::note_wait`].
+    fn caller_spins(&self) -> bool;
+
     /// A caller outside the port (the C library's `umad_recv`) waited `waited` for a
     /// message it then got: counts in [`WaitHooks::caller_spin`]'s policy.
     fn note_wait(&self, waited: Duration);
@@ -63,6 +68,10 @@ impl WaitHooks for Port {
 
     fn caller_spin(&self) -> Duration {
         self.shared.spin.budget()
+    }
+
+    fn caller_spins(&self) -> bool {
+        self.shared.spin.spins()
     }
 
     fn note_wait(&self, waited: Duration) {

@@ -9,15 +9,17 @@
 //!   the thread that wants it, as a read on the kernel's umad device (or umad2sim's
 //!   socket) does. Callers waiting this way are counted ([`WaitGuard`]);
 //! - the **port thread** polls the transport's descriptor only while no caller reads
-//!   it (none polls it, and none ran a turn in the last [`CALLER_GRACE`]: else every
-//!   MAD would wake two threads), or when someone polls an open's descriptor from
-//!   outside ([`Port::fd`]), and otherwise looks again after [`CALLER_GRACE`], so the
-//!   transport is never left unread for long once callers stop coming (ibsim stalls
-//!   its whole fabric on a client that does not read). While a caller stays blocked
-//!   that look comes ever later (doubling up to [`BLIND_MAX`]: an idle port with a
-//!   blocked caller does not wake a thousand times a second), and the last caller to
-//!   stop polling wakes the port thread when it sleeps blind longer than
-//!   [`BLIND_WAKE`], to look again (not to turn: that caller turns itself). It
+//!   it (none polls it, and none was at work on the port since its last look: else
+//!   every MAD would wake two threads), or when someone polls an open's descriptor
+//!   from outside ([`Port::fd`]), and otherwise looks again after [`CALLER_GRACE`], so
+//!   the transport is never left unread for long once callers stop coming (ibsim
+//!   stalls its whole fabric on a client that does not read). While callers keep
+//!   reading it that look comes ever later (doubling up to [`BLIND_WAKE`] while none
+//!   polls at that moment, up to [`BLIND_MAX`] while one stays blocked: an idle port
+//!   with a blocked caller does not wake a thousand times a second, nor a port with a
+//!   caller in a loop of round trips at each of them), and the last caller to stop
+//!   polling wakes the port thread when it sleeps blind longer than [`BLIND_WAKE`], to
+//!   look again (not to turn: that caller turns itself). It
 //!   alone runs the engine's timers, and turns at least every
 //!   [`Transport::idle_limit`] (read at each turn);
 //! - a **sender** runs its turn at once (the lock is only ever held for a turn) and
@@ -85,11 +87,12 @@ pub(super) struct Ready {
     /// The port thread sleeps longer than [`BLIND_WAKE`] without watching the
     /// transport: the last caller to stop polling it must wake the port thread.
     blind_long: AtomicBool,
-    /// Until when (microseconds of `epoch`) callers count as reading the transport
-    /// themselves although none polls it right now: one that just ran a turn, or just
-    /// returned a message, is likely back within [`CALLER_GRACE`].
-    callers_until: AtomicU64,
-    epoch: std::time::Instant,
+    /// A caller was at work on the port (ran a turn, or just stopped polling to run one)
+    /// since the port thread last looked: callers count as reading the transport
+    /// themselves although none polls it right now (one that just returned a message is
+    /// likely back before the next look). A flag, not a time: a caller reads no clock
+    /// for it (a system call on some hosts).
+    callers_active: AtomicBool,
 }
 
 impl Ready {
@@ -106,26 +109,23 @@ impl Ready {
             blind_long: AtomicBool::new(false),
             planned: AtomicU64::new(0),
             asked: AtomicU8::new(0),
-            callers_until: AtomicU64::new(0),
-            epoch: std::time::Instant::now(),
+            callers_active: AtomicBool::new(false),
         })
     }
 
-    fn real_us(&self) -> u64 {
-        u64::try_from(self.epoch.elapsed().as_micros()).unwrap_or(u64::MAX)
-    }
-
     /// A caller is at work on the port (a turn, a receive): the port thread leaves the
-    /// transport to callers for the next [`CALLER_GRACE`].
+    /// transport to callers until its next look at least.
     pub(super) fn caller_active(&self) {
-        let until = self.real_us() + CALLER_GRACE.as_micros() as u64;
-        self.callers_until.fetch_max(until, Ordering::Relaxed);
+        if !self.callers_active.load(Ordering::Relaxed) {
+            self.callers_active.store(true, Ordering::Relaxed);
+        }
     }
 
-    /// Whether callers read the transport themselves now (polling it, or recently at work).
+    /// Whether callers read the transport themselves (polling it now, or at work since
+    /// the last look); the port thread asks once per look.
     fn callers_read(&self) -> bool {
-        self.waiters.load(Ordering::SeqCst) != 0
-            || self.real_us() < self.callers_until.load(Ordering::Relaxed)
+        self.callers_active.swap(false, Ordering::Relaxed)
+            | (self.waiters.load(Ordering::SeqCst) != 0)
     }
 
     /// Ask for a turn (with a receive, or only a transmit): whoever holds the I/O lock
@@ -248,6 +248,8 @@ impl Drop for WaitGuard {
         if let Some(r) = &self.shared.fdwait {
             // SeqCst both here and in `park`: either the port thread sees no waiter
             // before a long sleep, or this sees it asleep and wakes it.
+            // The caller runs its own turn next: it still reads the transport.
+            r.caller_active();
             if r.waiters.fetch_sub(1, Ordering::SeqCst) == 1
                 && r.blind_long.swap(false, Ordering::SeqCst)
             {
@@ -270,9 +272,11 @@ pub(super) fn park(shared: &Shared, ready: &Ready, idle_limit: Option<Duration>)
     let started = std::time::Instant::now();
     // How long to sleep without watching the transport while callers poll it.
     let mut blind = CALLER_GRACE;
+    // Asked once per look (the answer consumes the callers' activity flag).
+    let mut reading = ready.callers_read();
     loop {
         let deadline = next_deadline(shared);
-        let watch = !ready.callers_read() || ready.watched.load(Ordering::SeqCst);
+        let watch = !reading || ready.watched.load(Ordering::SeqCst);
         // While callers read the transport this thread looks again after `blind`
         // anyway: a later deadline needs no wake (a send arming a request's timer would
         // otherwise wake it, for nothing, at nearly every MAD of a lightly loaded port).
@@ -311,10 +315,11 @@ pub(super) fn park(shared: &Shared, ready: &Ready, idle_limit: Option<Duration>)
         };
         if !watch && blind > BLIND_WAKE {
             ready.blind_long.store(true, Ordering::SeqCst);
-            // The last caller left before it could see the flag: look now.
+            // No caller polls now to see the flag (one between two polls, or gone): sleep
+            // no longer than a caller's leaving may go unnoticed.
             if ready.waiters() == 0 {
                 ready.blind_long.store(false, Ordering::SeqCst);
-                blind = CALLER_GRACE;
+                blind = BLIND_WAKE;
                 continue;
             }
         }
@@ -351,13 +356,18 @@ pub(super) fn park(shared: &Shared, ready: &Ready, idle_limit: Option<Duration>)
             // it any more, else look again after the grace (no turn: a caller that just
             // stopped polling is running its own).
             blind = CALLER_GRACE;
+            reading = ready.callers_read();
             continue;
         }
         // `blind` passed with callers reading the transport: look again, later each
-        // time while one stays blocked.
-        blind = match ready.waiters() {
-            0 => CALLER_GRACE,
-            _ => (blind * 2).min(BLIND_MAX),
+        // time while they keep reading it (polling it, or between two polls within the
+        // grace: a caller in a loop of round trips is often between two when this
+        // looks). A sleep past `BLIND_WAKE` is taken only while one polls (above).
+        reading = ready.callers_read();
+        blind = if reading {
+            (blind * 2).min(BLIND_MAX)
+        } else {
+            CALLER_GRACE
         };
     }
 }

@@ -40,6 +40,11 @@ impl SpinPolicy {
         }
     }
 
+    /// Whether the port's callers ever spin.
+    pub(super) fn spins(&self) -> bool {
+        !self.max.is_zero()
+    }
+
     /// How long a caller that found nothing should spin now.
     pub(super) fn budget(&self) -> Duration {
         self.budget_up_to(self.max)

@@ -46,8 +46,12 @@ impl Port {
         spin: Option<Duration>,
         mut found: impl FnMut(&mut Open, &mut Engine) -> Option<Result<R>>,
     ) -> Result<R> {
-        // On the port's clock, so that a virtual one moves callers' timeouts too.
-        let deadline = timeout.map(|t| self.shared.now() + t);
+        // On the port's clock, so that a virtual one moves callers' timeouts too. A zero
+        // timeout needs none (and a clock read is a system call on some hosts: the rxe
+        // VM's HPET).
+        let deadline = timeout
+            .filter(|t| !t.is_zero())
+            .map(|t| self.shared.now() + t);
         let mut spin = Spin::new(&self.shared, timeout, will_wait, spin);
         let mut core = self.open_core()?;
         loop {
@@ -110,6 +114,9 @@ impl Port {
         timeout: Option<Duration>,
         deadline: Option<Instant>,
     ) -> Result<Option<Duration>> {
+        if timeout == Some(Duration::ZERO) {
+            return Err(Error::WouldBlock);
+        }
         let Some(d) = deadline else { return Ok(None) };
         if self.shared.now() >= d {
             return Err(if timeout == Some(Duration::ZERO) {
