@@ -246,10 +246,10 @@ impl std::fmt::Debug for WaitGuard {
 impl Drop for WaitGuard {
     fn drop(&mut self) {
         if let Some(r) = &self.shared.fdwait {
-            // SeqCst both here and in `park`: either the port thread sees no waiter
-            // before a long sleep, or this sees it asleep and wakes it.
             // The caller runs its own turn next: it still reads the transport.
             r.caller_active();
+            // SeqCst both here and in `park`: either the port thread sees no waiter
+            // before a long sleep, or this sees it asleep and wakes it.
             if r.waiters.fetch_sub(1, Ordering::SeqCst) == 1
                 && r.blind_long.swap(false, Ordering::SeqCst)
             {
@@ -351,20 +351,14 @@ pub(super) fn park(shared: &Shared, ready: &Ready, idle_limit: Option<Duration>)
         if woken || readable || timed_out || polled.is_err() {
             return;
         }
-        if look {
-            // The last caller stopped polling: watch the transport if no caller reads
-            // it any more, else look again after the grace (no turn: a caller that just
-            // stopped polling is running its own).
-            blind = CALLER_GRACE;
-            reading = ready.callers_read();
-            continue;
-        }
-        // `blind` passed with callers reading the transport: look again, later each
-        // time while they keep reading it (polling it, or between two polls within the
-        // grace: a caller in a loop of round trips is often between two when this
-        // looks). A sleep past `BLIND_WAKE` is taken only while one polls (above).
+        // `blind` passed, or the last caller stopped polling (`look`; no turn: that
+        // caller runs its own): watch the transport if no caller reads it any more.
+        // Else look again, later each time while they keep reading it (polling it, or
+        // at work between two polls: a caller in a loop of round trips often is when
+        // this looks), but soon after a `look`. A sleep past `BLIND_WAKE` is taken only
+        // while one polls (above).
         reading = ready.callers_read();
-        blind = if reading {
+        blind = if reading && !look {
             (blind * 2).min(BLIND_MAX)
         } else {
             CALLER_GRACE
