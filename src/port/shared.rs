@@ -4,12 +4,11 @@
 
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant as Clock};
 
 use super::driver::{flush, turn};
 use super::opens::Core;
 use super::ready::Ready;
-use super::spin::SpinPolicy;
+use super::spin::{SpinPolicy, StandBy};
 use crate::clock::{Clock as TimeSource, Tick};
 use crate::pcap::Capture;
 use crate::time::Instant;
@@ -89,27 +88,22 @@ impl Shared {
             self.turn_if_asked();
             return out;
         }
-        // The port thread holds the I/O lock while it is parked: wake it and take the
-        // lock in one of the gaps it leaves between turns. Never block on the lock: the
-        // thread may park again before a blocked waiter is scheduled, and only another
-        // wake would free it.
-        let started = Clock::now();
-        loop {
-            let mut io = match self.io.try_lock() {
-                Ok(io) => io,
-                Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
-                Err(std::sync::TryLockError::WouldBlock) => {
-                    self.wake();
-                    if started.elapsed() <= Duration::from_millis(2) {
-                        std::thread::yield_now();
-                    } else {
-                        std::thread::sleep(Duration::from_micros(50));
-                    }
-                    continue;
-                }
-            };
-            return io.as_mut().map(f);
-        }
+        // The port thread holds the I/O lock while it is parked. Announced as a spinning
+        // caller is, this thread makes it let go and stand by (it parks no more while
+        // anyone is announced), so blocking on the lock ends. Taking it in a gap between
+        // the thread's turns instead could wait forever: a thread that parks again at
+        // once (`PortConfig::spin` zero) leaves no gap a sleeper hits.
+        let stand_by = StandBy::announce(self);
+        // Whatever `announce` saw, a wake costs little here (no MAD path calls this),
+        // and a parked thread that has yet to see the count lets go sooner.
+        self.wake();
+        let out = {
+            let mut io = self.io.lock().unwrap_or_else(PoisonError::into_inner);
+            io.as_mut().map(f)
+        };
+        drop(stand_by);
+        self.call_port_thread();
+        out
     }
 
     /// Put every MAD the engine has queued on the wire now, waiting for the transport if

@@ -87,8 +87,8 @@ pub(super) struct Spin<'a> {
     once: bool,
     /// When the caller first found nothing (its wait is then noted on success).
     empty_since: Option<Clock>,
-    /// Counted in `shared.spinners`.
-    announced: bool,
+    /// Counted in `shared.spinners` (while `Some`).
+    announced: Option<StandBy<'a>>,
     /// The first turn reads the transport too. Not for a caller that will poll the
     /// transport's descriptor next (and does not spin): the poll tells whether a read
     /// would find anything, one system call fewer per message.
@@ -112,13 +112,8 @@ impl<'a> Spin<'a> {
     ) -> Spin<'a> {
         let budget = max.map_or_else(|| shared.spin.budget(), |m| shared.spin.budget_up_to(m));
         let spin = timeout.map_or(budget, |t| t.min(budget));
-        let announced = !spin.is_zero() && shared.fdwait.is_none();
-        if announced && shared.spinners.fetch_add(1, Ordering::SeqCst) == 0 {
-            // A port thread parked in the transport holds it: make it let go.
-            if shared.parked.load(Ordering::SeqCst) {
-                shared.wake();
-            }
-        }
+        let announced =
+            (!spin.is_zero() && shared.fdwait.is_none()).then(|| StandBy::announce(shared));
         Spin {
             shared,
             until: (!spin.is_zero()).then(|| Clock::now() + spin),
@@ -138,9 +133,8 @@ impl<'a> Spin<'a> {
             return true;
         }
         // The spell is over and the caller will block: the port thread drives again.
-        if self.announced {
-            self.announced = false;
-            self.shared.spinners.fetch_sub(1, Ordering::SeqCst);
+        if let Some(stand_by) = self.announced.take() {
+            drop(stand_by);
             self.shared.call_port_thread();
         }
         false
@@ -179,12 +173,29 @@ impl<'a> Spin<'a> {
     }
 }
 
-impl Drop for Spin<'_> {
-    fn drop(&mut self) {
-        if self.announced {
-            // Done (a message, or an error): the port thread takes over at its next look.
-            self.shared.spinners.fetch_sub(1, Ordering::SeqCst);
+/// A thread that wants the transport where the port thread parks holding it (no ready
+/// descriptor): counted in [`Shared::spinners`] while it lives, so that the port thread
+/// lets go of the transport and stands by instead of parking in it again. Dropping it
+/// ends the announcement; the port thread takes over at its next look
+/// ([`STAND_BY`]), or at once after [`Shared::call_port_thread`].
+pub(super) struct StandBy<'a>(&'a Shared);
+
+impl<'a> StandBy<'a> {
+    pub(super) fn announce(shared: &'a Shared) -> StandBy<'a> {
+        // The first to announce wakes a parked port thread; one parking now sees the
+        // count after it sets `parked` (see `drive`).
+        if shared.spinners.fetch_add(1, Ordering::SeqCst) == 0
+            && shared.parked.load(Ordering::SeqCst)
+        {
+            shared.wake();
         }
+        StandBy(shared)
+    }
+}
+
+impl Drop for StandBy<'_> {
+    fn drop(&mut self) {
+        self.0.spinners.fetch_sub(1, Ordering::SeqCst);
     }
 }
 

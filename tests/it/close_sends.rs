@@ -227,3 +227,70 @@ fn an_answer_sent_before_a_close_that_leaves_another_open_is_transmitted() {
 fn an_answer_sent_before_its_agent_is_unregistered_is_transmitted() {
     answer_then("ucsu", Then::Unregister);
 }
+
+/// A port thread that parks the moment it has nothing to do (`PortConfig::spin` zero:
+/// no gap between a wake and its next park) still lets a register, an unregister and a
+/// close have the transport it holds while parked. Before the fix they tried the lock
+/// in a loop, asking the thread to wake, and waited for a gap that a thread parking
+/// again at once never left: the close hung (first seen in `cargo bench --bench port`
+/// with the port thread's spin set to zero).
+#[test]
+fn a_port_thread_that_never_spins_lets_go_of_the_transport() {
+    let prefix = "ucsz";
+    let (n0, n1) = (format!("{prefix}0"), format!("{prefix}1"));
+    let fabric = vmad::subnet::Fabric::builder()
+        .ca(&n0)
+        .ca(&n1)
+        .link(&n0, 1, &n1, 1)
+        .build()
+        .unwrap();
+    let config = PortConfig {
+        spin: Duration::ZERO,
+        caller_spin: Duration::ZERO,
+        ..PortConfig::default()
+    };
+    let open = |n: &str| {
+        Port::open(
+            vmad::transport::registry::open(n, 1).unwrap(),
+            config.clone(),
+        )
+        .unwrap()
+    };
+    let (server, client) = (open(&n0), open(&n1));
+    let mut s_agent = server.register(perf_agent(1 << GET)).unwrap();
+    let c_agent = client.register(perf_agent(0)).unwrap();
+    for round in 0..20u64 {
+        let get = gmp_mad(PERF, 1, GET, round, 0x10);
+        let req = SendRequest {
+            addr: gsi(1),
+            mad: &get,
+            timeout_ms: 5000,
+            retries: 0,
+        };
+        client.send(c_agent, req).unwrap();
+        let Event::Recv { addr, mad, .. } = server.recv(Some(PATIENCE)).unwrap() else {
+            panic!("the server got a timeout report");
+        };
+        let mut resp = [0u8; 256];
+        resp.copy_from_slice(&mad[..256]);
+        resp[3] = GET_RESP;
+        let answer = SendRequest {
+            addr,
+            mad: &resp,
+            timeout_ms: 0,
+            retries: 0,
+        };
+        server.send(s_agent, answer).unwrap();
+        let Event::Recv { mad, .. } = client.recv(Some(PATIENCE)).unwrap() else {
+            panic!("the client got a timeout report, not the answer");
+        };
+        assert_eq!(be64(&mad, 8) & 0xffff_ffff, round);
+        // Each of these takes the transport from the parked port thread.
+        server.unregister(s_agent).unwrap();
+        s_agent = server.register(perf_agent(1 << GET)).unwrap();
+        server.refresh_attrs().unwrap();
+    }
+    client.close();
+    server.close();
+    fabric.unregister();
+}
