@@ -1,6 +1,6 @@
 //! Describing a fabric: [`FabricBuilder`].
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
 
 use super::fault::LinkFaults;
@@ -333,7 +333,7 @@ impl FabricBuilder {
             inner: Arc::new(FabricInner {
                 nodes,
                 links,
-                lid_map: RwLock::new(BTreeMap::new()),
+                lid_map: RwLock::new(super::route::LidTable::default()),
                 sm: sm::Sm::new(seat, plan),
                 sa: RwLock::new(Arc::new(SaSlot::new(clock.clone())) as Arc<dyn SaPort>),
                 sa_sent: Mutex::new(std::collections::VecDeque::new()),

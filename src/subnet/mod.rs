@@ -76,7 +76,6 @@ pub(crate) mod subnet_db;
 mod tests;
 mod topo;
 
-use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, RwLock, Weak};
 
 pub use access::{MkeyConfig, PortCounters};
@@ -200,7 +199,7 @@ pub(crate) struct FabricInner {
     pub(crate) nodes: Vec<Node>,
     pub(crate) links: Vec<Link>,
     /// LID → (node, port), as the SMAs' LIDs stand now.
-    pub(crate) lid_map: RwLock<BTreeMap<u16, (usize, u8)>>,
+    pub(crate) lid_map: RwLock<route::LidTable>,
     /// The built-in SM.
     pub(crate) sm: sm::Sm,
     /// The in-fabric SA: the built-in one ([`SaSlot`]), or a stand-in a test puts

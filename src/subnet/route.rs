@@ -188,11 +188,39 @@ fn dr_step(node: &Node, entry: Entry, mad: &mut [u8; MAD_SIZE], dlid: u16) -> Dr
     }
 }
 
+/// LID → (node, port), as the SMAs' LIDs stand now: indexed by LID, so the walk of
+/// each frame finds its destination with one load instead of a search of a map
+/// (the table only grows, to the highest LID ever assigned: at most 48 Ki entries).
+#[derive(Debug, Default)]
+pub(crate) struct LidTable(Vec<Option<(usize, u8)>>);
+
+impl LidTable {
+    pub(crate) fn get(&self, lid: &u16) -> Option<&(usize, u8)> {
+        self.0.get(usize::from(*lid))?.as_ref()
+    }
+
+    pub(crate) fn insert(&mut self, lid: u16, at: (usize, u8)) {
+        let i = usize::from(lid);
+        if self.0.len() <= i {
+            self.0.resize(i + 1, None);
+        }
+        self.0[i] = Some(at);
+    }
+
+    pub(crate) fn remove(&mut self, lid: &u16) {
+        if let Some(slot) = self.0.get_mut(usize::from(*lid)) {
+            *slot = None;
+        }
+    }
+}
+
 impl FabricInner {
     /// The owner of `(node, port)` sends `pkt` (a DR SMP with its hop pointer already
     /// stepped by the sender's SMI, as the engine and the kernel do), or an SMA sends a
     /// LID-routed response.
-    pub(crate) fn originate(&self, node: usize, port: u8, pkt: Pkt, delay: Duration) {
+    pub(crate) fn originate(&self, node: usize, port: u8, mut pkt: Pkt, delay: Duration) {
+        // The walk passes the frame on by reference: by value, each step was a copy of it.
+        let pkt = &mut pkt;
         if pkt.is_dr_smp() {
             self.dr_walk(node, Entry::Wire(port), pkt, delay);
         } else if pkt.dlid == PERMISSIVE && pkt.class() == MgmtClass::SubnLid && pkt.dqp == 0 {
@@ -214,7 +242,7 @@ impl FabricInner {
     }
 
     /// LID routing at `node`.
-    fn lid_walk(&self, node: usize, at: Hop, mut pkt: Pkt, delay: Duration) {
+    fn lid_walk(&self, node: usize, at: Hop, pkt: &mut Pkt, delay: Duration) {
         let here = &self.nodes[node];
         let dest = self.lid_owner(pkt.dlid);
         if let Some((_, dest_port)) = dest.filter(|d| d.0 == node) {
@@ -247,7 +275,7 @@ impl FabricInner {
         self.cross(node, out, pkt, delay, Mode::Lid);
     }
 
-    fn dr_walk(&self, node: usize, entry: Entry, mut pkt: Pkt, delay: Duration) {
+    fn dr_walk(&self, node: usize, entry: Entry, pkt: &mut Pkt, delay: Duration) {
         let here = &self.nodes[node];
         match dr_step(here, entry, &mut pkt.mad, pkt.dlid) {
             DrAction::Discard => {}
@@ -284,7 +312,7 @@ impl FabricInner {
     }
 
     /// Cross the link on `(node, out)`, applying its faults, and arrive at the far end.
-    fn cross(&self, node: usize, out: u8, mut pkt: Pkt, delay: Duration, mode: Mode) {
+    fn cross(&self, node: usize, out: u8, pkt: &mut Pkt, delay: Duration, mode: Mode) {
         let here = &self.nodes[node];
         if out == 0 || out > here.num_ports {
             return;
@@ -323,11 +351,11 @@ impl FabricInner {
         }
         let delay = delay + verdict.delay;
         if verdict.duplicate {
-            let copy = Pkt {
+            let mut copy = Pkt {
                 duplicate: true,
                 ..pkt.clone()
             };
-            self.arrive(peer, in_port, copy, delay, mode);
+            self.arrive(peer, in_port, &mut copy, delay, mode);
         }
         self.arrive(peer, in_port, pkt, delay, mode);
     }
@@ -339,7 +367,7 @@ impl FabricInner {
             .map_or(PortState::Down, |p| p.state)
     }
 
-    fn arrive(&self, node: usize, in_port: u8, pkt: Pkt, delay: Duration, mode: Mode) {
+    fn arrive(&self, node: usize, in_port: u8, pkt: &mut Pkt, delay: Duration, mode: Mode) {
         match mode {
             Mode::Lid => self.lid_walk(node, Hop::In(in_port), pkt, delay),
             Mode::Dr => self.dr_walk(node, Entry::Port(in_port), pkt, delay),
@@ -348,37 +376,37 @@ impl FabricInner {
     }
 
     /// The frame has reached its node: the SMA answers, or the port's owner gets it.
-    fn handle(&self, node: usize, port: u8, mut pkt: Pkt, delay: Duration) {
+    fn handle(&self, node: usize, port: u8, pkt: &mut Pkt, delay: Duration) {
         let here = &self.nodes[node];
-        if !self.admit(node, port, &mut pkt) {
+        if !self.admit(node, port, pkt) {
             return;
         }
         let is_smp = pkt.class().is_smp() && pkt.dqp == 0;
         let is_request = pkt.is_request();
         let out = if here.is_switch() { 0 } else { port };
-        if is_smp && !is_request && self.sm.catch(node, port, &pkt) {
+        if is_smp && !is_request && self.sm.catch(node, port, pkt) {
             return;
         }
         if is_smp
             && pkt.header().method() == Method::Trap
             && self.sm.master_seat() == Some((node, port))
         {
-            self.trap_to_sm(node, port, &pkt, delay);
+            self.trap_to_sm(node, port, pkt, delay);
             return;
         }
         if pkt.dqp == 1 && is_request && pkt.class() == MgmtClass::Perf {
-            if let Some(resp) = pma::answer(self, node, port, &pkt) {
+            if let Some(resp) = pma::answer(self, node, port, pkt) {
                 self.respond(node, out, resp, delay);
                 return;
             }
         }
-        if self.sm.master_seat() == Some((node, port)) && self.for_sa(node, port, &pkt) {
+        if self.sm.master_seat() == Some((node, port)) && self.for_sa(node, port, pkt) {
             let sa = super::read(&self.sa).clone();
-            self.serve_sa(sa.as_ref(), node, port, &pkt, delay);
+            self.serve_sa(sa.as_ref(), node, port, pkt, delay);
             return;
         }
         if is_smp && is_request {
-            match sma::answer(self, node, port, &pkt) {
+            match sma::answer(self, node, port, pkt) {
                 sma::Answer::Reply(resp) => {
                     self.respond(node, out, *resp, delay);
                     return;
@@ -391,8 +419,8 @@ impl FabricInner {
             return; // No GSI on simulated switches; no SM behind port 0.
         }
         let is_request = pkt.is_request();
-        if !self.deliver(node, port, &pkt, delay) && is_request {
-            if let Some(resp) = sma::unclaimed(self, node, port, &pkt) {
+        if !self.deliver(node, port, pkt, delay) && is_request {
+            if let Some(resp) = sma::unclaimed(self, node, port, pkt) {
                 self.respond(node, out, resp, delay);
             }
         }
@@ -530,7 +558,7 @@ impl FabricInner {
     /// Send a response made at `node` (by its SMA, or for its closed port).
     fn respond(&self, node: usize, out: u8, resp: Pkt, delay: Duration) {
         if resp.is_dr_smp() {
-            self.dr_walk(node, Entry::Local(out), resp, delay);
+            self.dr_walk(node, Entry::Local(out), &mut { resp }, delay);
         } else {
             self.originate(node, out, resp, delay);
         }
