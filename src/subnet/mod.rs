@@ -7,8 +7,8 @@
 //! order nodes were added, from 1) and a GID (`fe80::/64` + port GUID).
 //! Each CA port is opened as a [`SimTransport`] that owns the port's QP0
 //! and QP1: the in-process link layer of [`crate::transport::sim`], which
-//! hands this fabric its frames and gets the port's frames back over a
-//! channel. This module routes them between ports.
+//! hands this fabric its frames and gets the port's frames back through its
+//! mailbox. This module routes them between ports.
 //!
 //! **A managed subnet.** Nodes power on unconfigured (LID 0, ports in
 //! Init, empty forwarding tables). A built-in SM, seated on the first CA's

@@ -3,7 +3,7 @@
 //!
 //! A [`SimTransport`] sends by handing a frame (`Pkt`, with the LRH/BTH/DETH values a
 //! receiver would see) to the `Medium` behind the port; the medium delivers frames
-//! for the port on its channel (crossbeam, one per open port), inline and possibly
+//! for the port to its mailbox (one per open port), inline and possibly
 //! held back until a due time on the fabric's clock. The port holds at most
 //! [`RECV_QUEUE_DEPTH`] frames its owner has not received: beyond that the fabric
 //! drops them and counts them, as an HCA whose receive queue is empty does. Nothing here knows what carries
