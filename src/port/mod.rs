@@ -37,8 +37,10 @@
 //!   (a transport without a [`Waker`](crate::transport::Waker) is parked in slices of
 //!   [`PortConfig::park_slice`]). It holds the I/O lock while parked and reads
 //!   the engine's deadline under it: a send that cannot take the lock wakes it,
-//!   so no deadline is missed. Blocked callers wait on a condition variable
-//!   the turns signal.
+//!   so no deadline is missed. A thread that needs the transport for anything
+//!   else (register, unregister, a close's flush) announces itself as a
+//!   spinning caller does, so that the thread lets go of it and stands by.
+//!   Blocked callers wait on a condition variable the turns signal.
 //!
 //! The engine's time is this module's monotonic clock: microseconds since
 //! the port was opened, as a [`crate::time::Instant`].
