@@ -55,6 +55,9 @@ fn turn_at(shared: &Shared, io: &mut Io, receive: bool, os_now: Clock) -> (bool,
         worked |= w;
         deadline = d;
     }
+    if shared.parker.is_some() {
+        shared.parked_deadline_moved(deadline);
+    }
     (worked, deadline)
 }
 
@@ -246,6 +249,31 @@ pub(super) fn drive(shared: &Shared, config: &PortConfig) {
             Some(until.map_or(config.park_slice, |u| u.min(config.park_slice)))
         };
         if limit.is_some_and(|l| l.is_zero()) {
+            continue;
+        }
+        if let Some(parker) = &shared.parker {
+            // Parked without the transport: a caller that sends or receives meanwhile
+            // runs its own turn instead of leaving it to this thread (a handoff per MAD
+            // on a burst of sends, the core's lock contended between the two threads).
+            use std::sync::atomic::Ordering::SeqCst;
+            let Some(limit) = io.transport.park_limit(limit) else {
+                continue;
+            };
+            // Published under the I/O lock, which every turn takes: a turn that moves the
+            // deadline comes after it and wakes us (`Shared::parked_deadline_moved`).
+            let planned = deadline.map_or(u64::MAX, |d| d.as_micros().max(1));
+            shared.planned.store(planned, SeqCst);
+            // Parked, so that a caller's spin wakes us to stand by: else each arrival
+            // during the spin would wake us (a system call on the sender's path) to race
+            // the spinning caller for it.
+            shared.parked.store(true, SeqCst);
+            if shared.spinners.load(SeqCst) == 0 {
+                drop(guard);
+                parker.park(limit);
+            }
+            shared.parked.store(false, SeqCst);
+            shared.planned.store(0, SeqCst);
+            idle_since = None;
             continue;
         }
         shared

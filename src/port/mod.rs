@@ -30,15 +30,19 @@
 //!   when the transport's turns readable: a MAD wakes one thread, the one that
 //!   waits for it. The port thread reads the transport only while no caller
 //!   does, and runs the timers (see the `ready` module). A sender only sends.
-//! - **Without** (the embedded fabric; verbs with `VMAD_VERBS_CALLER_DRIVEN=0`),
-//!   the port thread keeps polling
+//! - **Without** (the embedded fabric, `roce`; verbs with
+//!   `VMAD_VERBS_CALLER_DRIVEN=0`), the port thread keeps polling
 //!   for [`PortConfig::spin`] after its last work, yielding the CPU between
-//!   polls, then parks in [`Transport::wait`] until the engine's next deadline
-//!   (a transport without a [`Waker`](crate::transport::Waker) is parked in slices of
-//!   [`PortConfig::park_slice`]). It holds the I/O lock while parked and reads
-//!   the engine's deadline under it: a send that cannot take the lock wakes it,
-//!   so no deadline is missed. A thread that needs the transport for anything
-//!   else (register, unregister, a close's flush) announces itself as a
+//!   polls, then parks until the engine's next deadline. With a
+//!   [`Parker`](crate::transport::Parker) (the embedded fabric) it parks without
+//!   the transport, so a caller always runs its own turn; it publishes the
+//!   deadline it will wake for under the I/O lock, and a turn elsewhere that
+//!   moves the deadline earlier wakes it. Else it parks in [`Transport::wait`]
+//!   holding the I/O lock (a transport without a
+//!   [`Waker`](crate::transport::Waker) in slices of [`PortConfig::park_slice`]),
+//!   having read the deadline under it: a send that cannot take the lock wakes
+//!   it, so no deadline is missed, and a thread that needs the transport for
+//!   anything else (register, unregister, a close's flush) announces itself as a
 //!   spinning caller does, so that the thread lets go of it and stands by.
 //!   Blocked callers wait on a condition variable the turns signal.
 //!
@@ -180,6 +184,7 @@ impl Port {
             None => None,
         };
         let waker = transport.waker();
+        let parker = transport.parker();
         let clock = config
             .clock
             .clone()
@@ -193,6 +198,8 @@ impl Port {
             spin: SpinPolicy::new(config.caller_spin),
             spinners: std::sync::atomic::AtomicUsize::new(0),
             parked: std::sync::atomic::AtomicBool::new(false),
+            parker,
+            planned: std::sync::atomic::AtomicU64::new(0),
             core: Mutex::new(Core {
                 engine: Engine::new(crate::entropy::seeded(&config.engine)),
                 closed: false,

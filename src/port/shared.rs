@@ -33,6 +33,12 @@ pub(super) struct Shared {
     pub(super) spinners: std::sync::atomic::AtomicUsize,
     /// The port thread is parked in [`Transport::wait`], holding the transport.
     pub(super) parked: std::sync::atomic::AtomicBool,
+    /// Where the transport has a [`Transport::parker`], the port thread parks with it,
+    /// without the transport; `planned` is then the engine deadline it will wake for,
+    /// in the port clock's microseconds (0 while it is not parked so, `u64::MAX`: none),
+    /// so that a caller's turn that moves the deadline before it wakes the thread.
+    pub(super) parker: Option<crate::transport::Parker>,
+    pub(super) planned: std::sync::atomic::AtomicU64,
     /// Signalled when events are queued or the port closes.
     pub(super) ready: Condvar,
     pub(super) waker: Option<Waker>,
@@ -66,6 +72,16 @@ impl Shared {
             .as_ref()
         {
             t.thread().unpark();
+        }
+    }
+
+    /// After a turn by a thread other than a port thread parked with the transport's
+    /// parker: wake that thread if the engine's next deadline now comes before it
+    /// would wake.
+    pub(super) fn parked_deadline_moved(&self, deadline: Option<Instant>) {
+        let planned = self.planned.load(std::sync::atomic::Ordering::SeqCst);
+        if planned != 0 && deadline.is_some_and(|d| d.as_micros() < planned) {
+            self.wake();
         }
     }
 

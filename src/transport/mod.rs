@@ -124,6 +124,23 @@ pub trait Transport: Send {
     /// Spurious returns are allowed.
     fn wait(&mut self, timeout: Option<Duration>) -> io::Result<()>;
 
+    /// [`Transport::wait`] in two halves, for a port thread that waits without holding
+    /// the transport (so that a caller never finds it held by a thread asleep): under
+    /// the I/O lock, [`Transport::park_limit`]; then, without it, the [`Parker`] this
+    /// returns, which any [`Waker`] wakes too. `None` (the default): the port thread
+    /// waits in [`Transport::wait`], holding the transport.
+    fn parker(&self) -> Option<Parker> {
+        None
+    }
+
+    /// With a [`Transport::parker`]: what [`Transport::wait`] does before it blocks.
+    /// `None`: do not block (something is ready to receive, or a wake came); else the
+    /// longest the parker may block (`timeout`, or less where the transport holds
+    /// something back until a due time; `None` inside: no limit).
+    fn park_limit(&mut self, timeout: Option<Duration>) -> Option<Option<Duration>> {
+        Some(timeout)
+    }
+
     /// A handle that makes a [`Transport::wait`] running on another thread return early.
     /// `None` (the default): the port then parks in short slices instead.
     fn waker(&self) -> Option<Waker> {
@@ -230,6 +247,30 @@ pub trait Transport: Send {
         Err(crate::Error::Unsupported(
             "this transport has no SM role (issm)",
         ))
+    }
+}
+
+/// Blocks until something may have arrived for a transport, a [`Waker`] wakes it, or
+/// at most the given time (see [`Transport::parker`]); returns early at times, as a
+/// condition variable does.
+#[derive(Clone)]
+pub struct Parker(Arc<dyn Fn(Option<Duration>) + Send + Sync>);
+
+impl Parker {
+    /// A parker that runs `park`.
+    pub fn new(park: impl Fn(Option<Duration>) + Send + Sync + 'static) -> Parker {
+        Parker(Arc::new(park))
+    }
+
+    /// Block for at most `limit` (`None`: until something arrives or a wake).
+    pub fn park(&self, limit: Option<Duration>) {
+        (self.0)(limit)
+    }
+}
+
+impl core::fmt::Debug for Parker {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str("Parker")
     }
 }
 

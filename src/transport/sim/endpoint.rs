@@ -10,7 +10,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use crate::clock::Clock;
 use crate::engine::{RecvMeta, Transmit};
 use crate::time::Instant;
-use crate::transport::{Caps, PortAttrs, Transport, Waker};
+use crate::transport::{Caps, Parker, PortAttrs, Transport, Waker};
 use crate::types::{GrhAddr, MadAddr, Qp, DEFAULT_PKEY, GSI_QKEY};
 use crate::wire::MAD_SIZE;
 use crate::Result;
@@ -100,6 +100,29 @@ struct Inbox {
 impl Mailbox {
     fn lock(&self) -> MutexGuard<'_, Inbox> {
         self.inbox.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Until a message is posted (the next turn reads it), `limit`, or a spurious
+    /// wake-up.
+    fn park(&self, limit: Option<Duration>) {
+        let mut inbox = self.lock();
+        if !inbox.msgs.is_empty() {
+            return;
+        }
+        inbox.waiting = true;
+        inbox = match limit {
+            Some(d) => {
+                self.arrived
+                    .wait_timeout(inbox, d)
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .0
+            }
+            None => self
+                .arrived
+                .wait(inbox)
+                .unwrap_or_else(PoisonError::into_inner),
+        };
+        inbox.waiting = false;
     }
 
     fn post(&self, msg: Msg) {
@@ -457,35 +480,30 @@ impl Transport for SimTransport {
     }
 
     fn wait(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+        if let Some(limit) = self.park_limit(timeout) {
+            self.mailbox.park(limit);
+        }
+        Ok(())
+    }
+
+    fn parker(&self) -> Option<Parker> {
+        let mailbox = self.mailbox.clone();
+        Some(Parker::new(move |limit| mailbox.park(limit)))
+    }
+
+    fn park_limit(&mut self, timeout: Option<Duration>) -> Option<Option<Duration>> {
         self.pump();
         if !self.ready.is_empty() || core::mem::take(&mut self.woken) {
-            return Ok(());
+            return None;
         }
         let until_held = self
             .held
             .peek()
             .and_then(|h| self.fabric.clock().park_limit(h.0.due));
-        let limit = match (timeout, until_held) {
+        Some(match (timeout, until_held) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
-        };
-        // Until something arrives: the next turn reads it from the mailbox.
-        let mut inbox = self.mailbox.lock();
-        if inbox.msgs.is_empty() {
-            inbox.waiting = true;
-            let arrived = &self.mailbox.arrived;
-            inbox = match limit {
-                Some(d) => {
-                    arrived
-                        .wait_timeout(inbox, d)
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .0
-                }
-                None => arrived.wait(inbox).unwrap_or_else(PoisonError::into_inner),
-            };
-            inbox.waiting = false;
-        }
-        Ok(())
+        })
     }
 
     fn register_agent(&mut self, spec: &crate::engine::AgentSpec, hi_tid: u32) -> Result<()> {
