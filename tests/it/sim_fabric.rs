@@ -319,3 +319,56 @@ fn delay_holds_frames_back() {
     let got: Vec<u64> = drain(&mut b).iter().map(|(_, m)| be64(m, 8)).collect();
     assert_eq!(got, [1, 2]);
 }
+
+/// A request's timeout fires on time while the port thread is parked without the
+/// transport and nobody else drives the port: the caller's own turn sent the request
+/// (starting its timer), found the thread parked with no deadline at all, and must wake
+/// it to wait for the new one. The caller blocks without spinning, so only the port
+/// thread can report the timeout; without the wake it never would.
+#[test]
+fn a_timeout_set_by_a_callers_turn_wakes_the_parked_port_thread() {
+    use vmad::engine::{AgentSpec, Event, SendRequest};
+    use vmad::port::{Port, PortConfig};
+    let prefix = "sfpk";
+    let (n0, n1) = (format!("{prefix}0"), format!("{prefix}1"));
+    let fabric = Fabric::builder()
+        .ca(&n0)
+        .ca(&n1)
+        .link(&n0, 1, &n1, 1)
+        .build()
+        .unwrap();
+    let config = PortConfig {
+        spin: Duration::ZERO,
+        caller_spin: Duration::ZERO,
+        ..PortConfig::default()
+    };
+    let port = Port::open(registry::open(&n0, 1).unwrap(), config).unwrap();
+    let agent = port
+        .register(AgentSpec {
+            qp: Qp::Gsi,
+            mgmt_class: 0x04.into(),
+            class_version: 1,
+            rmpp_version: 0,
+            method_mask: [0, 0],
+            oui: 0,
+            user_rmpp: false,
+        })
+        .unwrap();
+    for round in 0..5u64 {
+        let get = gmp_mad(0x04, 1, 0x01, round, 0x10);
+        let req = SendRequest {
+            // No port has LID 9: the fabric drops the request, and nothing answers.
+            addr: gsi(9),
+            mad: &get,
+            timeout_ms: 20,
+            retries: 0,
+        };
+        port.send(agent, req).unwrap();
+        match port.recv(Some(PATIENCE)) {
+            Ok(Event::SendTimedOut { .. }) => {}
+            other => panic!("round {round}: {other:?}, not the request's timeout"),
+        }
+    }
+    drop(port);
+    fabric.unregister();
+}
