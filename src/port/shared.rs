@@ -31,7 +31,9 @@ pub(super) struct Shared {
     /// Callers in a spin spell (counted only without a ready descriptor; see
     /// [`Spin`](super::spin::Spin)).
     pub(super) spinners: std::sync::atomic::AtomicUsize,
-    /// The port thread is parked in [`Transport::wait`], holding the transport.
+    /// The port thread is parked: in [`Transport::wait`], holding the transport, or with
+    /// the transport's [`Parker`](crate::transport::Parker), without it. A caller's spin
+    /// wakes it to stand by.
     pub(super) parked: std::sync::atomic::AtomicBool,
     /// Where the transport has a [`Transport::parker`], the port thread parks with it,
     /// without the transport; `planned` is then the engine deadline it will wake for,
@@ -104,7 +106,8 @@ impl Shared {
             self.turn_if_asked();
             return out;
         }
-        // The port thread holds the I/O lock while it is parked. Announced as a spinning
+        // The port thread holds the I/O lock while it is parked in the transport (not with
+        // a parker, when this only costs a wake). Announced as a spinning
         // caller is, this thread makes it let go and stand by (it parks no more while
         // anyone is announced), so blocking on the lock ends. Taking it in a gap between
         // the thread's turns instead could wait forever: a thread that parks again at

@@ -301,18 +301,9 @@ impl SimTransport {
             self.woken = true;
             return;
         };
-        {
-            match frame.due {
-                None => self.ready.push_back(frame),
-                Some(due) => {
-                    self.seq += 1;
-                    self.held.push(Reverse(Held {
-                        due,
-                        seq: self.seq,
-                        frame,
-                    }));
-                }
-            }
+        match frame.due {
+            None => self.ready.push_back(frame),
+            Some(due) => hold(&mut self.held, &mut self.seq, due, frame),
         }
     }
 
@@ -346,6 +337,16 @@ impl SimTransport {
             }
         }
     }
+}
+
+/// Hold `frame` back until `due`, after the frames held back before it with the same due time.
+fn hold(held: &mut BinaryHeap<Reverse<Held>>, seq: &mut u64, due: Instant, frame: Frame) {
+    *seq += 1;
+    held.push(Reverse(Held {
+        due,
+        seq: *seq,
+        frame,
+    }));
 }
 
 impl Drop for SimTransport {
@@ -413,14 +414,7 @@ impl Transport for SimTransport {
                             sink(frame.meta, &frame.mad[..frame.len]);
                             n += 1;
                         }
-                        Some(due) => {
-                            *seq += 1;
-                            held.push(Reverse(Held {
-                                due,
-                                seq: *seq,
-                                frame: frame.clone(),
-                            }));
-                        }
+                        Some(due) => hold(held, seq, due, frame.clone()),
                     },
                     Msg::Wake => *woken = true,
                 }
