@@ -43,7 +43,12 @@ pub(super) fn turn(shared: &Shared, io: &mut Io, receive: bool) -> (bool, Option
 
 /// [`turn`] at `os_now`, the OS's time the caller has just read (see
 /// [`crate::clock::Clock::at`]).
-fn turn_at(shared: &Shared, io: &mut Io, receive: bool, os_now: Clock) -> (bool, Option<Instant>) {
+pub(super) fn turn_at(
+    shared: &Shared,
+    io: &mut Io,
+    receive: bool,
+    os_now: Clock,
+) -> (bool, Option<Instant>) {
     let (mut worked, mut deadline) = turn_pass(shared, io, receive, shared.clock.at(os_now));
     // A send that had to read to make room left MADs that the transport's descriptor no
     // longer shows: take them now, as nobody would be woken for them.

@@ -370,18 +370,19 @@ impl Port {
     /// EINVAL on a closed port or an agent of another open; EIO once the transport has
     /// failed; otherwise as [`Engine::send`] (EINVAL, EMSGSIZE).
     pub fn send(&self, agent: AgentId, req: SendRequest<'_>) -> Result<()> {
+        // One clock read for the send and its turn.
+        let os_now = std::time::Instant::now();
         {
             let mut core = self.live()?;
             if !core.owns(self.key, agent) {
                 return Err(Error::UnknownAgent(agent.0));
             }
-            let now = self.shared.now();
-            core.engine.send(now, agent, req)?;
+            core.engine.send(self.shared.clock.at(os_now), agent, req)?;
         }
         // With a ready descriptor, whoever waits for the answer reads the transport: a
         // sender only sends (one system call fewer per MAD).
         let receive = self.shared.fdwait.is_none();
-        if self.shared.try_turn(receive).is_none() {
+        if self.shared.try_turn_at(receive, os_now).is_none() {
             self.shared.wake();
         }
         Ok(())

@@ -5,7 +5,7 @@
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 
-use super::driver::{flush, turn};
+use super::driver::{flush, turn, turn_at};
 use super::opens::Core;
 use super::ready::Ready;
 use super::spin::{SpinPolicy, StandBy};
@@ -169,14 +169,22 @@ impl Shared {
     /// turns again for them. So a sender never sleeps on a receiver's turn, nor the
     /// other way round.
     pub(super) fn try_turn(&self, receive: bool) -> Option<bool> {
+        self.try_turn_at(receive, std::time::Instant::now())
+    }
+
+    /// [`Shared::try_turn`] whose first turn runs at `os_now`, the OS's time the caller
+    /// has just read (a sender reads the clock once for its send and its turn: where the
+    /// clock source has no vDSO each read is a system call).
+    pub(super) fn try_turn_at(&self, receive: bool, os_now: std::time::Instant) -> Option<bool> {
         let Some(r) = &self.fdwait else {
             let mut io = match self.io.try_lock() {
                 Ok(io) => io,
                 Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
                 Err(std::sync::TryLockError::WouldBlock) => return None,
             };
-            return Some(turn(self, io.as_mut()?, receive).0);
+            return Some(turn_at(self, io.as_mut()?, receive, os_now).0);
         };
+        let mut os_now = Some(os_now);
         r.ask(receive);
         let mut worked = None;
         loop {
@@ -187,7 +195,11 @@ impl Shared {
                 Err(std::sync::TryLockError::WouldBlock) => return worked,
             };
             let receive = r.take_asked();
-            let (w, deadline) = turn(self, io.as_mut()?, receive);
+            let held = io.as_mut()?;
+            let (w, deadline) = match os_now.take() {
+                Some(at) => turn_at(self, held, receive, at),
+                None => turn(self, held, receive),
+            };
             drop(io);
             r.deadline_moved(deadline);
             worked = Some(worked.unwrap_or(false) | w);

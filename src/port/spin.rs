@@ -80,7 +80,11 @@ impl SpinPolicy {
 /// without a message (the caller then blocks and the port thread must drive again).
 pub(super) struct Spin<'a> {
     shared: &'a Shared,
-    /// When the spell ends (`None`: no spell beyond the first turn).
+    /// How long the spell lasts once the first turn found nothing (zero: no spell beyond
+    /// the first turn; it also ends so when a yield shows the machine loaded).
+    spell: Duration,
+    /// When the spell ends: read only once the first turn found nothing (a receive
+    /// that finds its message queued reads no clock).
     until: Option<Clock>,
     /// The first turn is always taken, even with a zero timeout (a non-blocking
     /// receive still makes progress).
@@ -116,7 +120,8 @@ impl<'a> Spin<'a> {
             (!spin.is_zero() && shared.fdwait.is_none()).then(|| StandBy::announce(shared));
         Spin {
             shared,
-            until: (!spin.is_zero()).then(|| Clock::now() + spin),
+            spell: spin,
+            until: None,
             once: true,
             empty_since: None,
             announced,
@@ -129,8 +134,16 @@ impl<'a> Spin<'a> {
         if self.once {
             return true;
         }
-        if self.until.is_some_and(|u| Clock::now() < u) {
-            return true;
+        if !self.spell.is_zero() {
+            let Some(until) = self.until else {
+                // The spell starts: the clock as `found_nothing` just read it, if it did.
+                let start = self.empty_since.unwrap_or_else(Clock::now);
+                self.until = Some(start + self.spell);
+                return true;
+            };
+            if Clock::now() < until {
+                return true;
+            }
         }
         // The spell is over and the caller will block: the port thread drives again.
         if let Some(stand_by) = self.announced.take() {
@@ -163,11 +176,11 @@ impl<'a> Spin<'a> {
         }
         // Nothing came in: while spinning, let the thread that will send it run, and
         // once for a caller that will not wait (see `will_wait`).
-        if shared.receiver_turn() != Some(true) && (self.until.is_some() || !self.will_wait) {
+        if shared.receiver_turn() != Some(true) && (!self.spell.is_zero() || !self.will_wait) {
             let before = Clock::now();
             std::thread::yield_now();
             if before.elapsed() >= YIELD_LOADED {
-                self.until = None;
+                self.spell = Duration::ZERO;
             }
         }
     }
