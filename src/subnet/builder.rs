@@ -3,7 +3,6 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
 
-use super::fault::LinkFaults;
 use super::state::NodeConf;
 use super::{
     lock, pma, sm, topo, write, CaProvider, Fabric, FabricInner, FaultConfig, Link, MkeyConfig,
@@ -253,11 +252,7 @@ impl FabricBuilder {
                 }
                 *slot = Some(links.len());
             }
-            links.push(Link {
-                ends: [a, b],
-                faults: Mutex::new(LinkFaults::new(FaultConfig::default(), links.len())),
-                up: std::sync::atomic::AtomicBool::new(true),
-            });
+            links.push(Link::new([a, b], links.len()));
         }
         let mut faults = Vec::with_capacity(self.faults.len());
         for (at, config) in &self.faults {
@@ -349,7 +344,7 @@ impl FabricBuilder {
         // Faults start once the subnet is up, with fresh counters: the first sweep
         // runs clean, as a test of what follows usually wants (see `faults`).
         for (link, config) in faults {
-            *lock(&fabric.inner.links[link].faults) = LinkFaults::new(config, link);
+            fabric.inner.links[link].set_faults(config, link, false);
         }
         Ok(fabric)
     }
