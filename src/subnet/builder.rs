@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
 
+use super::fault::LinkFaults;
 use super::state::NodeConf;
 use super::{
     lock, pma, sm, topo, write, CaProvider, Fabric, FabricInner, FaultConfig, Link, MkeyConfig,
@@ -252,7 +253,11 @@ impl FabricBuilder {
                 }
                 *slot = Some(links.len());
             }
-            links.push(Link::new([a, b], links.len()));
+            links.push(Link {
+                ends: [a, b],
+                faults: Mutex::new(LinkFaults::new(FaultConfig::default(), links.len())),
+                up: std::sync::atomic::AtomicBool::new(true),
+            });
         }
         let mut faults = Vec::with_capacity(self.faults.len());
         for (at, config) in &self.faults {
@@ -344,7 +349,7 @@ impl FabricBuilder {
         // Faults start once the subnet is up, with fresh counters: the first sweep
         // runs clean, as a test of what follows usually wants (see `faults`).
         for (link, config) in faults {
-            fabric.inner.links[link].set_faults(config, link, false);
+            *lock(&fabric.inner.links[link].faults) = LinkFaults::new(config, link);
         }
         Ok(fabric)
     }

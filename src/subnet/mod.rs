@@ -174,63 +174,12 @@ impl Node {
 #[derive(Debug)]
 pub(crate) struct Link {
     pub(crate) ends: [(usize, u8); 2],
-    faults: Mutex<LinkFaults>,
-    /// Whether `faults` can do anything to a frame: a clean link's frames are only
-    /// counted (in `clean_frames`), without its lock (taken by every frame, it was a
-    /// tenth of a frame's walk).
-    faulty: std::sync::atomic::AtomicBool,
-    /// Frames that crossed while the link was clean (counted in [`LinkStats::frames`]).
-    clean_frames: std::sync::atomic::AtomicU64,
+    pub(crate) faults: Mutex<LinkFaults>,
     /// The link trains: false while [`Fabric::set_link`] has it down.
     pub(crate) up: std::sync::atomic::AtomicBool,
 }
 
 impl Link {
-    pub(crate) fn new(ends: [(usize, u8); 2], index: usize) -> Link {
-        Link {
-            ends,
-            faults: Mutex::new(LinkFaults::new(FaultConfig::default(), index)),
-            faulty: std::sync::atomic::AtomicBool::new(false),
-            clean_frames: std::sync::atomic::AtomicU64::new(0),
-            up: std::sync::atomic::AtomicBool::new(true),
-        }
-    }
-
-    /// What happens to the next frame (see [`LinkFaults::judge`]).
-    pub(crate) fn judge(&self, mad_len: usize, may_dup: bool) -> fault::Verdict {
-        use std::sync::atomic::Ordering::{Acquire, Relaxed};
-        if !self.faulty.load(Acquire) {
-            // An inactive configuration draws no numbers: skipping it changes no
-            // decision that follows.
-            self.clean_frames.fetch_add(1, Relaxed);
-            return fault::Verdict::CLEAN;
-        }
-        lock(&self.faults).judge(mad_len, may_dup)
-    }
-
-    /// The link's counters.
-    pub(crate) fn stats(&self) -> LinkStats {
-        let faults = lock(&self.faults);
-        let mut stats = faults.stats;
-        stats.frames += self.clean_frames.load(std::sync::atomic::Ordering::Relaxed);
-        stats
-    }
-
-    /// Replace the link's faults (it is link number `index`), keeping its counters or
-    /// starting them again.
-    pub(crate) fn set_faults(&self, config: FaultConfig, index: usize, keep_counters: bool) {
-        use std::sync::atomic::Ordering::{Relaxed, Release};
-        let mut faults = lock(&self.faults);
-        let mut stats = faults.stats;
-        let clean = self.clean_frames.swap(0, Relaxed);
-        stats.frames += clean;
-        *faults = LinkFaults::new(config, index);
-        if keep_counters {
-            faults.stats = stats;
-        }
-        self.faulty.store(config.is_active(), Release);
-    }
-
     /// The far end of the link seen from `(node, port)`.
     pub(crate) fn peer(&self, node: usize, port: u8) -> (usize, u8) {
         if self.ends[0] == (node, port) {
@@ -604,7 +553,7 @@ impl Fabric {
     /// Counters of the link attached to `node`'s `port`.
     pub fn link_stats(&self, node: &str, port: u8) -> Option<LinkStats> {
         let link = self.link_at(node, port)?;
-        Some(self.inner.links[link].stats())
+        Some(lock(&self.inner.links[link].faults).stats)
     }
 
     /// What `node`'s `port` (port 0 for a switch) refused so far: P_Key, Q_Key and
@@ -627,7 +576,10 @@ impl Fabric {
         let link = self
             .link_at(node, port)
             .ok_or(Error::InvalidArgument("no link at that port"))?;
-        self.inner.links[link].set_faults(config, link, true);
+        let mut faults = lock(&self.inner.links[link].faults);
+        let stats = faults.stats;
+        *faults = LinkFaults::new(config, link);
+        faults.stats = stats;
         Ok(())
     }
 

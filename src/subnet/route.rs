@@ -339,7 +339,7 @@ impl FabricInner {
             return;
         }
         here.traffic[usize::from(out)].sent(pkt.len);
-        let verdict = link.judge(pkt.len, !pkt.duplicate);
+        let verdict = lock(&link.faults).judge(pkt.len, !pkt.duplicate);
         if verdict.lose {
             // The receiver sees a packet it cannot accept.
             self.nodes[peer].traffic[usize::from(in_port)].rcv_error();
