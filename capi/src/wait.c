@@ -151,7 +151,7 @@ int umad_recv(int portid, void *umad, int *length, int timeout_ms)
 	 * policy says how long (nothing while its recent waits were longer than a spin), and
 	 * each wait is reported to it.
 	 */
-	long long empty_since = 0, spin_until = -1, spun_at = 0;
+	long long empty_since = 0, spin_until = -1;
 	/*
 	 * Whether this attempt reads the transport. Not before a poll(2) of the transport's
 	 * descriptor (which tells whether a read would find anything), only right after it
@@ -183,16 +183,12 @@ int umad_recv(int portid, void *umad, int *length, int timeout_ms)
 			if (timeout_ms > 0)
 				deadline = now_hint + timeout_ms;
 			spin_until = spin_us > 0 ? empty_since + spin_us : 0;
-			spun_at = empty_since;
 		}
-		/* One clock read per round of the spin: the one after its yield. */
-		if (spin_until && spun_at < spin_until) {
-			long long before = spun_at;
+		if (spin_until && now_us() < spin_until) {
+			long long before = now_us();
 
 			sched_yield();
-			spun_at = now_us();
-			/* From before the turn: a round this long, turn or yield, is no spin. */
-			if (spun_at - before >= YIELD_LOADED_US)
+			if (now_us() - before >= YIELD_LOADED_US)
 				spin_until = 0;
 			now_hint = -1;
 			read = 1;

@@ -147,14 +147,8 @@ impl Shared {
     /// that stays readable until the holder reads it (one poll(2) after another: on
     /// OpenSM's sweep, nearly two per MAD). Else as [`Shared::try_turn`].
     pub(super) fn receiver_turn(&self) -> Option<bool> {
-        self.receiver_turn_at(std::time::Instant::now())
-    }
-
-    /// [`Shared::receiver_turn`] at `os_now`, the OS's time the caller has just read
-    /// (where it may wait for the I/O lock, the turn reads the clock once it has it).
-    pub(super) fn receiver_turn_at(&self, os_now: std::time::Instant) -> Option<bool> {
         let Some(r) = &self.fdwait else {
-            return self.try_turn_at(true, os_now);
+            return self.try_turn(true);
         };
         let (worked, deadline) = {
             let mut io = self.io.lock().unwrap_or_else(PoisonError::into_inner);

@@ -86,10 +86,6 @@ pub(super) struct Spin<'a> {
     /// When the spell ends: read only once the first turn found nothing (a receive
     /// that finds its message queued reads no clock).
     until: Option<Clock>,
-    /// The clock as read after the last yield: the spell's check and the next turn use
-    /// it, so a round of the spin reads the clock once (it was four times, a tenth of
-    /// the embedded fabric's round trip).
-    now: Option<Clock>,
     /// The first turn is always taken, even with a zero timeout (a non-blocking
     /// receive still makes progress).
     once: bool,
@@ -126,7 +122,6 @@ impl<'a> Spin<'a> {
             shared,
             spell: spin,
             until: None,
-            now: None,
             once: true,
             empty_since: None,
             announced,
@@ -146,7 +141,7 @@ impl<'a> Spin<'a> {
                 self.until = Some(start + self.spell);
                 return true;
             };
-            if self.now.unwrap_or_else(Clock::now) < until {
+            if Clock::now() < until {
                 return true;
             }
         }
@@ -179,20 +174,14 @@ impl<'a> Spin<'a> {
         if let Some(r) = &shared.fdwait {
             r.caller_active();
         }
-        let before = self.now.take().unwrap_or_else(Clock::now);
         // Nothing came in: while spinning, let the thread that will send it run, and
         // once for a caller that will not wait (see `will_wait`).
-        if shared.receiver_turn_at(before) != Some(true)
-            && (!self.spell.is_zero() || !self.will_wait)
-        {
+        if shared.receiver_turn() != Some(true) && (!self.spell.is_zero() || !self.will_wait) {
+            let before = Clock::now();
             std::thread::yield_now();
-            let after = Clock::now();
-            // Measured from before the turn: a round this long, turn or yield, is no
-            // spin either.
-            if after.duration_since(before) >= YIELD_LOADED {
+            if before.elapsed() >= YIELD_LOADED {
                 self.spell = Duration::ZERO;
             }
-            self.now = Some(after);
         }
     }
 }
