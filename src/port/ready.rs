@@ -121,13 +121,11 @@ impl Ready {
         }
     }
 
-    /// Whether callers read the transport themselves: at work since the last look, and
-    /// polling it now; the port thread asks once per look.
-    fn callers_read(&self) -> (bool, bool) {
-        (
-            self.callers_active.swap(false, Ordering::Relaxed),
-            self.waiters.load(Ordering::SeqCst) != 0,
-        )
+    /// Whether callers read the transport themselves (polling it now, or at work since
+    /// the last look); the port thread asks once per look.
+    fn callers_read(&self) -> bool {
+        self.callers_active.swap(false, Ordering::Relaxed)
+            | (self.waiters.load(Ordering::SeqCst) != 0)
     }
 
     /// Ask for a turn (with a receive, or only a transmit): whoever holds the I/O lock
@@ -275,8 +273,7 @@ pub(super) fn park(shared: &Shared, ready: &Ready, idle_limit: Option<Duration>)
     // How long to sleep without watching the transport while callers poll it.
     let mut blind = CALLER_GRACE;
     // Asked once per look (the answer consumes the callers' activity flag).
-    let (active, polling) = ready.callers_read();
-    let mut reading = active || polling;
+    let mut reading = ready.callers_read();
     loop {
         let deadline = next_deadline(shared);
         let watch = !reading || ready.watched.load(Ordering::SeqCst);
@@ -359,18 +356,12 @@ pub(super) fn park(shared: &Shared, ready: &Ready, idle_limit: Option<Duration>)
         // Else look again, later each time while they keep reading it (polling it, or
         // at work between two polls: a caller in a loop of round trips often is when
         // this looks), but soon after a `look`. A sleep past `BLIND_WAKE` is taken only
-        // while one polls (above), and only while callers stay blocked: callers at work
-        // since the last look (a loop of round trips) would each wake this thread as
-        // they stop polling, where a look every `BLIND_WAKE` serves (in the rxe VM, 0.19
-        // wakes of the port thread a round trip became 0.09).
-        let (active, polling) = ready.callers_read();
-        reading = active || polling;
-        blind = if !reading || look {
-            CALLER_GRACE
-        } else if active {
-            (blind * 2).min(BLIND_WAKE)
-        } else {
+        // while one polls (above).
+        reading = ready.callers_read();
+        blind = if reading && !look {
             (blind * 2).min(BLIND_MAX)
+        } else {
+            CALLER_GRACE
         };
     }
 }
