@@ -118,14 +118,16 @@ impl Engine {
             if let Some(mad) = self.finish_txn(now, txn_id) {
                 self.recycle(mad);
             }
-            self.deliver_answer(agent, meta.src, buf.to_vec());
+            let mad = self.event_buf(&buf);
+            self.deliver_answer(agent, meta.src, mad);
             return;
         }
         // kernel ib_mad_complete_recv: an agent not running RMPP in the
         // kernel gets unmatched RMPP-active responses (the later segments).
         let rmpp_in_engine = self.agents.get(agent).is_some_and(|a| a.kernel_rmpp());
         if !rmpp_in_engine && is_rmpp_active(&buf) {
-            self.deliver(agent, meta.src, buf.to_vec());
+            let mad = self.event_buf(&buf);
+            self.deliver(agent, meta.src, mad);
             return;
         }
         self.stats.unmatched_responses += 1;
@@ -141,7 +143,8 @@ impl Engine {
         let method = mad::Packet::new_unchecked(&buf[..]).method();
         // Segments handed raw to an agent doing its own RMPP share a TID: never filter those.
         let filtered = method != Method::Send && !is_rmpp_transfer(&buf);
-        self.deliver_request(now, agent, meta.src, buf.to_vec(), filtered);
+        let mad = self.event_buf(&buf);
+        self.deliver_request(now, agent, meta.src, mad, filtered);
     }
 
     /// Deliver a request unless it repeats one delivered and not yet answered;
