@@ -430,18 +430,9 @@ impl Port {
         // payload would be copied).
         let will_wait = timeout != Some(Duration::ZERO);
         self.wait_queued(timeout, will_wait, None, |open, engine| {
-            let mut event = open.queue.pop_front()?;
+            let event = open.queue.pop_front()?;
             // Read by the application: from now on a retry of it is delivered.
             engine.taken(&event);
-            // The application frees what it gets on its own thread: a copy made here
-            // comes from that thread's allocator cache, and the engine's buffer serves
-            // a later message (see `Engine::recycle_event_buf`).
-            if let Event::Recv { mad, .. } = &mut event {
-                if mad.capacity() == crate::wire::MAD_SIZE {
-                    let own = mad.to_vec();
-                    engine.recycle_event_buf(core::mem::replace(mad, own));
-                }
-            }
             Some(Ok(event))
         })
     }

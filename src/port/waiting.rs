@@ -29,10 +29,6 @@ impl Port {
                 if let Some(event) = open.queue.pop_front() {
                     // Read by the application: from now on a retry of it is delivered.
                     engine.taken(&event);
-                    // `take` copied what it wanted: the buffer serves a later message.
-                    if let Event::Recv { mad, .. } = event {
-                        engine.recycle_event_buf(mad);
-                    }
                 }
             }
             Some(taken)

@@ -118,16 +118,14 @@ impl Engine {
             if let Some(mad) = self.finish_txn(now, txn_id) {
                 self.recycle(mad);
             }
-            let mad = self.event_buf(&buf);
-            self.deliver_answer(agent, meta.src, mad);
+            self.deliver_answer(agent, meta.src, buf.to_vec());
             return;
         }
         // kernel ib_mad_complete_recv: an agent not running RMPP in the
         // kernel gets unmatched RMPP-active responses (the later segments).
         let rmpp_in_engine = self.agents.get(agent).is_some_and(|a| a.kernel_rmpp());
         if !rmpp_in_engine && is_rmpp_active(&buf) {
-            let mad = self.event_buf(&buf);
-            self.deliver(agent, meta.src, mad);
+            self.deliver(agent, meta.src, buf.to_vec());
             return;
         }
         self.stats.unmatched_responses += 1;
@@ -143,8 +141,7 @@ impl Engine {
         let method = mad::Packet::new_unchecked(&buf[..]).method();
         // Segments handed raw to an agent doing its own RMPP share a TID: never filter those.
         let filtered = method != Method::Send && !is_rmpp_transfer(&buf);
-        let mad = self.event_buf(&buf);
-        self.deliver_request(now, agent, meta.src, mad, filtered);
+        self.deliver_request(now, agent, meta.src, buf.to_vec(), filtered);
     }
 
     /// Deliver a request unless it repeats one delivered and not yet answered;

@@ -346,12 +346,6 @@ pub struct Engine {
     /// Boxes on purpose: they move in and out of requests and the transmit queue.
     #[allow(clippy::vec_box)]
     mad_pool: Vec<Box<[u8; MAD_SIZE]>>,
-    /// Buffers of received single MADs the application has given back
-    /// ([`Engine::recycle_event_buf`]), reused for the next ones: a port's turn often
-    /// runs on another thread than the one that frees the message, and memory that
-    /// crosses threads one way misses the allocator's thread cache at both ends (a
-    /// tenth of the instructions of a MAD through the embedded fabric).
-    event_pool: Vec<Vec<u8>>,
 }
 
 /// Spare MAD buffers kept (64 KiB): enough for any burst a port thread moves per turn.
@@ -379,7 +373,6 @@ impl Engine {
             stats: EngineStats::default(),
             last_rmpp_abort: None,
             mad_pool: Vec::new(),
-            event_pool: Vec::new(),
         }
     }
 
@@ -621,26 +614,6 @@ impl Engine {
     fn recycle(&mut self, buf: Box<[u8; MAD_SIZE]>) {
         if self.mad_pool.len() < MAD_POOL {
             self.mad_pool.push(buf);
-        }
-    }
-
-    /// A received MAD's bytes as an event's buffer, in a buffer given back if there is one.
-    pub(crate) fn event_buf(&mut self, bytes: &[u8]) -> Vec<u8> {
-        let mut buf = self
-            .event_pool
-            .pop()
-            .unwrap_or_else(|| Vec::with_capacity(MAD_SIZE));
-        buf.extend_from_slice(bytes);
-        buf
-    }
-
-    /// Give back the buffer of a received message the application is done with, for
-    /// the engine to fill with a later one (single MADs' buffers only: a reassembled
-    /// RMPP message's is dropped).
-    pub fn recycle_event_buf(&mut self, mut mad: Vec<u8>) {
-        if mad.capacity() == MAD_SIZE && self.event_pool.len() < MAD_POOL {
-            mad.clear();
-            self.event_pool.push(mad);
         }
     }
 }
