@@ -5,10 +5,10 @@
 use std::time::Duration;
 
 use vmad::clock::VirtualClock;
-use vmad::engine::{AgentSpec, Event, SendRequest};
+use vmad::engine::{Event, SendRequest};
 use vmad::port::{Port, PortConfig};
 use vmad::subnet::{Fabric, FaultConfig};
-use vmad::types::{MadAddr, Qp, GSI_QKEY};
+use vmad::types::{MadAddr, GSI_QKEY};
 
 fn get(tid: u32) -> [u8; 256] {
     let mut m = [0u8; 256];
@@ -42,17 +42,7 @@ fn run(name: &str, loss: f64, n: u32, retries: u32) -> (Port, u32, u32) {
     let port = Port::open(Box::new(f.open(&ca0, 1).unwrap()), PortConfig::default()).unwrap();
     // ca1's PMA answers every PortCounters Get in the fabric, whoever has the port open,
     // so only the injected loss decides the outcome.
-    let agent = port
-        .register(AgentSpec {
-            qp: Qp::Gsi,
-            mgmt_class: 0x04.into(),
-            class_version: 1,
-            rmpp_version: 0,
-            method_mask: [0, 0],
-            oui: 0,
-            user_rmpp: false,
-        })
-        .unwrap();
+    let agent = port.register(crate::util::client_spec(0x04, 1)).unwrap();
     let addr = MadAddr {
         lid: 2,
         qpn: 1,
@@ -130,17 +120,7 @@ fn the_port_configs_clock_runs_the_ports_timers() {
         ..PortConfig::default()
     };
     let port = Port::open(Box::new(f.open("cntc0", 1).unwrap()), config).unwrap();
-    let agent = port
-        .register(AgentSpec {
-            qp: Qp::Gsi,
-            mgmt_class: 0x04.into(),
-            class_version: 1,
-            rmpp_version: 0,
-            method_mask: [0, 0],
-            oui: 0,
-            user_rmpp: false,
-        })
-        .unwrap();
+    let agent = port.register(crate::util::client_spec(0x04, 1)).unwrap();
     let mad = get(1);
     let req = SendRequest {
         addr: MadAddr {

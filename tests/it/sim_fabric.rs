@@ -327,33 +327,16 @@ fn delay_holds_frames_back() {
 /// thread can report the timeout; without the wake it never would.
 #[test]
 fn a_timeout_set_by_a_callers_turn_wakes_the_parked_port_thread() {
-    use vmad::engine::{AgentSpec, Event, SendRequest};
-    use vmad::port::{Port, PortConfig};
-    let prefix = "sfpk";
-    let (n0, n1) = (format!("{prefix}0"), format!("{prefix}1"));
-    let fabric = Fabric::builder()
-        .ca(&n0)
-        .ca(&n1)
-        .link(&n0, 1, &n1, 1)
-        .build()
-        .unwrap();
+    use vmad::engine::{Event, SendRequest};
+    use vmad::port::PortConfig;
     let config = PortConfig {
         spin: Duration::ZERO,
         caller_spin: Duration::ZERO,
         ..PortConfig::default()
     };
-    let port = Port::open(registry::open(&n0, 1).unwrap(), config).unwrap();
-    let agent = port
-        .register(AgentSpec {
-            qp: Qp::Gsi,
-            mgmt_class: 0x04.into(),
-            class_version: 1,
-            rmpp_version: 0,
-            method_mask: [0, 0],
-            oui: 0,
-            user_rmpp: false,
-        })
-        .unwrap();
+    let pair = pair_config("sfpk", FaultConfig::default(), config);
+    let port = vmad::umad::port(pair.a).unwrap();
+    let agent = port.register(client_spec(0x04, 1)).unwrap();
     for round in 0..5u64 {
         let get = gmp_mad(0x04, 1, 0x01, round, 0x10);
         let req = SendRequest {
@@ -369,6 +352,4 @@ fn a_timeout_set_by_a_callers_turn_wakes_the_parked_port_thread() {
             other => panic!("round {round}: {other:?}, not the request's timeout"),
         }
     }
-    drop(port);
-    fabric.unregister();
 }

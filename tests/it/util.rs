@@ -183,6 +183,20 @@ fn pair_built(
     Pair { fabric, a, b }
 }
 
+/// A GSI agent that only sends requests of `class` (version `version`) and gets their
+/// answers: no methods registered, no RMPP.
+pub(crate) fn client_spec(class: u8, version: u8) -> vmad::engine::AgentSpec {
+    vmad::engine::AgentSpec {
+        qp: Qp::Gsi,
+        mgmt_class: class.into(),
+        class_version: version,
+        rmpp_version: 0,
+        method_mask: [0, 0],
+        oui: 0,
+        user_rmpp: false,
+    }
+}
+
 /// A 256-byte GMP header + zero data.
 pub(crate) fn gmp_mad(class: u8, version: u8, method: u8, tid: u64, attr: u16) -> [u8; 256] {
     let mut m = [0u8; 256];
