@@ -134,13 +134,6 @@ fn turn_pass(shared: &Shared, io: &mut Io, receive: bool, now: Instant) -> (bool
 /// Hand the engine's queued MADs to the transport until it has no free slot or the
 /// engine nothing to send: how many it took, and why the transport failed, if it did.
 fn transmit_queued(shared: &Shared, io: &mut Io, now: Instant) -> (usize, Option<String>) {
-    io.transport.begin_transmits();
-    let out = transmit_burst(shared, io, now);
-    io.transport.end_transmits();
-    out
-}
-
-fn transmit_burst(shared: &Shared, io: &mut Io, now: Instant) -> (usize, Option<String>) {
     let cap = &mut io.capture;
     let transport = &mut io.transport;
     let mut sent = 0usize;

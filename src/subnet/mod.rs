@@ -421,14 +421,6 @@ impl Medium for FabricInner {
         self.originate(node, port, pkt, std::time::Duration::ZERO);
     }
 
-    fn hold_posts(&self) {
-        route::hold_posts();
-    }
-
-    fn post_held(&self) {
-        self.post_held_here();
-    }
-
     fn clock(&self) -> &Arc<dyn Clock> {
         &self.clock
     }

@@ -12,7 +12,7 @@ use crate::types::{MadAddr, Qp, GSI_QKEY};
 use crate::wire::MAD_SIZE;
 
 use super::{access, lock, pma, sma, FabricInner, Link, Node};
-use crate::transport::sim::{Pkt, Posts, PERMISSIVE};
+use crate::transport::sim::{Pkt, PERMISSIVE};
 use crate::wire::mad::{self, Method, MgmtClass};
 use crate::wire::smp;
 use crate::wire::smp::dr::{Next, Smi, Verdict};
@@ -578,57 +578,19 @@ impl FabricInner {
             return true;
         };
         let pushed = match lock(slot).as_ref() {
-            Some(queue) => HELD.with(|held| {
-                let mut held = held.borrow_mut();
-                let (holding, posts) = &mut *held;
-                if *holding {
-                    // Posted, and the arrival told, when the burst ends.
-                    posts
-                        .add((node, port), queue, qp, pkt, delay, &*self.clock)
-                        .map(|()| false)
-                } else {
-                    queue.push(qp, pkt, delay, &*self.clock).map(|()| true)
-                }
-            }),
+            Some(queue) => queue.push(qp, pkt, delay, &*self.clock),
             None => return false,
         };
         // A full queue drops the frame, counted, and the sender goes on: a slow
         // reader never holds up the thread that walks the frame.
         match pushed {
-            Ok(true) => self.arrived(node, port),
-            Ok(false) => {}
+            Ok(()) => {
+                if let Some(hook) = self.on_arrival.get() {
+                    (hook.0)(node, port);
+                }
+            }
             Err(_) => self.nodes[node].count(port, |c| c.rcv_queue_overflows += 1),
         }
         true
     }
-
-    fn arrived(&self, node: usize, port: u8) {
-        if let Some(hook) = self.on_arrival.get() {
-            (hook.0)(node, port);
-        }
-    }
-
-    /// [`Medium::post_held`](crate::transport::sim::Medium::post_held): post what this thread's walks delivered since
-    /// [`hold_posts`], and deliver at once again.
-    pub(crate) fn post_held_here(&self) {
-        HELD.with(|held| {
-            let mut held = held.borrow_mut();
-            let (holding, posts) = &mut *held;
-            *holding = false;
-            posts.post(|node, port| self.arrived(node, port));
-        });
-    }
-}
-
-thread_local! {
-    /// Whether this thread's walks hold what they deliver to open ports (between
-    /// [`hold_posts`] and [`FabricInner::post_held_here`]), and what they hold. Per
-    /// thread, as a burst of sends is: the walk's functions then need no extra
-    /// argument, and each sending thread posts only its own frames.
-    static HELD: core::cell::RefCell<(bool, Posts)> = core::cell::RefCell::new((false, Posts::default()));
-}
-
-/// [`Medium::hold_posts`](crate::transport::sim::Medium::hold_posts): this thread's walks hold what they deliver from now on.
-pub(crate) fn hold_posts() {
-    HELD.with(|held| held.borrow_mut().0 = true);
 }

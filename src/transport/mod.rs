@@ -120,15 +120,6 @@ pub trait Transport: Send {
         fill: &mut dyn FnMut(&mut [u8; MAD_SIZE]) -> Option<Transmit>,
     ) -> io::Result<bool>;
 
-    /// A burst of [`Transport::transmit`] calls begins: the transport may hold what they
-    /// send and put it on the wire together when [`Transport::end_transmits`] is called,
-    /// which the caller must do before it waits or returns (the port's driver does).
-    /// Without this call every `transmit` sends at once.
-    fn begin_transmits(&mut self) {}
-
-    /// The burst [`Transport::begin_transmits`] began has ended: what it held is sent.
-    fn end_transmits(&mut self) {}
-
     /// Block until a MAD may be ready to receive, or `timeout` passes (`None`: no limit).
     /// Spurious returns are allowed.
     fn wait(&mut self, timeout: Option<Duration>) -> io::Result<()>;

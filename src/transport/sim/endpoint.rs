@@ -135,23 +135,6 @@ impl Mailbox {
             self.arrived.notify_one();
         }
     }
-
-    /// Post every message of `msgs`, in order, under one lock; `msgs` is left empty
-    /// (with a buffer to reuse: the inbox's own, traded for `msgs` when it was empty).
-    fn post_all(&self, msgs: &mut VecDeque<Msg>) {
-        let wake = {
-            let mut inbox = self.lock();
-            if inbox.msgs.is_empty() {
-                core::mem::swap(&mut inbox.msgs, msgs);
-            } else {
-                inbox.msgs.append(msgs);
-            }
-            inbox.waiting
-        };
-        if wake {
-            self.arrived.notify_one();
-        }
-    }
 }
 
 /// The fabric's end of an open port's receive queue: where it delivers frames.
@@ -177,73 +160,13 @@ impl RecvQueue {
         delay: Duration,
         clock: &dyn Clock,
     ) -> core::result::Result<(), Overflow> {
-        self.reserve()?;
-        self.mailbox.post(Msg::frame(qp, pkt, delay, clock));
-        Ok(())
-    }
-
-    /// Count one more frame held, unless the port holds [`RECV_QUEUE_DEPTH`] already.
-    fn reserve(&self) -> core::result::Result<(), Overflow> {
         self.held
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
                 (n < RECV_QUEUE_DEPTH).then_some(n + 1)
             })
-            .map(drop)
-            .map_err(|_| Overflow)
-    }
-}
-
-/// Frames that one thread's burst of sends delivered to open ports, held until the
-/// burst ends and then posted to each port's mailbox under one lock (see
-/// [`crate::transport::Transport::begin_transmits`]). Posted frame by frame, an RMPP
-/// window took the receiver's mailbox lock 64 times while the receiving thread
-/// swapped the mailbox out beside it: a third of `port/rmpp_gettable_1mib`'s
-/// samples were those two threads meeting on that lock.
-#[derive(Debug, Default)]
-pub(crate) struct Posts {
-    /// Per destination port, in the order of their first frame: (node, port, its
-    /// queue, its frames in order).
-    to: Vec<(usize, u8, RecvQueue, VecDeque<Msg>)>,
-    /// Emptied buffers, kept for the next burst's destinations.
-    spare: Vec<VecDeque<Msg>>,
-}
-
-impl Posts {
-    /// Hold a frame for `queue`, the receive queue of `(node, port)`, as
-    /// [`RecvQueue::push`] would queue it (counted now: a full port drops it now).
-    pub(crate) fn add(
-        &mut self,
-        (node, port): (usize, u8),
-        queue: &RecvQueue,
-        qp: Qp,
-        pkt: &Pkt,
-        delay: Duration,
-        clock: &dyn Clock,
-    ) -> core::result::Result<(), Overflow> {
-        queue.reserve()?;
-        let msg = Msg::frame(qp, pkt, delay, clock);
-        let to = self.to.iter_mut().find(|(n, p, q, _)| {
-            (*n, *p) == (node, port) && Arc::ptr_eq(&q.mailbox, &queue.mailbox)
-        });
-        match to {
-            Some((_, _, _, msgs)) => msgs.push_back(msg),
-            None => {
-                let mut msgs = self.spare.pop().unwrap_or_default();
-                msgs.push_back(msg);
-                self.to.push((node, port, queue.clone(), msgs));
-            }
-        }
+            .map_err(|_| Overflow)?;
+        self.mailbox.post(Msg::frame(qp, pkt, delay, clock));
         Ok(())
-    }
-
-    /// Post what is held, each port's frames in order; `posted(node, port)` after each
-    /// port's frames are in its mailbox.
-    pub(crate) fn post(&mut self, mut posted: impl FnMut(usize, u8)) {
-        for (node, port, queue, mut msgs) in self.to.drain(..) {
-            queue.mailbox.post_all(&mut msgs);
-            posted(node, port);
-            self.spare.push(msgs);
-        }
     }
 }
 
@@ -548,14 +471,6 @@ impl Transport for SimTransport {
         };
         self.fabric.send(self.node, self.port, pkt);
         Ok(true)
-    }
-
-    fn begin_transmits(&mut self) {
-        self.fabric.hold_posts();
-    }
-
-    fn end_transmits(&mut self) {
-        self.fabric.post_held();
     }
 
     fn wait(&mut self, timeout: Option<Duration>) -> io::Result<()> {

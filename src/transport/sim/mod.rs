@@ -19,7 +19,7 @@ mod packet;
 
 use std::sync::Arc;
 
-pub(crate) use endpoint::{Posts, RecvQueue};
+pub(crate) use endpoint::RecvQueue;
 pub use endpoint::{SimTransport, RECV_QUEUE_DEPTH};
 pub use packet::RawFrame;
 pub(crate) use packet::{Pkt, PERMISSIVE};
@@ -47,14 +47,6 @@ pub(crate) trait Medium: Send + Sync + core::fmt::Debug {
 
     /// Put `pkt` on the fabric from this port.
     fn send(&self, node: usize, port: u8, pkt: Pkt);
-
-    /// From now until [`Medium::post_held`] on this thread, hold what its sends
-    /// deliver to open ports, and post it then, each port's frames under one lock.
-    fn hold_posts(&self);
-
-    /// Post what this thread's sends delivered since [`Medium::hold_posts`], and stop
-    /// holding.
-    fn post_held(&self);
 
     /// The fabric's time: when held-back frames become due.
     fn clock(&self) -> &Arc<dyn Clock>;
