@@ -141,9 +141,15 @@ fn transmit_queued(shared: &Shared, io: &mut Io, now: Instant) -> (usize, Option
     // which QP it left from (the hybrid transport picks one per MAD).
     let capturing = cap.is_some();
     let mut taken: Option<(Transmit, [u8; MAD_SIZE])> = None;
-    loop {
+    // Whether the engine may have more after the MAD just taken: if not, the transport is
+    // not lent another slot only to hear there is nothing (a third of a send's turn).
+    let mut queued = shared.lock().engine.may_transmit();
+    while queued {
         let more = transport.transmit(&mut |slot| {
-            let tx = shared.lock().engine.poll_transmit(now, slot);
+            let mut core = shared.lock();
+            let tx = core.engine.poll_transmit(now, slot);
+            queued = tx.is_some() && core.engine.may_transmit();
+            drop(core);
             if let (Some(t), true) = (&tx, capturing) {
                 taken = Some((*t, *slot));
             }
@@ -169,6 +175,7 @@ fn transmit_queued(shared: &Shared, io: &mut Io, now: Instant) -> (usize, Option
             Err(e) => return (sent, Some(format!("send failed: {e}"))),
         }
     }
+    (sent, None)
 }
 
 /// Before an open closes: put what its sends queued on the wire (the kernel's `write()`

@@ -55,12 +55,18 @@ impl Port {
         let mut spin = Spin::new(&self.shared, timeout, will_wait, spin);
         let mut core = self.open_core()?;
         loop {
-            core.settle();
+            // What a turn queued in the engine since its last settle (a turn settles
+            // what it receives: mostly nothing is left here).
+            if core.engine.pending_events() != 0 {
+                core.settle();
+            }
+            let failed = core.failed.is_some();
             let Core { opens, engine, .. } = &mut *core;
             let open = opens.get_mut(&self.key).ok_or(Error::InvalidPort)?;
             if let Some(got) = found(open, engine) {
+                // Only this open's queue changed: its descriptor tells.
+                open.show(failed);
                 let got = got?;
-                core.settle();
                 spin.done(&self.shared);
                 return Ok(got);
             }
