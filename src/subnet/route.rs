@@ -236,7 +236,7 @@ impl FabricInner {
     fn lid_out(&self, node: usize, from: u8, dlid: u16) -> Option<u8> {
         let here = &self.nodes[node];
         if here.is_switch() {
-            return super::read(&here.conf).route(dlid);
+            return here.conf.read().route(dlid);
         }
         Some(from)
     }
@@ -361,10 +361,7 @@ impl FabricInner {
     }
 
     fn port_state(&self, node: usize, port: u8) -> PortState {
-        let conf = super::read(&self.nodes[node].conf);
-        conf.ports
-            .get(usize::from(port))
-            .map_or(PortState::Down, |p| p.state)
+        self.nodes[node].conf.state(port)
     }
 
     fn arrive(&self, node: usize, in_port: u8, pkt: &mut Pkt, delay: Duration, mode: Mode) {
@@ -502,7 +499,7 @@ impl FabricInner {
                 }
             }
             let pkey = {
-                let conf = super::read(&here.conf);
+                let conf = here.conf.read();
                 let table = &conf.ports[here.mgmt_port(port)].pkeys;
                 table
                     .get(usize::from(tx.dest.pkey_index))
@@ -537,7 +534,7 @@ impl FabricInner {
     fn admit(&self, node: usize, port: u8, pkt: &mut Pkt) -> bool {
         let here = &self.nodes[node];
         let index = {
-            let conf = super::read(&here.conf);
+            let conf = here.conf.read();
             access::pkey_index(&conf.ports[here.mgmt_port(port)].pkeys, pkt.pkey)
         };
         pkt.pkey_index = index.unwrap_or(0);
