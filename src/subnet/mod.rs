@@ -417,8 +417,8 @@ impl Medium for FabricInner {
         FabricInner::port_attrs(self, node, port)
     }
 
-    fn send(&self, node: usize, port: u8, pkt: Pkt) {
-        self.originate(node, port, pkt, std::time::Duration::ZERO);
+    fn send(&self, node: usize, port: u8, pkt: &mut Pkt) {
+        self.walk_from(node, port, pkt, std::time::Duration::ZERO);
     }
 
     fn clock(&self) -> &Arc<dyn Clock> {

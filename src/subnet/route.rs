@@ -219,8 +219,12 @@ impl FabricInner {
     /// stepped by the sender's SMI, as the engine and the kernel do), or an SMA sends a
     /// LID-routed response.
     pub(crate) fn originate(&self, node: usize, port: u8, mut pkt: Pkt, delay: Duration) {
-        // The walk passes the frame on by reference: by value, each step was a copy of it.
-        let pkt = &mut pkt;
+        self.walk_from(node, port, &mut pkt, delay);
+    }
+
+    /// [`FabricInner::originate`] of a frame the caller keeps. The walk passes the frame
+    /// on by reference: by value, each step was a copy of it.
+    pub(crate) fn walk_from(&self, node: usize, port: u8, pkt: &mut Pkt, delay: Duration) {
         if pkt.is_dr_smp() {
             self.dr_walk(node, Entry::Wire(port), pkt, delay);
         } else if pkt.dlid == PERMISSIVE && pkt.class() == MgmtClass::SubnLid && pkt.dqp == 0 {

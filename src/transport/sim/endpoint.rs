@@ -218,6 +218,9 @@ pub struct SimTransport {
     woken: bool,
     /// This port's owner holds the SM role (`set_sm(true)`).
     holds_sm: bool,
+    /// The frame [`Transport::transmit`] fills and hands to the fabric (every field
+    /// written anew each time).
+    out: Pkt,
 }
 
 impl SimTransport {
@@ -248,6 +251,7 @@ impl SimTransport {
             seq: 0,
             woken: false,
             holds_sm: false,
+            out: Pkt::smp([0; MAD_SIZE], 0),
         })
     }
 
@@ -270,7 +274,7 @@ impl SimTransport {
     /// P_Key, bytes), bypassing any engine: a hostile or buggy node. Directed-route
     /// SMPs still follow the DR rules from this port.
     pub fn inject(&mut self, frame: &RawFrame) {
-        let pkt = Pkt {
+        let mut pkt = Pkt {
             mad: frame.mad,
             len: frame.len.min(MAD_SIZE),
             slid: frame.src_lid.unwrap_or(self.attrs.lid),
@@ -287,7 +291,7 @@ impl SimTransport {
             duplicate: false,
             from_sa: false,
         };
-        self.fabric.send(self.node, self.port, pkt);
+        self.fabric.send(self.node, self.port, &mut pkt);
     }
 
     /// Frames this port holds for its owner now: delivered, not yet received (at
@@ -432,8 +436,12 @@ impl Transport for SimTransport {
         &mut self,
         fill: &mut dyn FnMut(&mut [u8; MAD_SIZE]) -> Option<Transmit>,
     ) -> io::Result<bool> {
-        let mut mad = [0u8; MAD_SIZE];
-        let Some(t) = fill(&mut mad) else {
+        // Written in place in the frame the walk then reads (by value, the frame was
+        // copied twice more on its way to the walk). Zeroed first: the engine may leave
+        // a MAD's tail unwritten (an RMPP segment's padding).
+        let pkt = &mut self.out;
+        pkt.mad = [0; MAD_SIZE];
+        let Some(t) = fill(&mut pkt.mad) else {
             return Ok(false);
         };
         let own_gid = self.gid();
@@ -444,31 +452,29 @@ impl Transport for SimTransport {
             .or(self.attrs.pkeys.first())
             .copied()
             .unwrap_or(DEFAULT_PKEY);
-        let pkt = Pkt {
-            mad,
-            len: t.len.min(MAD_SIZE),
-            slid: self.attrs.lid,
-            dlid: t.dest.lid,
-            sqp: t.qp.qpn(),
-            dqp: t.dest.qpn,
-            sl: t.dest.sl,
-            pkey_index: t.dest.pkey_index,
-            pkey,
-            // As the kernel's QP1, every GMP leaves with the GSI Q_Key, whatever the
-            // caller put in the address; QP0 has no Q_Key.
-            qkey: if t.qp == Qp::Gsi { GSI_QKEY } else { 0 },
-            spoofed: false,
-            grh: t.dest.grh.map(|g| GrhAddr {
-                gid: own_gid,
-                gid_index: 0,
-                hop_limit: g.hop_limit,
-                traffic_class: g.traffic_class,
-                flow_label: g.flow_label,
-            }),
-            hops: 0,
-            duplicate: false,
-            from_sa: false,
-        };
+        let pkt = &mut self.out;
+        pkt.len = t.len.min(MAD_SIZE);
+        pkt.slid = self.attrs.lid;
+        pkt.dlid = t.dest.lid;
+        pkt.sqp = t.qp.qpn();
+        pkt.dqp = t.dest.qpn;
+        pkt.sl = t.dest.sl;
+        pkt.pkey_index = t.dest.pkey_index;
+        pkt.pkey = pkey;
+        // As the kernel's QP1, every GMP leaves with the GSI Q_Key, whatever the
+        // caller put in the address; QP0 has no Q_Key.
+        pkt.qkey = if t.qp == Qp::Gsi { GSI_QKEY } else { 0 };
+        pkt.spoofed = false;
+        pkt.grh = t.dest.grh.map(|g| GrhAddr {
+            gid: own_gid,
+            gid_index: 0,
+            hop_limit: g.hop_limit,
+            traffic_class: g.traffic_class,
+            flow_label: g.flow_label,
+        });
+        pkt.hops = 0;
+        pkt.duplicate = false;
+        pkt.from_sa = false;
         self.fabric.send(self.node, self.port, pkt);
         Ok(true)
     }

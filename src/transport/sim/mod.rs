@@ -45,8 +45,9 @@ pub(crate) trait Medium: Send + Sync + core::fmt::Debug {
     /// The port's attributes as the fabric holds them now.
     fn port_attrs(&self, node: usize, port: u8) -> PortAttrs;
 
-    /// Put `pkt` on the fabric from this port.
-    fn send(&self, node: usize, port: u8, pkt: Pkt);
+    /// Put `pkt` on the fabric from this port (the walk may change it: it is the
+    /// frame as the last hop saw it when this returns).
+    fn send(&self, node: usize, port: u8, pkt: &mut Pkt);
 
     /// The fabric's time: when held-back frames become due.
     fn clock(&self) -> &Arc<dyn Clock>;
