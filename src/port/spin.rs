@@ -91,11 +91,8 @@ pub(super) struct Spin<'a> {
     once: bool,
     /// When the caller first found nothing (its wait is then noted on success).
     empty_since: Option<Clock>,
-    /// Counted in `shared.spinners` (while `Some`): from the first turn, where the
-    /// spell is to be announced (`announce`), so that a caller whose message is
-    /// already queued touches no counter the port thread reads.
+    /// Counted in `shared.spinners` (while `Some`).
     announced: Option<StandBy<'a>>,
-    announce: bool,
     /// The first turn reads the transport too. Not for a caller that will poll the
     /// transport's descriptor next (and does not spin): the poll tells whether a read
     /// would find anything, one system call fewer per message.
@@ -119,14 +116,15 @@ impl<'a> Spin<'a> {
     ) -> Spin<'a> {
         let budget = max.map_or_else(|| shared.spin.budget(), |m| shared.spin.budget_up_to(m));
         let spin = timeout.map_or(budget, |t| t.min(budget));
+        let announced =
+            (!spin.is_zero() && shared.fdwait.is_none()).then(|| StandBy::announce(shared));
         Spin {
             shared,
             spell: spin,
             until: None,
             once: true,
             empty_since: None,
-            announced: None,
-            announce: !spin.is_zero() && shared.fdwait.is_none(),
+            announced,
             read_first: !(will_wait && spin.is_zero() && shared.fdwait.is_some()),
             will_wait,
         }
@@ -168,9 +166,6 @@ impl<'a> Spin<'a> {
     }
 
     pub(super) fn turn(&mut self, shared: &Shared) {
-        if std::mem::take(&mut self.announce) {
-            self.announced = Some(StandBy::announce(self.shared));
-        }
         let first = std::mem::replace(&mut self.once, false);
         if first && !self.read_first {
             shared.try_turn(false);
