@@ -4,10 +4,10 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
 
 use super::fault::LinkFaults;
-use super::state::{Conf, NodeConf};
+use super::state::NodeConf;
 use super::{
-    lock, pma, sm, topo, CaProvider, Fabric, FabricInner, FaultConfig, Link, MkeyConfig, Node,
-    NodeKind, PortCounters, Provider, SaPort, SaSlot, GUID_BASE, MAX_NAME,
+    lock, pma, sm, topo, write, CaProvider, Fabric, FabricInner, FaultConfig, Link, MkeyConfig,
+    Node, NodeKind, PortCounters, Provider, SaPort, SaSlot, GUID_BASE, MAX_NAME,
 };
 use crate::clock::{Clock, SystemClock};
 use crate::transport::registry::{self, Registry};
@@ -221,7 +221,7 @@ impl FabricBuilder {
                 guid: GUID_BASE | ((index as u64 + 1) << 8),
                 links: vec![None; usize::from(*ports) + 1],
                 endpoints: (0..=*ports).map(|_| Mutex::new(None)).collect(),
-                conf: Conf::new(*ports, *kind == NodeKind::Switch, NodeConf::default()),
+                conf: RwLock::new(NodeConf::default()),
                 counters: (0..=*ports)
                     .map(|_| Mutex::new(PortCounters::default()))
                     .collect(),
@@ -268,7 +268,7 @@ impl FabricBuilder {
         }
         for n in &nodes {
             let linked: Vec<bool> = n.links.iter().map(Option::is_some).collect();
-            *n.conf.write() = NodeConf::power_on(n.is_switch(), &linked);
+            *write(&n.conf) = NodeConf::power_on(n.is_switch(), &linked);
         }
         let mgmt = |nodes: &[Node], (name, port): &(String, u8)| -> Result<(usize, usize)> {
             let &i = by_name
@@ -290,14 +290,14 @@ impl FabricBuilder {
                     "a P_Key table holds 1 to 65535 entries",
                 ));
             }
-            nodes[n].conf.write().ports[p].pkeys = table.clone();
+            write(&nodes[n].conf).ports[p].pkeys = table.clone();
         }
         for (at, mkey) in &self.mkeys {
             let (n, p) = mgmt(&nodes, at)?;
             if mkey.protect_bits > 3 {
                 return Err(Error::InvalidArgument("M_KeyProtectBits is 0..=3"));
             }
-            nodes[n].conf.write().ports[p].mkey = *mkey;
+            write(&nodes[n].conf).ports[p].mkey = *mkey;
         }
         let port_guid = |(n, p): (usize, u8)| nodes[n].port_guid(p);
         let seat = match self.sm_lid {

@@ -131,7 +131,7 @@ pub(crate) struct Node {
     /// Per port number (CA only): where frames for the port's owner go, while it is open.
     pub(crate) endpoints: Vec<Mutex<Option<RecvQueue>>>,
     /// What the SM set through the SMA: LIDs, port states, M_Keys, P_Keys, LFT.
-    pub(crate) conf: state::Conf,
+    pub(crate) conf: RwLock<state::NodeConf>,
     /// Per port number (a switch: port 0): frames refused by the access checks.
     pub(crate) counters: Vec<Mutex<PortCounters>>,
     /// Per port number: traffic and drops, as the PMA reports them.
@@ -153,7 +153,7 @@ impl Node {
 
     /// The LID that answers for `port` (a switch's ports share port 0's).
     pub(crate) fn lid(&self, port: u8) -> u16 {
-        self.conf.lid(port)
+        read(&self.conf).ports[self.mgmt_port(port)].lid
     }
 
     /// The port whose LID, P_Keys, M_Key and counters stand for `port` (a switch: port 0).
@@ -330,7 +330,7 @@ impl FabricInner {
 
     pub(crate) fn port_attrs(&self, node: usize, port: u8) -> PortAttrs {
         let n = &self.nodes[node];
-        let conf = n.conf.read();
+        let conf = read(&n.conf);
         let pc = &conf.ports[n.mgmt_port(port)];
         let state = conf
             .ports
@@ -527,13 +527,13 @@ impl Fabric {
     /// The egress port `switch`'s LFT gives `lid` (None: no entry).
     pub fn lft_port(&self, switch: &str, lid: u16) -> Option<u8> {
         let n = &self.inner.nodes[self.inner.node_index(switch)?];
-        n.conf.read().route(lid)
+        read(&n.conf).route(lid)
     }
 
     /// `node`'s `port` state (1 Down, 2 Init, 3 Armed, 4 Active).
     pub fn port_state(&self, node: &str, port: u8) -> Option<u8> {
         let n = &self.inner.nodes[self.inner.node_index(node)?];
-        Some(n.conf.read().ports.get(usize::from(port))?.state.into())
+        Some(read(&n.conf).ports.get(usize::from(port))?.state.into())
     }
 
     /// The LID of `node`'s `port` (port 0 for a switch), if both exist.
@@ -598,7 +598,7 @@ impl Fabric {
         l.up.store(up, std::sync::atomic::Ordering::Release);
         for (n, p) in l.ends {
             let state = if up { PortState::Init } else { PortState::Down };
-            self.inner.nodes[n].conf.write().ports[usize::from(p)].state = state;
+            write(&self.inner.nodes[n].conf).ports[usize::from(p)].state = state;
         }
         if self.inner.sm.is_master() {
             self.sweep()?;
@@ -630,7 +630,7 @@ impl Fabric {
             changed += 1;
             for (n, p) in l.ends {
                 let state = if up { PortState::Init } else { PortState::Down };
-                self.inner.nodes[n].conf.write().ports[usize::from(p)].state = state;
+                write(&self.inner.nodes[n].conf).ports[usize::from(p)].state = state;
             }
         }
         if changed > 0 && self.inner.sm.is_master() {

@@ -240,7 +240,7 @@ impl FabricInner {
     fn lid_out(&self, node: usize, from: u8, dlid: u16) -> Option<u8> {
         let here = &self.nodes[node];
         if here.is_switch() {
-            return here.conf.read().route(dlid);
+            return super::read(&here.conf).route(dlid);
         }
         Some(from)
     }
@@ -365,7 +365,10 @@ impl FabricInner {
     }
 
     fn port_state(&self, node: usize, port: u8) -> PortState {
-        self.nodes[node].conf.state(port)
+        let conf = super::read(&self.nodes[node].conf);
+        conf.ports
+            .get(usize::from(port))
+            .map_or(PortState::Down, |p| p.state)
     }
 
     fn arrive(&self, node: usize, in_port: u8, pkt: &mut Pkt, delay: Duration, mode: Mode) {
@@ -503,7 +506,7 @@ impl FabricInner {
                 }
             }
             let pkey = {
-                let conf = here.conf.read();
+                let conf = super::read(&here.conf);
                 let table = &conf.ports[here.mgmt_port(port)].pkeys;
                 table
                     .get(usize::from(tx.dest.pkey_index))
@@ -538,7 +541,7 @@ impl FabricInner {
     fn admit(&self, node: usize, port: u8, pkt: &mut Pkt) -> bool {
         let here = &self.nodes[node];
         let index = {
-            let conf = here.conf.read();
+            let conf = super::read(&here.conf);
             access::pkey_index(&conf.ports[here.mgmt_port(port)].pkeys, pkt.pkey)
         };
         pkt.pkey_index = index.unwrap_or(0);

@@ -10,7 +10,7 @@
 //! unclaimed requests.
 
 use super::access::MkeyVerdict;
-use super::{write, FabricInner, Node, NodeKind};
+use super::{read, write, FabricInner, Node, NodeKind};
 use crate::transport::sim::Pkt;
 use crate::types::GSI_QKEY;
 use crate::wire::mad::{self, MadStatus, Method};
@@ -101,7 +101,7 @@ pub(crate) fn answer(fabric: &FabricInner, node: usize, port: u8, req: &Pkt) -> 
     if !answers {
         return Answer::NotMine;
     }
-    let mkey = n.conf.read().ports[n.mgmt_port(port)].mkey;
+    let mkey = read(&n.conf).ports[n.mgmt_port(port)].mkey;
     let verdict = mkey.check(req.smp_view().m_key(), method == Method::Get);
     if verdict == MkeyVerdict::Fail {
         n.count(port, |c| c.mkey_violations += 1);
@@ -151,7 +151,7 @@ pub(crate) fn answer(fabric: &FabricInner, node: usize, port: u8, req: &Pkt) -> 
         }
         ATTR_PKEY_TABLE => pkey_table(n, port, attr_mod, set.then_some(&given), &mut data),
         ATTR_SWITCH_INFO => {
-            let mut conf = n.conf.write();
+            let mut conf = write(&n.conf);
             if set {
                 let top = switch_info::Packet::new_unchecked(&given[..]).linear_fdb_top();
                 conf.lft_top = top.min(LFT_CAP - 1);
@@ -164,7 +164,7 @@ pub(crate) fn answer(fabric: &FabricInner, node: usize, port: u8, req: &Pkt) -> 
             0
         }
         ATTR_LFT if attr_mod < u32::from(LFT_CAP) / lft::LEN as u32 => {
-            let mut conf = n.conf.write();
+            let mut conf = write(&n.conf);
             if set {
                 conf.set_lft_block(attr_mod, &given);
             }
@@ -172,7 +172,7 @@ pub(crate) fn answer(fabric: &FabricInner, node: usize, port: u8, req: &Pkt) -> 
             0
         }
         ATTR_MFT => {
-            let mut conf = n.conf.write();
+            let mut conf = write(&n.conf);
             if set {
                 conf.mft.insert(attr_mod, given);
             }
@@ -209,7 +209,7 @@ fn pkey_table(
     d: &mut [u8; DATA_LEN],
 ) -> u16 {
     let block = (attr_mod & 0xffff) as usize;
-    let mut conf = n.conf.write();
+    let mut conf = write(&n.conf);
     let table = &mut conf.ports[n.mgmt_port(port)].pkeys;
     let start = block * pkey_table::ENTRIES;
     if start >= PKEY_CAP {
@@ -243,7 +243,7 @@ fn set_port_info(fabric: &FabricInner, node: usize, which: u8, given: &[u8; DATA
     let n = &fabric.nodes[node];
     let p = port_info::Packet::new_unchecked(&given[..]);
     let mgmt = n.mgmt_port(which);
-    let mut conf = n.conf.write();
+    let mut conf = write(&n.conf);
     let current = conf.ports[usize::from(which)].state;
     let state = match p.port_state() {
         PortState::NoChange => current,
@@ -356,7 +356,7 @@ pub(crate) fn port_info(
     let n = &fabric.nodes[node];
     let mgmt = n.mgmt_port(which);
     let counters = *super::lock(&n.counters[mgmt]);
-    let conf = n.conf.read();
+    let conf = read(&n.conf);
     let pc = &conf.ports[mgmt];
     let (mkey, state) = (pc.mkey, conf.ports[usize::from(which)].state);
     let capmask = CAPMASK | if pc.is_sm { port_info::CAP_IS_SM } else { 0 };

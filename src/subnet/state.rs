@@ -4,9 +4,6 @@
 //! linked ports in Init, empty LFT), as after power-on, until an SM sweeps.
 
 use std::collections::BTreeMap;
-use std::ops::{Deref, DerefMut};
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use super::access::MkeyConfig;
 use crate::wire::smp::lft;
@@ -96,145 +93,9 @@ impl NodeConf {
     }
 }
 
-/// A node's [`NodeConf`] under its lock, with what the walk of every frame reads (each
-/// port's LID and state) mirrored outside it: the walk loads two atomics where it
-/// took the lock three times per frame, each a write to a line the other ports'
-/// walks share. Only [`Conf::write`] changes the conf, and it refreshes the mirror.
-#[derive(Debug)]
-pub(crate) struct Conf {
-    lock: RwLock<NodeConf>,
-    /// Per port number: the LID that answers for it (a switch's: port 0's) in the low
-    /// 16 bits, its state above.
-    fast: Vec<AtomicU32>,
-    is_switch: bool,
-}
-
-impl Conf {
-    /// A node of `num_ports` ports with `conf`.
-    pub(crate) fn new(num_ports: u8, is_switch: bool, conf: NodeConf) -> Conf {
-        let c = Conf {
-            lock: RwLock::new(NodeConf::default()),
-            fast: (0..=num_ports).map(|_| AtomicU32::new(0)).collect(),
-            is_switch,
-        };
-        *c.write() = conf;
-        c
-    }
-
-    /// The conf, read-locked (poisoning ignored: a panicking writer leaves a conf an SM
-    /// can still read and rewrite).
-    pub(crate) fn read(&self) -> RwLockReadGuard<'_, NodeConf> {
-        self.lock.read().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// The conf, write-locked; the mirror is refreshed when the guard drops.
-    pub(crate) fn write(&self) -> ConfWrite<'_> {
-        ConfWrite {
-            conf: self,
-            guard: self.lock.write().unwrap_or_else(PoisonError::into_inner),
-        }
-    }
-
-    /// The LID that answers for `port` (a switch's ports share port 0's); 0 for a port
-    /// the node does not have.
-    pub(crate) fn lid(&self, port: u8) -> u16 {
-        let p = if self.is_switch {
-            0
-        } else {
-            port.clamp(1, self.num_ports())
-        };
-        self.fast
-            .get(usize::from(p))
-            .map_or(0, |f| f.load(Ordering::Acquire) as u16)
-    }
-
-    /// `port`'s state (Down for a port the node does not have).
-    pub(crate) fn state(&self, port: u8) -> PortState {
-        self.fast
-            .get(usize::from(port))
-            .map_or(PortState::Down, |f| {
-                PortState::from((f.load(Ordering::Acquire) >> 16) as u8)
-            })
-    }
-
-    fn num_ports(&self) -> u8 {
-        u8::try_from(self.fast.len() - 1).unwrap_or(u8::MAX)
-    }
-}
-
-/// [`Conf::write`]'s guard.
-pub(crate) struct ConfWrite<'a> {
-    conf: &'a Conf,
-    guard: RwLockWriteGuard<'a, NodeConf>,
-}
-
-impl Deref for ConfWrite<'_> {
-    type Target = NodeConf;
-    fn deref(&self) -> &NodeConf {
-        &self.guard
-    }
-}
-
-impl DerefMut for ConfWrite<'_> {
-    fn deref_mut(&mut self) -> &mut NodeConf {
-        &mut self.guard
-    }
-}
-
-impl Drop for ConfWrite<'_> {
-    /// Still under the lock: a reader of the conf never sees it ahead of the mirror.
-    fn drop(&mut self) {
-        let ports = &self.guard.ports;
-        for (p, fast) in self.conf.fast.iter().enumerate() {
-            let mgmt = if self.conf.is_switch { 0 } else { p.max(1) };
-            let lid = ports.get(mgmt).map_or(0, |c| c.lid);
-            let state = ports.get(p).map_or(PortState::Down, |c| c.state);
-            fast.store(
-                u32::from(lid) | u32::from(u8::from(state)) << 16,
-                Ordering::Release,
-            );
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_walks_mirror_follows_every_write_of_lids_and_states() {
-        let ca = Conf::new(2, false, NodeConf::power_on(false, &[false, true, false]));
-        assert_eq!(
-            (ca.state(1), ca.state(2), ca.state(3)),
-            (PortState::Init, PortState::Down, PortState::Down)
-        );
-        {
-            let mut w = ca.write();
-            w.ports[1].lid = 7;
-            w.ports[1].state = PortState::Active;
-            w.ports[2].lid = 9;
-        }
-        assert_eq!((ca.lid(1), ca.lid(2)), (7, 9));
-        // A CA's port 0 and ports past its last answer as its first and last.
-        assert_eq!((ca.lid(0), ca.lid(5)), (7, 9));
-        assert_eq!(ca.state(1), PortState::Active);
-        assert_eq!(ca.read().ports[1].lid, 7);
-
-        // A switch's ports all answer with port 0's LID, each keeps its own state.
-        let sw = Conf::new(
-            3,
-            true,
-            NodeConf::power_on(true, &[true, true, false, true]),
-        );
-        sw.write().ports[0].lid = 1;
-        assert_eq!((sw.lid(0), sw.lid(2), sw.lid(3)), (1, 1, 1));
-        assert_eq!(
-            (sw.state(0), sw.state(2), sw.state(3)),
-            (PortState::Active, PortState::Down, PortState::Init)
-        );
-        *sw.write() = NodeConf::default();
-        assert_eq!((sw.lid(2), sw.state(0)), (0, PortState::Down));
-    }
 
     #[test]
     fn lft_routes_only_programmed_lids_up_to_top() {
