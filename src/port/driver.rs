@@ -113,9 +113,8 @@ fn turn_pass(shared: &Shared, io: &mut Io, receive: bool, now: Instant) -> (bool
     if engine.poll_timeout().is_some_and(|t| t <= now) {
         engine.handle_timeout(now);
     }
-    let queued = engine.may_transmit();
     drop(core);
-    let (sent, failed) = transmit_queued(shared, io, now, queued);
+    let (sent, failed) = transmit_queued(shared, io, now);
     let mut core = shared.lock();
     let deadline = core.engine.poll_timeout();
     if let Some(why) = failed {
@@ -134,12 +133,7 @@ fn turn_pass(shared: &Shared, io: &mut Io, receive: bool, now: Instant) -> (bool
 
 /// Hand the engine's queued MADs to the transport until it has no free slot or the
 /// engine nothing to send: how many it took, and why the transport failed, if it did.
-fn transmit_queued(
-    shared: &Shared,
-    io: &mut Io,
-    now: Instant,
-    mut queued: bool,
-) -> (usize, Option<String>) {
+fn transmit_queued(shared: &Shared, io: &mut Io, now: Instant) -> (usize, Option<String>) {
     let cap = &mut io.capture;
     let transport = &mut io.transport;
     let mut sent = 0usize;
@@ -147,16 +141,9 @@ fn transmit_queued(
     // which QP it left from (the hybrid transport picks one per MAD).
     let capturing = cap.is_some();
     let mut taken: Option<(Transmit, [u8; MAD_SIZE])> = None;
-    // `queued`: whether the engine may have a MAD to send ([`Engine::may_transmit`](crate::engine::Engine::may_transmit), as
-    // the caller just read it under the lock), then after each MAD taken whether it may
-    // have more: if not, the transport is not lent another slot only to hear there is
-    // nothing (a third of a send's turn).
-    while queued {
+    loop {
         let more = transport.transmit(&mut |slot| {
-            let mut core = shared.lock();
-            let tx = core.engine.poll_transmit(now, slot);
-            queued = tx.is_some() && core.engine.may_transmit();
-            drop(core);
+            let tx = shared.lock().engine.poll_transmit(now, slot);
             if let (Some(t), true) = (&tx, capturing) {
                 taken = Some((*t, *slot));
             }
@@ -182,7 +169,6 @@ fn transmit_queued(
             Err(e) => return (sent, Some(format!("send failed: {e}"))),
         }
     }
-    (sent, None)
 }
 
 /// Before an open closes: put what its sends queued on the wire (the kernel's `write()`
@@ -196,8 +182,7 @@ pub(super) fn flush(shared: &Shared, io: &mut Io) -> Option<Instant> {
             return None;
         }
     }
-    let queued = shared.lock().engine.may_transmit();
-    let (_, failed) = transmit_queued(shared, io, shared.now(), queued);
+    let (_, failed) = transmit_queued(shared, io, shared.now());
     let mut core = shared.lock();
     if let Some(why) = failed {
         core.fail(why);

@@ -115,6 +115,12 @@ pub trait Transport: Send {
 
     /// Lend one transmit slot to `fill`, which writes a MAD and says where it goes,
     /// or returns `None` (nothing to send; the slot is not used). Returns whether one was sent.
+    ///
+    /// A caller lends slots until this returns `false`, even when it knows there is
+    /// nothing more to send: a transport may hold what `fill` wrote until then (`verbs`
+    /// rings its doorbell once per burst, when `fill` has nothing more). Stopping
+    /// after the last MAD left it unposted until the next turn: a round trip of a
+    /// second on `hybrid` (`b443016`, reverted).
     fn transmit(
         &mut self,
         fill: &mut dyn FnMut(&mut [u8; MAD_SIZE]) -> Option<Transmit>,

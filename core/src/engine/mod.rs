@@ -556,12 +556,6 @@ impl Engine {
         }
     }
 
-    /// Whether [`Engine::poll_transmit`] may give a MAD now; `false`: it gives none until
-    /// an input queues one (a driver need not ask it again, nor lend it a slot).
-    pub fn may_transmit(&self) -> bool {
-        !self.tx_queue.is_empty() || self.rmpp_sends.may_transmit()
-    }
-
     /// Events waiting in the queue.
     pub fn pending_events(&self) -> usize {
         self.events.len()

@@ -71,11 +71,6 @@ pub(crate) struct RmppSends {
 }
 
 impl RmppSends {
-    /// Whether a sender may have a segment due ([`RmppSends::poll_transmit`] may give one).
-    pub(crate) fn may_transmit(&self) -> bool {
-        !self.ready.is_empty()
-    }
-
     /// Whether `agent` has a send with `tid` to `peer`.
     pub(crate) fn contains(&self, agent: AgentId, tid: u64, peer: &MadAddr) -> bool {
         self.index.contains_key(&send_key(agent, tid, peer))
