@@ -38,5 +38,6 @@ mod sim_fabric;
 mod sim_subnet;
 mod sm_role;
 mod test_transport;
+mod transmit_bursts;
 mod umad_semantics;
 mod util;
