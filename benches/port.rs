@@ -6,88 +6,15 @@
 //!
 //! Run briefly: `cargo bench --bench port -- --warm-up-time 1 --measurement-time 2`
 
-use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use vmad::engine::{AgentId, AgentSpec, Event, SendRequest};
-use vmad::port::{Port, PortConfig};
-use vmad::subnet::Fabric;
-use vmad::types::{MadAddr, Qp, GSI_QKEY};
+use vmad::engine::{Event, SendRequest};
 
-const PERF: u8 = 0x04;
-const SA: u8 = 0x03;
-
-fn ports(prefix: &str) -> (Arc<Port>, Arc<Port>) {
-    let (n0, n1) = (format!("{prefix}0"), format!("{prefix}1"));
-    let f = Fabric::builder()
-        .ca(&n0)
-        .ca(&n1)
-        .link(&n0, 1, &n1, 1)
-        .build_private()
-        .unwrap();
-    let open = |n: &str| {
-        Arc::new(Port::open(Box::new(f.open(n, 1).unwrap()), PortConfig::default()).unwrap())
-    };
-    (open(&n0), open(&n1))
-}
-
-fn spec(class: u8, version: u8, rmpp: u8, methods: &[u8]) -> AgentSpec {
-    let mut mask = [0u64; 2];
-    for &m in methods {
-        mask[usize::from(m / 64)] |= 1 << (m % 64);
-    }
-    AgentSpec {
-        qp: Qp::Gsi,
-        mgmt_class: class.into(),
-        class_version: version,
-        rmpp_version: rmpp,
-        method_mask: mask,
-        oui: 0,
-        user_rmpp: false,
-    }
-}
-
-fn to(lid: u16) -> MadAddr {
-    MadAddr {
-        qpn: 1,
-        qkey: GSI_QKEY,
-        lid,
-        ..MadAddr::default()
-    }
-}
-
-fn mad(class: u8, version: u8, method: u8, tid: u64) -> [u8; 256] {
-    let mut m = [0u8; 256];
-    m[..4].copy_from_slice(&[1, class, version, method]);
-    m[8..16].copy_from_slice(&tid.to_be_bytes());
-    m
-}
-
-/// Answer every request on `port` with `reply(request)` until the port closes.
-fn responder(
-    port: Arc<Port>,
-    agent: AgentId,
-    reply: impl Fn(&[u8]) -> Vec<u8> + Send + 'static,
-) -> thread::JoinHandle<()> {
-    thread::spawn(move || {
-        while let Ok(ev) = port.recv(None) {
-            if let Event::Recv { addr, mad, .. } = ev {
-                let resp = reply(&mad);
-                let req = SendRequest {
-                    addr,
-                    mad: &resp,
-                    timeout_ms: 0,
-                    retries: 5,
-                };
-                if port.send(agent, req).is_err() {
-                    return;
-                }
-            }
-        }
-    })
-}
+#[path = "../examples/common/port_rows.rs"]
+mod port_rows;
+use port_rows::{gettable_resp, mad, ports, responder, spec, to, PERF, SA};
 
 fn round_trip(c: &mut Criterion) {
     let (a, b) = ports("bprt");
@@ -156,15 +83,7 @@ fn rmpp_1mib(c: &mut Criterion) {
     let client = a.register(spec(SA, 2, 1, &[])).unwrap();
     let server = b.register(spec(SA, 2, 1, &[0x12])).unwrap();
     let payload = vec![0x5au8; DATA];
-    let serve = responder(b.clone(), server, move |m| {
-        let mut r = m[..56].to_vec();
-        r[3] = 0x92;
-        r[24..36].fill(0);
-        r[24] = 1;
-        r[26] = 1;
-        r.extend_from_slice(&payload);
-        r
-    });
+    let serve = responder(b.clone(), server, move |m| gettable_resp(m, &payload));
     let mut g = c.benchmark_group("port");
     g.throughput(Throughput::Bytes(DATA as u64));
     g.sample_size(10);

@@ -13,16 +13,12 @@
 //! received), `round_trip` (a Get and its answer from a responder thread), `rmpp`
 //! (Gets answered with 1 MiB RMPP responses; the count is in transfers).
 
-use std::sync::Arc;
-use std::thread;
+use vmad::engine::{AgentId, Event, SendRequest};
+use vmad::port::Port;
 
-use vmad::engine::{AgentId, AgentSpec, Event, SendRequest};
-use vmad::port::{Port, PortConfig};
-use vmad::subnet::Fabric;
-use vmad::types::{MadAddr, Qp, GSI_QKEY};
-
-const PERF: u8 = 0x04;
-const SA: u8 = 0x03;
+#[path = "common/port_rows.rs"]
+mod port_rows;
+use port_rows::{gettable_resp, mad, ports, responder, spec, to, PERF, SA};
 
 fn main() {
     let mut args = std::env::args().skip(1);
@@ -41,56 +37,9 @@ fn main() {
     }
 }
 
-fn ports() -> (Arc<Port>, Arc<Port>) {
-    let f = Fabric::builder()
-        .ca("pi0")
-        .ca("pi1")
-        .link("pi0", 1, "pi1", 1)
-        .build_private()
-        .expect("a two-CA fabric");
-    let open = |name: &str| {
-        let t = f.open(name, 1).expect("the CA's port");
-        Arc::new(Port::open(Box::new(t), PortConfig::default()).expect("a port"))
-    };
-    (open("pi0"), open("pi1"))
-}
-
-fn spec(class: u8, version: u8, rmpp: u8, methods: &[u8]) -> AgentSpec {
-    let mut mask = [0u64; 2];
-    for &m in methods {
-        mask[usize::from(m / 64)] |= 1 << (m % 64);
-    }
-    AgentSpec {
-        qp: Qp::Gsi,
-        mgmt_class: class.into(),
-        class_version: version,
-        rmpp_version: rmpp,
-        method_mask: mask,
-        oui: 0,
-        user_rmpp: false,
-    }
-}
-
-/// The GSI of the fabric's second CA (LID 2).
-fn to_second() -> MadAddr {
-    MadAddr {
-        qpn: 1,
-        qkey: GSI_QKEY,
-        lid: 2,
-        ..MadAddr::default()
-    }
-}
-
-fn mad(class: u8, version: u8, method: u8, tid: u64) -> [u8; 256] {
-    let mut m = [0u8; 256];
-    m[..4].copy_from_slice(&[1, class, version, method]);
-    m[8..16].copy_from_slice(&tid.to_be_bytes());
-    m
-}
-
 fn send(port: &Port, agent: AgentId, m: &[u8], timeout_ms: u32) {
     let req = SendRequest {
-        addr: to_second(),
+        addr: to(2),
         mad: m,
         timeout_ms,
         retries: 2,
@@ -99,7 +48,7 @@ fn send(port: &Port, agent: AgentId, m: &[u8], timeout_ms: u32) {
 }
 
 fn one_way(n: u64) {
-    let (a, b) = ports();
+    let (a, b) = ports("pi");
     let client = a.register(spec(PERF, 1, 0, &[])).expect("agent");
     b.register(spec(PERF, 1, 0, &[0x03])).expect("agent");
     let mut tid = 0;
@@ -117,32 +66,8 @@ fn one_way(n: u64) {
     }
 }
 
-/// Answer every request on `port` with `reply(request)` until the port closes.
-fn responder(
-    port: Arc<Port>,
-    agent: AgentId,
-    reply: impl Fn(&[u8]) -> Vec<u8> + Send + 'static,
-) -> thread::JoinHandle<()> {
-    thread::spawn(move || {
-        while let Ok(ev) = port.recv(None) {
-            if let Event::Recv { addr, mad, .. } = ev {
-                let resp = reply(&mad);
-                let req = SendRequest {
-                    addr,
-                    mad: &resp,
-                    timeout_ms: 0,
-                    retries: 0,
-                };
-                if port.send(agent, req).is_err() {
-                    return;
-                }
-            }
-        }
-    })
-}
-
 fn round_trip(n: u64) {
-    let (a, b) = ports();
+    let (a, b) = ports("pi");
     let client = a.register(spec(PERF, 1, 0, &[])).expect("agent");
     let server = b.register(spec(PERF, 1, 0, &[0x01])).expect("agent");
     let echo = responder(b.clone(), server, |m| {
@@ -160,20 +85,11 @@ fn round_trip(n: u64) {
 
 fn rmpp(n: u64) {
     const DATA: usize = 1 << 20;
-    let (a, b) = ports();
+    let (a, b) = ports("pi");
     let client = a.register(spec(SA, 2, 1, &[])).expect("agent");
     let server = b.register(spec(SA, 2, 1, &[0x12])).expect("agent");
     let payload = vec![0x5au8; DATA];
-    let serve = responder(b.clone(), server, move |m| {
-        // A GetTableResp: the request's header, RMPP active, then the data.
-        let mut r = m[..56].to_vec();
-        r[3] = 0x92;
-        r[24..36].fill(0);
-        r[24] = 1;
-        r[26] = 1;
-        r.extend_from_slice(&payload);
-        r
-    });
+    let serve = responder(b.clone(), server, move |m| gettable_resp(m, &payload));
     for tid in 1..=n {
         let mut m = mad(SA, 2, 0x12, tid);
         m[24] = 1;

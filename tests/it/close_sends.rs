@@ -18,7 +18,6 @@ use crossbeam_channel::{Receiver, Sender};
 use vmad::engine::{RecvMeta, Transmit};
 use vmad::transport::{Caps, PortAttrs, Transport, Waker};
 use vmad::umad::{AgentSpec, Event, Port, PortConfig, SendRequest};
-use vmad::wire::mad::MgmtClass;
 use vmad::wire::MAD_SIZE;
 
 use crate::util::*;
@@ -89,18 +88,6 @@ impl Transport for Held {
     }
 }
 
-fn perf_agent(methods: u64) -> AgentSpec {
-    AgentSpec {
-        qp: vmad::types::Qp::Gsi,
-        mgmt_class: MgmtClass::from(PERF),
-        class_version: 1,
-        rmpp_version: 0,
-        method_mask: [methods, 0],
-        oui: 0,
-        user_rmpp: false,
-    }
-}
-
 /// What the server does right after its answer.
 #[derive(Clone, Copy, PartialEq)]
 enum Then {
@@ -144,8 +131,8 @@ fn answer_then(prefix: &str, then: Then) {
         PortConfig::default(),
     )
     .unwrap();
-    let s_agent = server.register(perf_agent(1 << GET)).unwrap();
-    let c_agent = client.register(perf_agent(0)).unwrap();
+    let s_agent = server.register(server_spec(PERF, 1, 1 << GET)).unwrap();
+    let c_agent = client.register(client_spec(PERF, 1)).unwrap();
 
     let get = gmp_mad(PERF, 1, GET, 0x77, 0x10);
     let req = SendRequest {
@@ -257,8 +244,8 @@ fn a_port_thread_that_never_spins_lets_go_of_the_transport() {
         .unwrap()
     };
     let (server, client) = (open(&n0), open(&n1));
-    let mut s_agent = server.register(perf_agent(1 << GET)).unwrap();
-    let c_agent = client.register(perf_agent(0)).unwrap();
+    let mut s_agent = server.register(server_spec(PERF, 1, 1 << GET)).unwrap();
+    let c_agent = client.register(client_spec(PERF, 1)).unwrap();
     for round in 0..20u64 {
         let get = gmp_mad(PERF, 1, GET, round, 0x10);
         let req = SendRequest {
@@ -287,7 +274,7 @@ fn a_port_thread_that_never_spins_lets_go_of_the_transport() {
         assert_eq!(be64(&mad, 8) & 0xffff_ffff, round);
         // Each of these takes the transport from the parked port thread.
         server.unregister(s_agent).unwrap();
-        s_agent = server.register(perf_agent(1 << GET)).unwrap();
+        s_agent = server.register(server_spec(PERF, 1, 1 << GET)).unwrap();
         server.refresh_attrs().unwrap();
     }
     client.close();

@@ -14,7 +14,6 @@ use std::time::Duration;
 use vmad::engine::{RecvMeta, Transmit};
 use vmad::transport::{Caps, PortAttrs, Transport, Waker};
 use vmad::umad::{AgentSpec, Event, Port, PortConfig, SendRequest};
-use vmad::wire::mad::MgmtClass;
 use vmad::wire::MAD_SIZE;
 
 use crate::util::*;
@@ -105,18 +104,6 @@ impl Transport for Doorbell {
     }
 }
 
-fn perf_agent(methods: u64) -> AgentSpec {
-    AgentSpec {
-        qp: vmad::types::Qp::Gsi,
-        mgmt_class: MgmtClass::from(PERF),
-        class_version: 1,
-        rmpp_version: 0,
-        method_mask: [methods, 0],
-        oui: 0,
-        user_rmpp: false,
-    }
-}
-
 #[test]
 fn every_turn_rings_the_doorbell_of_what_it_sent() {
     // Virtual time: no request times out, whoever turns when.
@@ -142,8 +129,8 @@ fn every_turn_rings_the_doorbell_of_what_it_sent() {
         )
         .unwrap(),
     );
-    let c_agent = client.register(perf_agent(0)).unwrap();
-    let s_agent = server.register(perf_agent(1 << GET)).unwrap();
+    let c_agent = client.register(client_spec(PERF, 1)).unwrap();
+    let s_agent = server.register(server_spec(PERF, 1, 1 << GET)).unwrap();
     let answering = {
         let server = server.clone();
         std::thread::spawn(move || {

@@ -186,12 +186,18 @@ fn pair_built(
 /// A GSI agent that only sends requests of `class` (version `version`) and gets their
 /// answers: no methods registered, no RMPP.
 pub(crate) fn client_spec(class: u8, version: u8) -> vmad::engine::AgentSpec {
+    server_spec(class, version, 0)
+}
+
+/// A GSI agent of `class`/`version` (no RMPP) serving the methods whose bits `methods`
+/// sets (methods 0–63).
+pub(crate) fn server_spec(class: u8, version: u8, methods: u64) -> vmad::engine::AgentSpec {
     vmad::engine::AgentSpec {
         qp: Qp::Gsi,
         mgmt_class: class.into(),
         class_version: version,
         rmpp_version: 0,
-        method_mask: [0, 0],
+        method_mask: [methods, 0],
         oui: 0,
         user_rmpp: false,
     }
