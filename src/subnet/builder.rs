@@ -4,10 +4,10 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
 
 use super::fault::LinkFaults;
-use super::state::NodeConf;
+use super::state::{Conf, Epoch, NodeConf};
 use super::{
-    lock, pma, sm, topo, write, CaProvider, Fabric, FabricInner, FaultConfig, Link, MkeyConfig,
-    Node, NodeKind, PortCounters, Provider, SaPort, SaSlot, GUID_BASE, MAX_NAME,
+    lock, pma, sm, topo, CaProvider, Fabric, FabricInner, FaultConfig, Link, MkeyConfig, Node,
+    NodeKind, PortCounters, Provider, SaPort, SaSlot, GUID_BASE, MAX_NAME,
 };
 use crate::clock::{Clock, SystemClock};
 use crate::transport::registry::{self, Registry};
@@ -171,6 +171,7 @@ impl FabricBuilder {
             .clock
             .clone()
             .unwrap_or_else(|| Arc::new(SystemClock::new()));
+        let epoch = Arc::new(Epoch::default());
         let mut nodes = Vec::with_capacity(self.nodes.len());
         let mut by_name: HashMap<&str, usize> = HashMap::with_capacity(self.nodes.len());
         // The LIDs the SM will give, as its guid2lid file would say: see `sm_lid`.
@@ -221,7 +222,8 @@ impl FabricBuilder {
                 guid: GUID_BASE | ((index as u64 + 1) << 8),
                 links: vec![None; usize::from(*ports) + 1],
                 endpoints: (0..=*ports).map(|_| Mutex::new(None)).collect(),
-                conf: RwLock::new(NodeConf::default()),
+                conf: Conf::new(epoch.clone()),
+                shortcuts: (0..=*ports).map(|_| Mutex::default()).collect(),
                 counters: (0..=*ports)
                     .map(|_| Mutex::new(PortCounters::default()))
                     .collect(),
@@ -257,6 +259,7 @@ impl FabricBuilder {
                 ends: [a, b],
                 faults: Mutex::new(LinkFaults::new(FaultConfig::default(), links.len())),
                 up: std::sync::atomic::AtomicBool::new(true),
+                unjudged: std::sync::atomic::AtomicU64::new(0),
             });
         }
         let mut faults = Vec::with_capacity(self.faults.len());
@@ -268,7 +271,7 @@ impl FabricBuilder {
         }
         for n in &nodes {
             let linked: Vec<bool> = n.links.iter().map(Option::is_some).collect();
-            *write(&n.conf) = NodeConf::power_on(n.is_switch(), &linked);
+            *n.conf.write() = NodeConf::power_on(n.is_switch(), &linked);
         }
         let mgmt = |nodes: &[Node], (name, port): &(String, u8)| -> Result<(usize, usize)> {
             let &i = by_name
@@ -290,14 +293,14 @@ impl FabricBuilder {
                     "a P_Key table holds 1 to 65535 entries",
                 ));
             }
-            write(&nodes[n].conf).ports[p].pkeys = table.clone();
+            nodes[n].conf.write().ports[p].pkeys = table.clone();
         }
         for (at, mkey) in &self.mkeys {
             let (n, p) = mgmt(&nodes, at)?;
             if mkey.protect_bits > 3 {
                 return Err(Error::InvalidArgument("M_KeyProtectBits is 0..=3"));
             }
-            write(&nodes[n].conf).ports[p].mkey = *mkey;
+            nodes[n].conf.write().ports[p].mkey = *mkey;
         }
         let port_guid = |(n, p): (usize, u8)| nodes[n].port_guid(p);
         let seat = match self.sm_lid {
@@ -334,6 +337,7 @@ impl FabricBuilder {
                 nodes,
                 links,
                 lid_map: RwLock::new(super::route::LidTable::default()),
+                epoch,
                 sm: sm::Sm::new(seat, plan),
                 sa: RwLock::new(Arc::new(SaSlot::new(clock.clone())) as Arc<dyn SaPort>),
                 sa_sent: Mutex::new(std::collections::VecDeque::new()),
@@ -349,8 +353,11 @@ impl FabricBuilder {
         // Faults start once the subnet is up, with fresh counters: the first sweep
         // runs clean, as a test of what follows usually wants (see `faults`).
         for (link, config) in faults {
-            *lock(&fabric.inner.links[link].faults) = LinkFaults::new(config, link);
+            let l = &fabric.inner.links[link];
+            *lock(&l.faults) = LinkFaults::new(config, link);
+            l.unjudged.store(0, std::sync::atomic::Ordering::Relaxed);
         }
+        fabric.inner.epoch.advance();
         Ok(fabric)
     }
 }

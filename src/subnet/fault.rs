@@ -114,6 +114,11 @@ impl LinkFaults {
         }
     }
 
+    /// Whether any fault can happen (else every frame is judged clean).
+    pub(crate) fn is_active(&self) -> bool {
+        self.config.is_active()
+    }
+
     /// Decide what happens to the next frame. `mad_len` bounds the corrupted byte;
     /// a frame that may not be duplicated (already a copy) draws the same numbers.
     pub(crate) fn judge(&mut self, mad_len: usize, may_dup: bool) -> Verdict {

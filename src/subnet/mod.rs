@@ -68,6 +68,7 @@ mod fault;
 mod pma;
 mod route;
 mod sa;
+mod shortcut;
 mod sm;
 mod sma;
 mod state;
@@ -131,7 +132,9 @@ pub(crate) struct Node {
     /// Per port number (CA only): where frames for the port's owner go, while it is open.
     pub(crate) endpoints: Vec<Mutex<Option<RecvQueue>>>,
     /// What the SM set through the SMA: LIDs, port states, M_Keys, P_Keys, LFT.
-    pub(crate) conf: RwLock<state::NodeConf>,
+    pub(crate) conf: state::Conf,
+    /// Per port number (CA only): the ways its owner's frames took, to follow again.
+    pub(crate) shortcuts: Vec<Mutex<shortcut::Shortcuts>>,
     /// Per port number (a switch: port 0): frames refused by the access checks.
     pub(crate) counters: Vec<Mutex<PortCounters>>,
     /// Per port number: traffic and drops, as the PMA reports them.
@@ -153,7 +156,7 @@ impl Node {
 
     /// The LID that answers for `port` (a switch's ports share port 0's).
     pub(crate) fn lid(&self, port: u8) -> u16 {
-        read(&self.conf).ports[self.mgmt_port(port)].lid
+        self.conf.read().ports[self.mgmt_port(port)].lid
     }
 
     /// The port whose LID, P_Keys, M_Key and counters stand for `port` (a switch: port 0).
@@ -177,6 +180,9 @@ pub(crate) struct Link {
     pub(crate) faults: Mutex<LinkFaults>,
     /// The link trains: false while [`Fabric::set_link`] has it down.
     pub(crate) up: std::sync::atomic::AtomicBool,
+    /// Frames that crossed along a remembered way (no faults to judge), beside those
+    /// `faults` counts.
+    pub(crate) unjudged: std::sync::atomic::AtomicU64,
 }
 
 impl Link {
@@ -198,8 +204,12 @@ pub(crate) type LocalSaAgent = (usize, u8, u32, [u64; 2]);
 pub(crate) struct FabricInner {
     pub(crate) nodes: Vec<Node>,
     pub(crate) links: Vec<Link>,
-    /// LID → (node, port), as the SMAs' LIDs stand now.
+    /// LID → (node, port), as the SMAs' LIDs stand now (written only under the
+    /// owning node's configuration lock, whose release moves `epoch` on).
     pub(crate) lid_map: RwLock<route::LidTable>,
+    /// Moved on by every change to the nodes' configuration, the links' states and
+    /// faults: remembered ways are followed only at the epoch they were found at.
+    pub(crate) epoch: Arc<state::Epoch>,
     /// The built-in SM.
     pub(crate) sm: sm::Sm,
     /// The in-fabric SA: the built-in one ([`SaSlot`]), or a stand-in a test puts
@@ -330,7 +340,7 @@ impl FabricInner {
 
     pub(crate) fn port_attrs(&self, node: usize, port: u8) -> PortAttrs {
         let n = &self.nodes[node];
-        let conf = read(&n.conf);
+        let conf = n.conf.read();
         let pc = &conf.ports[n.mgmt_port(port)];
         let state = conf
             .ports
@@ -418,7 +428,7 @@ impl Medium for FabricInner {
     }
 
     fn send(&self, node: usize, port: u8, pkt: &mut Pkt) {
-        self.walk_from(node, port, pkt, std::time::Duration::ZERO);
+        self.send_from_port(node, port, pkt);
     }
 
     fn clock(&self) -> &Arc<dyn Clock> {
@@ -527,13 +537,13 @@ impl Fabric {
     /// The egress port `switch`'s LFT gives `lid` (None: no entry).
     pub fn lft_port(&self, switch: &str, lid: u16) -> Option<u8> {
         let n = &self.inner.nodes[self.inner.node_index(switch)?];
-        read(&n.conf).route(lid)
+        n.conf.read().route(lid)
     }
 
     /// `node`'s `port` state (1 Down, 2 Init, 3 Armed, 4 Active).
     pub fn port_state(&self, node: &str, port: u8) -> Option<u8> {
         let n = &self.inner.nodes[self.inner.node_index(node)?];
-        Some(read(&n.conf).ports.get(usize::from(port))?.state.into())
+        Some(n.conf.read().ports.get(usize::from(port))?.state.into())
     }
 
     /// The LID of `node`'s `port` (port 0 for a switch), if both exist.
@@ -553,7 +563,10 @@ impl Fabric {
     /// Counters of the link attached to `node`'s `port`.
     pub fn link_stats(&self, node: &str, port: u8) -> Option<LinkStats> {
         let link = self.link_at(node, port)?;
-        Some(lock(&self.inner.links[link].faults).stats)
+        let l = &self.inner.links[link];
+        let mut stats = lock(&l.faults).stats;
+        stats.frames += l.unjudged.load(std::sync::atomic::Ordering::Relaxed);
+        Some(stats)
     }
 
     /// What `node`'s `port` (port 0 for a switch) refused so far: P_Key, Q_Key and
@@ -580,6 +593,8 @@ impl Fabric {
         let stats = faults.stats;
         *faults = LinkFaults::new(config, link);
         faults.stats = stats;
+        drop(faults);
+        self.inner.epoch.advance();
         Ok(())
     }
 
@@ -598,7 +613,7 @@ impl Fabric {
         l.up.store(up, std::sync::atomic::Ordering::Release);
         for (n, p) in l.ends {
             let state = if up { PortState::Init } else { PortState::Down };
-            write(&self.inner.nodes[n].conf).ports[usize::from(p)].state = state;
+            self.inner.nodes[n].conf.write().ports[usize::from(p)].state = state;
         }
         if self.inner.sm.is_master() {
             self.sweep()?;
@@ -630,7 +645,7 @@ impl Fabric {
             changed += 1;
             for (n, p) in l.ends {
                 let state = if up { PortState::Init } else { PortState::Down };
-                write(&self.inner.nodes[n].conf).ports[usize::from(p)].state = state;
+                self.inner.nodes[n].conf.write().ports[usize::from(p)].state = state;
             }
         }
         if changed > 0 && self.inner.sm.is_master() {

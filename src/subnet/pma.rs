@@ -79,6 +79,20 @@ impl Traffic {
         self.xmit_discards.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Every counter, for tests that compare two fabrics' traffic.
+    #[cfg(test)]
+    pub(super) fn totals(&self) -> [u64; 6] {
+        let s = self.snapshot();
+        [
+            s.xmit_data,
+            s.rcv_data,
+            s.xmit_pkts,
+            s.rcv_pkts,
+            s.rcv_errors,
+            s.xmit_discards,
+        ]
+    }
+
     fn snapshot(&self) -> Snapshot {
         Snapshot {
             xmit_data: self.xmit_data.load(Ordering::Relaxed),

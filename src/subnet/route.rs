@@ -3,7 +3,9 @@
 //!
 //! A frame is walked synchronously, in the sending thread, from node to
 //! node until it is delivered into a port's queue, answered by an SMA
-//! (whose response is walked back the same way), or dropped.
+//! (whose response is walked back the same way), or dropped. A port's owner's GMPs
+//! to another CA port follow the way the walk found for the previous one to the
+//! same LID, for as long as nothing on it changed ([`super::shortcut`]).
 
 use core::time::Duration;
 
@@ -240,7 +242,7 @@ impl FabricInner {
     fn lid_out(&self, node: usize, from: u8, dlid: u16) -> Option<u8> {
         let here = &self.nodes[node];
         if here.is_switch() {
-            return super::read(&here.conf).route(dlid);
+            return here.conf.read().route(dlid);
         }
         Some(from)
     }
@@ -365,7 +367,7 @@ impl FabricInner {
     }
 
     fn port_state(&self, node: usize, port: u8) -> PortState {
-        let conf = super::read(&self.nodes[node].conf);
+        let conf = self.nodes[node].conf.read();
         conf.ports
             .get(usize::from(port))
             .map_or(PortState::Down, |p| p.state)
@@ -381,10 +383,14 @@ impl FabricInner {
 
     /// The frame has reached its node: the SMA answers, or the port's owner gets it.
     fn handle(&self, node: usize, port: u8, pkt: &mut Pkt, delay: Duration) {
-        let here = &self.nodes[node];
-        if !self.admit(node, port, pkt) {
-            return;
+        if self.admit(node, port, pkt) {
+            self.handle_admitted(node, port, pkt, delay);
         }
+    }
+
+    /// [`FabricInner::handle`] once the port's access checks have let the frame in.
+    pub(super) fn handle_admitted(&self, node: usize, port: u8, pkt: &mut Pkt, delay: Duration) {
+        let here = &self.nodes[node];
         let is_smp = pkt.class().is_smp() && pkt.dqp == 0;
         let is_request = pkt.is_request();
         let out = if here.is_switch() { 0 } else { port };
@@ -506,7 +512,7 @@ impl FabricInner {
                 }
             }
             let pkey = {
-                let conf = super::read(&here.conf);
+                let conf = here.conf.read();
                 let table = &conf.ports[here.mgmt_port(port)].pkeys;
                 table
                     .get(usize::from(tx.dest.pkey_index))
@@ -541,7 +547,7 @@ impl FabricInner {
     fn admit(&self, node: usize, port: u8, pkt: &mut Pkt) -> bool {
         let here = &self.nodes[node];
         let index = {
-            let conf = super::read(&here.conf);
+            let conf = here.conf.read();
             access::pkey_index(&conf.ports[here.mgmt_port(port)].pkeys, pkt.pkey)
         };
         pkt.pkey_index = index.unwrap_or(0);

@@ -166,9 +166,9 @@ impl Sm {
         }
         let _sweeping = lock(&self.sweeping);
         if let Some((n, p)) = self.seat {
-            write(&fabric.nodes[n].conf).ports[usize::from(p)].is_sm = !on;
+            fabric.nodes[n].conf.write().ports[usize::from(p)].is_sm = !on;
         }
-        write(&fabric.nodes[node].conf).ports[usize::from(port)].is_sm = on;
+        fabric.nodes[node].conf.write().ports[usize::from(port)].is_sm = on;
         if on {
             *write(&self.db) = Arc::new(SubnetDb::default());
             return Ok(());
@@ -188,7 +188,7 @@ impl Sm {
         let (node, port) = self
             .seat
             .ok_or(Error::Unsupported("no CA to run an SM on"))?;
-        write(&fabric.nodes[node].conf).ports[usize::from(port)].is_sm = true;
+        fabric.nodes[node].conf.write().ports[usize::from(port)].is_sm = true;
         let mut s = Sweep {
             sm: self,
             fabric,

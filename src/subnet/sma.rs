@@ -10,7 +10,7 @@
 //! unclaimed requests.
 
 use super::access::MkeyVerdict;
-use super::{read, write, FabricInner, Node, NodeKind};
+use super::{write, FabricInner, Node, NodeKind};
 use crate::transport::sim::Pkt;
 use crate::types::GSI_QKEY;
 use crate::wire::mad::{self, MadStatus, Method};
@@ -101,7 +101,7 @@ pub(crate) fn answer(fabric: &FabricInner, node: usize, port: u8, req: &Pkt) -> 
     if !answers {
         return Answer::NotMine;
     }
-    let mkey = read(&n.conf).ports[n.mgmt_port(port)].mkey;
+    let mkey = n.conf.read().ports[n.mgmt_port(port)].mkey;
     let verdict = mkey.check(req.smp_view().m_key(), method == Method::Get);
     if verdict == MkeyVerdict::Fail {
         n.count(port, |c| c.mkey_violations += 1);
@@ -151,32 +151,36 @@ pub(crate) fn answer(fabric: &FabricInner, node: usize, port: u8, req: &Pkt) -> 
         }
         ATTR_PKEY_TABLE => pkey_table(n, port, attr_mod, set.then_some(&given), &mut data),
         ATTR_SWITCH_INFO => {
-            let mut conf = write(&n.conf);
+            // A Get takes the read lock: a write moves the fabric's routing epoch on.
             if set {
                 let top = switch_info::Packet::new_unchecked(&given[..]).linear_fdb_top();
-                conf.lft_top = top.min(LFT_CAP - 1);
+                n.conf.write().lft_top = top.min(LFT_CAP - 1);
             }
             let mut p = switch_info::Packet::new_unchecked(&mut data[..]);
             p.set_linear_fdb_cap(LFT_CAP);
             p.set_multicast_fdb_cap(MFT_CAP);
-            p.set_linear_fdb_top(conf.lft_top);
+            p.set_linear_fdb_top(n.conf.read().lft_top);
             p.set_life_time_value(18);
             0
         }
         ATTR_LFT if attr_mod < u32::from(LFT_CAP) / lft::LEN as u32 => {
-            let mut conf = write(&n.conf);
             if set {
-                conf.set_lft_block(attr_mod, &given);
+                n.conf.write().set_lft_block(attr_mod, &given);
             }
-            data = conf.lft_block(attr_mod);
+            data = n.conf.read().lft_block(attr_mod);
             0
         }
         ATTR_MFT => {
-            let mut conf = write(&n.conf);
             if set {
-                conf.mft.insert(attr_mod, given);
+                n.conf.write().mft.insert(attr_mod, given);
             }
-            data = conf.mft.get(&attr_mod).copied().unwrap_or([0; DATA_LEN]);
+            data = n
+                .conf
+                .read()
+                .mft
+                .get(&attr_mod)
+                .copied()
+                .unwrap_or([0; DATA_LEN]);
             0
         }
         ATTR_LFT => STATUS_INVALID_VALUE,
@@ -209,13 +213,14 @@ fn pkey_table(
     d: &mut [u8; DATA_LEN],
 ) -> u16 {
     let block = (attr_mod & 0xffff) as usize;
-    let mut conf = write(&n.conf);
-    let table = &mut conf.ports[n.mgmt_port(port)].pkeys;
     let start = block * pkey_table::ENTRIES;
     if start >= PKEY_CAP {
         return STATUS_INVALID_VALUE;
     }
+    // A Get takes the read lock: a write moves the fabric's routing epoch on.
     if let Some(given) = given {
+        let mut conf = n.conf.write();
+        let table = &mut conf.ports[n.mgmt_port(port)].pkeys;
         let b = pkey_table::Packet::new_unchecked(&given[..]);
         if table.len() < start + pkey_table::ENTRIES {
             table.resize(start + pkey_table::ENTRIES, 0);
@@ -228,6 +233,8 @@ fn pkey_table(
             table.pop();
         }
     }
+    let conf = n.conf.read();
+    let table = &conf.ports[n.mgmt_port(port)].pkeys;
     let mut out = pkey_table::Packet::new_unchecked(&mut d[..]);
     for i in 0..pkey_table::ENTRIES {
         out.set_pkey(i, table.get(start + i).copied().unwrap_or(0));
@@ -243,7 +250,7 @@ fn set_port_info(fabric: &FabricInner, node: usize, which: u8, given: &[u8; DATA
     let n = &fabric.nodes[node];
     let p = port_info::Packet::new_unchecked(&given[..]);
     let mgmt = n.mgmt_port(which);
-    let mut conf = write(&n.conf);
+    let mut conf = n.conf.write();
     let current = conf.ports[usize::from(which)].state;
     let state = match p.port_state() {
         PortState::NoChange => current,
@@ -356,7 +363,7 @@ pub(crate) fn port_info(
     let n = &fabric.nodes[node];
     let mgmt = n.mgmt_port(which);
     let counters = *super::lock(&n.counters[mgmt]);
-    let conf = read(&n.conf);
+    let conf = n.conf.read();
     let pc = &conf.ports[mgmt];
     let (mkey, state) = (pc.mkey, conf.ports[usize::from(which)].state);
     let capmask = CAPMASK | if pc.is_sm { port_info::CAP_IS_SM } else { 0 };

@@ -4,6 +4,8 @@
 //! linked ports in Init, empty LFT), as after power-on, until an SM sweeps.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use super::access::MkeyConfig;
 use crate::wire::smp::lft;
@@ -90,6 +92,82 @@ impl NodeConf {
             out[..n].copy_from_slice(&have[..n]);
         }
         out
+    }
+}
+
+/// The fabric's routing epoch: moved on after every change a frame's way through the
+/// fabric depends on (a node's configuration, a link's state or faults), so that a way
+/// a sending port remembered ([`super::shortcut`]) is not followed once it may be stale.
+#[derive(Debug, Default)]
+pub(crate) struct Epoch(AtomicU64);
+
+impl Epoch {
+    pub(crate) fn now(&self) -> u64 {
+        self.0.load(Ordering::Acquire)
+    }
+
+    /// After the change is written: whoever read the epoch before it, and then what it
+    /// changed, holds an epoch that no longer matches.
+    pub(crate) fn advance(&self) {
+        self.0.fetch_add(1, Ordering::AcqRel);
+    }
+}
+
+/// A node's [`NodeConf`] behind its lock. Every write, whatever it changes, moves the
+/// fabric's [`Epoch`] on when it ends: there is no other way to write it.
+#[derive(Debug)]
+pub(crate) struct Conf {
+    lock: RwLock<NodeConf>,
+    epoch: Arc<Epoch>,
+}
+
+impl Conf {
+    pub(crate) fn new(epoch: Arc<Epoch>) -> Conf {
+        Conf {
+            lock: RwLock::new(NodeConf::default()),
+            epoch,
+        }
+    }
+
+    /// Read-lock, ignoring poisoning (as the fabric's other locks).
+    pub(crate) fn read(&self) -> RwLockReadGuard<'_, NodeConf> {
+        self.lock.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Write-lock; the epoch moves on when the guard is dropped.
+    pub(crate) fn write(&self) -> ConfWrite<'_> {
+        ConfWrite {
+            guard: Some(self.lock.write().unwrap_or_else(PoisonError::into_inner)),
+            epoch: &self.epoch,
+        }
+    }
+}
+
+/// [`Conf::write`]'s guard.
+pub(crate) struct ConfWrite<'a> {
+    guard: Option<RwLockWriteGuard<'a, NodeConf>>,
+    epoch: &'a Epoch,
+}
+
+impl core::ops::Deref for ConfWrite<'_> {
+    type Target = NodeConf;
+    fn deref(&self) -> &NodeConf {
+        self.guard.as_deref().expect("held until dropped")
+    }
+}
+
+impl core::ops::DerefMut for ConfWrite<'_> {
+    fn deref_mut(&mut self) -> &mut NodeConf {
+        self.guard.as_deref_mut().expect("held until dropped")
+    }
+}
+
+impl Drop for ConfWrite<'_> {
+    fn drop(&mut self) {
+        // Unlocked first: a reader that saw the epoch before this advance may have
+        // read the old configuration, never the other way round.
+        self.guard.take();
+        self.epoch.advance();
     }
 }
 

@@ -64,7 +64,7 @@ fn sa_get(tid: u8) -> [u8; MAD_SIZE] {
 }
 
 /// Send `mad` to `lid`: an SMP (class 0x01) to QP0, anything else to QP1.
-fn send(t: &mut dyn Transport, mad: &[u8; MAD_SIZE], lid: u16) {
+pub(super) fn send(t: &mut dyn Transport, mad: &[u8; MAD_SIZE], lid: u16) {
     let (qp, qpn, qkey) = match mad[1] {
         0x01 => (Qp::Smi, 0, 0),
         _ => (Qp::Gsi, 1, GSI_QKEY),
@@ -87,7 +87,7 @@ fn send(t: &mut dyn Transport, mad: &[u8; MAD_SIZE], lid: u16) {
     .unwrap();
 }
 
-fn recv(t: &mut dyn Transport) -> Option<(RecvMeta, Vec<u8>)> {
+pub(super) fn recv(t: &mut dyn Transport) -> Option<(RecvMeta, Vec<u8>)> {
     let mut got = None;
     // Frames are walked synchronously: whatever was sent is queued already.
     t.wait(Some(Duration::ZERO)).unwrap();
