@@ -21,9 +21,10 @@ impl Engine {
             self.stats.dropped_invalid += 1;
             return;
         }
-        let mut buf = [0u8; MAD_SIZE];
-        buf.copy_from_slice(&bytes[..MAD_SIZE]);
-        let pkt = mad::Packet::new_unchecked(&buf[..]);
+        let Ok(received) = <&[u8; MAD_SIZE]>::try_from(&bytes[..MAD_SIZE]) else {
+            return;
+        };
+        let pkt = mad::Packet::new_unchecked(&received[..]);
         let class = pkt.mgmt_class();
         // kernel validate_mad: IB base version only; SMPs on QP0 only, GMPs never on QP0;
         // CM attributes other than ClassPortInfo only use the Send method.
@@ -37,16 +38,24 @@ impl Engine {
             self.stats.dropped_invalid += 1;
             return;
         }
-        if class == MgmtClass::SubnDirectedRoute && !smi::dr_recv(&mut buf[..]) {
-            self.stats.dropped_invalid += 1;
-            return;
-        }
+        // Only a DR SMP is changed on its way in (its hop pointer): only it is copied.
+        let mut stepped;
+        let buf = if class == MgmtClass::SubnDirectedRoute {
+            stepped = *received;
+            if !smi::dr_recv(&mut stepped[..]) {
+                self.stats.dropped_invalid += 1;
+                return;
+            }
+            &stepped
+        } else {
+            received
+        };
         let response = mad::Packet::new_unchecked(&buf[..]).is_response();
-        let Some(agent) = self.route(&buf, response) else {
-            self.unrouted(meta, buf, response);
+        let Some(agent) = self.route(buf, response) else {
+            self.unrouted(meta, *buf, response);
             return;
         };
-        if self.rmpp_intercept(now, agent, meta, &buf) {
+        if self.rmpp_intercept(now, agent, meta, buf) {
             return;
         }
         if response {
@@ -111,7 +120,13 @@ impl Engine {
         });
     }
 
-    fn recv_response(&mut self, now: Instant, agent: AgentId, meta: RecvMeta, buf: [u8; MAD_SIZE]) {
+    fn recv_response(
+        &mut self,
+        now: Instant,
+        agent: AgentId,
+        meta: RecvMeta,
+        buf: &[u8; MAD_SIZE],
+    ) {
         let pkt = mad::Packet::new_unchecked(&buf[..]);
         let (tid, class) = (pkt.tid(), u8::from(pkt.mgmt_class()));
         if let Some(txn_id) = self.txns.match_response(agent, tid, class, &meta.src) {
@@ -124,7 +139,7 @@ impl Engine {
         // kernel ib_mad_complete_recv: an agent not running RMPP in the
         // kernel gets unmatched RMPP-active responses (the later segments).
         let rmpp_in_engine = self.agents.get(agent).is_some_and(|a| a.kernel_rmpp());
-        if !rmpp_in_engine && is_rmpp_active(&buf) {
+        if !rmpp_in_engine && is_rmpp_active(buf) {
             self.deliver(agent, meta.src, buf.to_vec());
             return;
         }
@@ -136,11 +151,11 @@ impl Engine {
         now: Instant,
         agent: AgentId,
         meta: RecvMeta,
-        buf: [u8; MAD_SIZE],
+        buf: &[u8; MAD_SIZE],
     ) {
         let method = mad::Packet::new_unchecked(&buf[..]).method();
         // Segments handed raw to an agent doing its own RMPP share a TID: never filter those.
-        let filtered = method != Method::Send && !is_rmpp_transfer(&buf);
+        let filtered = method != Method::Send && !is_rmpp_transfer(buf);
         self.deliver_request(now, agent, meta.src, buf.to_vec(), filtered);
     }
 
