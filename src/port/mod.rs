@@ -185,6 +185,7 @@ impl Port {
         };
         let waker = transport.waker();
         let parker = transport.parker();
+        let arrivals = transport.arrivals();
         let clock = config
             .clock
             .clone()
@@ -212,6 +213,7 @@ impl Port {
             }),
             ready: Condvar::new(),
             waker,
+            arrivals,
             fdwait: ready,
             clock,
             attrs: std::sync::RwLock::new(attrs),

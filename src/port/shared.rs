@@ -44,6 +44,8 @@ pub(super) struct Shared {
     /// Signalled when events are queued or the port closes.
     pub(super) ready: Condvar,
     pub(super) waker: Option<Waker>,
+    /// What a spinning caller watches between turns ([`Transport::arrivals`]).
+    pub(super) arrivals: Option<crate::transport::Arrivals>,
     /// Where the transport has a ready descriptor: how the port's threads wait on it
     /// (see the `ready` module); `None`: the port thread parks in [`Transport::wait`].
     pub(super) fdwait: Option<Ready>,

@@ -15,6 +15,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant as Clock};
 
 use super::Shared;
+use crate::transport::Arrivals;
+
+/// How long a spinning caller watches the transport's arrivals between turns (a
+/// message another thread's turn queued for it, or a timer that fell due, waits that
+/// long at most): a round trip on the embedded fabric is a few microseconds.
+const WATCH: Duration = Duration::from_micros(5);
+/// Looks at the arrivals between two clock reads.
+const WATCH_LOOKS: u32 = 32;
 
 /// How long the port thread stands by while callers spin, before it looks again.
 pub(super) const STAND_BY: Duration = Duration::from_millis(1);
@@ -174,14 +182,43 @@ impl<'a> Spin<'a> {
         if let Some(r) = &shared.fdwait {
             r.caller_active();
         }
-        // Nothing came in: while spinning, let the thread that will send it run, and
-        // once for a caller that will not wait (see `will_wait`).
-        if shared.receiver_turn() != Some(true) && (!self.spell.is_zero() || !self.will_wait) {
+        // Nothing came in: while spinning, watch for an arrival a while (where the
+        // transport counts them), then let the thread that will send it run; and yield
+        // once for a caller that will not wait (see `will_wait`). A caller that found
+        // the transport held yields at once: the holder is receiving.
+        let before = shared.arrivals.as_ref().map(|a| (a, a.count()));
+        let turned = shared.receiver_turn();
+        if turned != Some(true) && (!self.spell.is_zero() || !self.will_wait) {
+            let watching = turned == Some(false) && !self.spell.is_zero();
+            if watching && before.is_some_and(|(a, count)| watch(a, count)) {
+                return;
+            }
             let before = Clock::now();
             std::thread::yield_now();
             if before.elapsed() >= YIELD_LOADED {
                 self.spell = Duration::ZERO;
             }
+        }
+    }
+}
+
+/// Watch `arrivals` for up to [`WATCH`]: whether the count moved from `before` (what
+/// it was before the turn that found nothing: a MAD that arrived during that turn
+/// counts; one held back until a due time does not, and the next turn takes it). A
+/// turn (the port's locks, the clock) and a yield (a system call) between two looks
+/// made a spinning caller see an arrival a microsecond or more after it came; the
+/// count is one load.
+fn watch(arrivals: &Arrivals, before: usize) -> bool {
+    let start = Clock::now();
+    loop {
+        for _ in 0..WATCH_LOOKS {
+            if arrivals.count() != before {
+                return true;
+            }
+            std::hint::spin_loop();
+        }
+        if start.elapsed() >= WATCH {
+            return false;
         }
     }
 }
@@ -215,6 +252,57 @@ impl Drop for StandBy<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::AtomicUsize;
+    use std::sync::Arc;
+
+    #[test]
+    fn the_watch_ends_on_a_count_that_moved_from_before_the_turn_or_after_its_spell() {
+        // One frame held back until a due time: counted, and not news.
+        let count = Arc::new(AtomicUsize::new(1));
+        let arrivals = Arrivals::new(count.clone());
+        assert!(!watch(&arrivals, 1));
+        // One that arrived during the turn, or during the watch.
+        assert!(watch(&arrivals, 0));
+        count.fetch_add(1, Ordering::SeqCst);
+        assert!(watch(&arrivals, 1));
+        // Another thread's turn took them: this caller's message may be queued now.
+        count.store(0, Ordering::SeqCst);
+        assert!(watch(&arrivals, 2));
+    }
+
+    #[test]
+    fn an_embedded_fabric_port_counts_what_a_turn_would_receive() {
+        use crate::transport::Transport;
+        let fabric = crate::subnet::Fabric::builder()
+            .ca("spw0")
+            .ca("spw1")
+            .link("spw0", 1, "spw1", 1)
+            .build_private()
+            .unwrap();
+        let mut a = fabric.open("spw0", 1).unwrap();
+        let mut b = fabric.open("spw1", 1).unwrap();
+        let arrivals = b.arrivals().expect("counted");
+        assert_eq!(arrivals.count(), 0);
+        let dest = crate::types::MadAddr {
+            qpn: 1,
+            qkey: crate::types::GSI_QKEY,
+            lid: fabric.lid("spw1", 1).unwrap(),
+            ..Default::default()
+        };
+        a.transmit(&mut |buf| {
+            buf[..4].copy_from_slice(&[1, 0x09, 1, 0x01]);
+            Some(crate::engine::Transmit {
+                qp: crate::types::Qp::Gsi,
+                dest,
+                len: crate::wire::MAD_SIZE,
+                timeout_ms: 0,
+            })
+        })
+        .unwrap();
+        assert_eq!(arrivals.count(), 1);
+        assert_eq!(b.recv_burst(8, &mut |_, _| {}).unwrap(), 1);
+        assert_eq!(arrivals.count(), 0);
+    }
 
     #[test]
     fn a_callers_own_spin_is_earned_by_the_ports_waits_even_where_the_port_never_spins() {

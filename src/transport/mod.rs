@@ -153,6 +153,14 @@ pub trait Transport: Send {
         None
     }
 
+    /// A count of the MADs [`Transport::recv_burst`] would find (or hold back until a
+    /// due time), readable from any thread without the transport: a waiting caller
+    /// that spins watches it between turns, where a turn to find out takes the port's
+    /// locks and reads the clock. `None` (the default): the caller spins on turns.
+    fn arrivals(&self) -> Option<Arrivals> {
+        None
+    }
+
     /// A descriptor that polls readable whenever [`Transport::recv_burst`] may find a MAD,
     /// which any thread may poll without holding the transport. A transport that has
     /// one is never waited on with [`Transport::wait`]: the port's threads poll this
@@ -277,6 +285,24 @@ impl Parker {
 impl core::fmt::Debug for Parker {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.write_str("Parker")
+    }
+}
+
+/// What a transport has received and not yet handed to a turn (see
+/// [`Transport::arrivals`]).
+#[derive(Debug, Clone)]
+pub struct Arrivals(Arc<std::sync::atomic::AtomicUsize>);
+
+impl Arrivals {
+    /// Arrivals counted in `count`: up by one when a MAD arrives, down when a turn
+    /// receives it.
+    pub fn new(count: Arc<std::sync::atomic::AtomicUsize>) -> Arrivals {
+        Arrivals(count)
+    }
+
+    /// How many a turn would find now (or hold back until they are due).
+    pub fn count(&self) -> usize {
+        self.0.load(std::sync::atomic::Ordering::Acquire)
     }
 }
 

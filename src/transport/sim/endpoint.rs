@@ -10,7 +10,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use crate::clock::Clock;
 use crate::engine::{RecvMeta, Transmit};
 use crate::time::Instant;
-use crate::transport::{Caps, Parker, PortAttrs, Transport, Waker};
+use crate::transport::{Arrivals, Caps, Parker, PortAttrs, Transport, Waker};
 use crate::types::{GrhAddr, MadAddr, Qp, DEFAULT_PKEY, GSI_QKEY};
 use crate::wire::MAD_SIZE;
 use crate::Result;
@@ -529,6 +529,11 @@ impl Transport for SimTransport {
 
     fn clock(&self) -> Option<Arc<dyn Clock>> {
         Some(self.fabric.clock().clone())
+    }
+
+    fn arrivals(&self) -> Option<Arrivals> {
+        // Counted when the fabric queues a frame, uncounted when a turn receives it.
+        Some(Arrivals::new(self.queued.clone()))
     }
 
     fn waker(&self) -> Option<Waker> {
