@@ -1,8 +1,8 @@
 //! Ports on the embedded fabric: request/response round trip, one-way
 //! throughput, and a 1 MiB RMPP transfer; beside them the floors on the same
-//! machine: the same MADs through the embedded fabric's own channels (crossbeam)
-//! with no engine and no port, one way on one thread and back and forth between
-//! two threads that spin as a waiting caller does.
+//! machine: the same MADs through a crossbeam channel with no engine, no port and
+//! no fabric, one way on one thread and back and forth between two threads that
+//! spin as a waiting caller does.
 //!
 //! Run briefly: `cargo bench --bench port -- --warm-up-time 1 --measurement-time 2`
 
