@@ -223,7 +223,6 @@ impl FabricBuilder {
                 links: vec![None; usize::from(*ports) + 1],
                 endpoints: (0..=*ports).map(|_| Mutex::new(None)).collect(),
                 conf: Conf::new(epoch.clone()),
-                shortcuts: (0..=*ports).map(|_| Mutex::default()).collect(),
                 counters: (0..=*ports)
                     .map(|_| Mutex::new(PortCounters::default()))
                     .collect(),

@@ -89,7 +89,7 @@ pub use sm::SweepStats;
 use crate::clock::Clock;
 use crate::engine::AgentSpec;
 use crate::transport::registry::{CaInfo, CaProvider, DefaultCas, Registry};
-use crate::transport::sim::{Medium, Pkt, RecvQueue, SimTransport};
+use crate::transport::sim::{Medium, Pkt, RecvQueue, SendMemo, SimTransport};
 use crate::transport::{LinkLayer, PortAttrs, Transport};
 use crate::wire::smp::port_info::{self, PortState};
 use crate::{Error, Result};
@@ -133,8 +133,6 @@ pub(crate) struct Node {
     pub(crate) endpoints: Vec<Mutex<Option<RecvQueue>>>,
     /// What the SM set through the SMA: LIDs, port states, M_Keys, P_Keys, LFT.
     pub(crate) conf: state::Conf,
-    /// Per port number (CA only): the ways its owner's frames took, to follow again.
-    pub(crate) shortcuts: Vec<Mutex<shortcut::Shortcuts>>,
     /// Per port number (a switch: port 0): frames refused by the access checks.
     pub(crate) counters: Vec<Mutex<PortCounters>>,
     /// Per port number: traffic and drops, as the PMA reports them.
@@ -427,8 +425,12 @@ impl Medium for FabricInner {
         FabricInner::port_attrs(self, node, port)
     }
 
-    fn send(&self, node: usize, port: u8, pkt: &mut Pkt) {
-        self.send_from_port(node, port, pkt);
+    fn send(&self, node: usize, port: u8, pkt: &mut Pkt, memo: &mut Option<SendMemo>) {
+        let ways = memo.get_or_insert_with(|| Box::<shortcut::Shortcuts>::default());
+        match ways.downcast_mut() {
+            Some(ways) => self.send_from_port(node, port, pkt, ways),
+            None => self.walk_from(node, port, pkt, std::time::Duration::ZERO),
+        }
     }
 
     fn clock(&self) -> &Arc<dyn Clock> {

@@ -56,7 +56,8 @@ struct Shortcut {
     dest: (usize, u8),
 }
 
-/// The ways one port remembers.
+/// The ways one port remembers (its transport keeps them: one thread sends from a
+/// port at a time, so reading them takes no lock).
 #[derive(Debug, Default)]
 pub(crate) struct Shortcuts {
     kept: [Option<Shortcut>; KEPT],
@@ -65,43 +66,38 @@ pub(crate) struct Shortcuts {
 
 impl FabricInner {
     /// Put `pkt`, from the owner of CA port `(node, port)`, on the fabric: along a
-    /// remembered way where one holds, else by walking it (and remembering the way
-    /// where it may be followed next time).
-    pub(crate) fn send_from_port(&self, node: usize, port: u8, pkt: &mut Pkt) {
+    /// way in `ways` (the port's, kept by its transport) where one holds, else by
+    /// walking it (and remembering the way where it may be followed next time).
+    pub(crate) fn send_from_port(
+        &self,
+        node: usize,
+        port: u8,
+        pkt: &mut Pkt,
+        ways: &mut Shortcuts,
+    ) {
         if !follows_shortcuts(pkt) {
             self.walk_from(node, port, pkt, Duration::ZERO);
             return;
         }
-        let Some(slot) = self.nodes[node].shortcuts.get(usize::from(port)) else {
-            self.walk_from(node, port, pkt, Duration::ZERO);
-            return;
-        };
-        let mut ways = lock(slot);
         let epoch = self.epoch.now();
         let found = ways
             .kept
             .iter()
             .flatten()
-            .find(|s| s.epoch == epoch && s.dlid == pkt.dlid && s.pkey == pkt.pkey)
-            .copied();
-        let way = match found {
-            Some(way) => way,
-            None => match self.find_way(epoch, node, port, pkt) {
-                Some(way) => {
-                    let at = ways.next;
-                    ways.kept[at] = Some(way);
-                    ways.next = (at + 1) % KEPT;
-                    way
-                }
-                None => {
-                    drop(ways);
-                    self.walk_from(node, port, pkt, Duration::ZERO);
-                    return;
-                }
-            },
-        };
-        drop(ways);
-        self.follow(&way, pkt);
+            .find(|s| s.epoch == epoch && s.dlid == pkt.dlid && s.pkey == pkt.pkey);
+        if let Some(way) = found {
+            self.follow(way, pkt);
+            return;
+        }
+        match self.find_way(epoch, node, port, pkt) {
+            Some(way) => {
+                let at = ways.next;
+                ways.kept[at] = Some(way);
+                ways.next = (at + 1) % KEPT;
+                self.follow(&way, pkt);
+            }
+            None => self.walk_from(node, port, pkt, Duration::ZERO),
+        }
     }
 
     /// What the walk would do to `pkt` on `way`, without looking anything up again.

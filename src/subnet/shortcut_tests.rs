@@ -4,7 +4,8 @@
 use std::time::Duration;
 
 use super::super::tests::{recv, send};
-use super::super::{lock, Fabric, FaultConfig};
+use super::super::{Fabric, FaultConfig};
+use super::Shortcuts;
 use crate::transport::sim::{Pkt, SimTransport};
 use crate::types::GSI_QKEY;
 use crate::wire::MAD_SIZE;
@@ -110,12 +111,15 @@ fn a_remembered_way_does_what_the_walk_does() {
         (b, frame(mad(0x09, 1, 0x01, 0x10, 7), 1, full)), // to the SM's port's owner
         (b, frame(mad(0x03, 2, 0x01, 0x31, 8), 1, full)), // the built-in SA answers
     ];
+    // Each sending port's remembered ways, as its transport keeps them.
+    let mut ways = [Shortcuts::default(), Shortcuts::default()];
     for (node, f) in &frames {
         for _ in 0..3 {
             walked
                 .inner
                 .walk_from(*node, 1, &mut f.clone(), Duration::ZERO);
-            short.inner.send_from_port(*node, 1, &mut f.clone());
+            let kept = &mut ways[usize::from(*node == b)];
+            short.inner.send_from_port(*node, 1, &mut f.clone(), kept);
         }
     }
     assert_eq!(
@@ -124,13 +128,12 @@ fn a_remembered_way_does_what_the_walk_does() {
     );
     // Only ways that end at another CA port that admits the frame were remembered:
     // one per destination LID and P_Key.
-    let kept = |node: usize| {
-        let ways = lock(&short.inner.nodes[node].shortcuts[1]);
+    let lids = |ways: &Shortcuts| {
         let mut lids: Vec<u16> = ways.kept.iter().flatten().map(|w| w.dlid).collect();
         lids.sort_unstable();
         lids
     };
-    assert_eq!((kept(a), kept(b)), (vec![4], vec![1]));
+    assert_eq!((lids(&ways[0]), lids(&ways[1])), (vec![4], vec![1]));
 }
 
 #[test]

@@ -15,7 +15,7 @@ use crate::types::{GrhAddr, MadAddr, Qp, DEFAULT_PKEY, GSI_QKEY};
 use crate::wire::MAD_SIZE;
 use crate::Result;
 
-use super::{Medium, Pkt, RawFrame};
+use super::{Medium, Pkt, RawFrame, SendMemo};
 
 /// A frame waiting in a port's queue.
 #[derive(Debug, Clone)]
@@ -221,6 +221,8 @@ pub struct SimTransport {
     /// The frame [`Transport::transmit`] fills and hands to the fabric (every field
     /// written anew each time).
     out: Pkt,
+    /// What the fabric remembers between this port's frames.
+    memo: Option<SendMemo>,
 }
 
 impl SimTransport {
@@ -252,6 +254,7 @@ impl SimTransport {
             woken: false,
             holds_sm: false,
             out: Pkt::smp([0; MAD_SIZE], 0),
+            memo: None,
         })
     }
 
@@ -291,7 +294,8 @@ impl SimTransport {
             duplicate: false,
             from_sa: false,
         };
-        self.fabric.send(self.node, self.port, &mut pkt);
+        self.fabric
+            .send(self.node, self.port, &mut pkt, &mut self.memo);
     }
 
     /// Frames this port holds for its owner now: delivered, not yet received (at
@@ -475,7 +479,7 @@ impl Transport for SimTransport {
         pkt.hops = 0;
         pkt.duplicate = false;
         pkt.from_sa = false;
-        self.fabric.send(self.node, self.port, pkt);
+        self.fabric.send(self.node, self.port, pkt, &mut self.memo);
         Ok(true)
     }
 

@@ -29,6 +29,9 @@ use crate::engine::AgentSpec;
 use crate::transport::PortAttrs;
 use crate::Result;
 
+/// What a [`Medium`] remembers for one sending port between its frames.
+pub(crate) type SendMemo = Box<dyn core::any::Any + Send>;
+
 /// What an open port sees of the fabric behind it: every call names the port by its
 /// node index and port number, as the medium numbered them when it opened the port.
 pub(crate) trait Medium: Send + Sync + core::fmt::Debug {
@@ -46,8 +49,10 @@ pub(crate) trait Medium: Send + Sync + core::fmt::Debug {
     fn port_attrs(&self, node: usize, port: u8) -> PortAttrs;
 
     /// Put `pkt` on the fabric from this port (the walk may change it: it is the
-    /// frame as the last hop saw it when this returns).
-    fn send(&self, node: usize, port: u8, pkt: &mut Pkt);
+    /// frame as the last hop saw it when this returns). `memo` is the medium's, kept
+    /// by the port between its frames (read without a lock: one thread sends at a
+    /// time); the port only holds it.
+    fn send(&self, node: usize, port: u8, pkt: &mut Pkt, memo: &mut Option<SendMemo>);
 
     /// The fabric's time: when held-back frames become due.
     fn clock(&self) -> &Arc<dyn Clock>;
