@@ -6,7 +6,6 @@
 //!
 //! Run briefly: `cargo bench --bench port -- --warm-up-time 1 --measurement-time 2`
 
-use std::thread;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
@@ -14,7 +13,9 @@ use vmad::engine::{Event, SendRequest};
 
 #[path = "../examples/common/port_rows.rs"]
 mod port_rows;
-use port_rows::{gettable_resp, mad, ports, responder, spec, to, PERF, SA};
+use port_rows::{
+    floor_echo, floor_round_trip, gettable_resp, mad, ports, responder, spec, to, PERF, SA,
+};
 
 fn round_trip(c: &mut Criterion) {
     let (a, b) = ports("bprt");
@@ -115,34 +116,15 @@ fn rmpp_1mib(c: &mut Criterion) {
 /// channel and back between two spinning threads; 1,000 of them into a channel and
 /// out on one thread.
 fn floor(c: &mut Criterion) {
-    let (to_b, at_b) = crossbeam_channel::unbounded::<[u8; 256]>();
-    let (to_a, at_a) = crossbeam_channel::unbounded::<[u8; 256]>();
-    let echo = thread::spawn(move || loop {
-        match at_b.try_recv() {
-            Ok(mut m) => {
-                m[3] = 0x81;
-                if to_a.send(m).is_err() {
-                    return;
-                }
-            }
-            Err(crossbeam_channel::TryRecvError::Empty) => thread::yield_now(),
-            Err(crossbeam_channel::TryRecvError::Disconnected) => return,
-        }
-    });
+    let (link, echo) = floor_echo();
     let mut tid = 0u64;
     c.bench_function("port/floor_round_trip_channels", |bench| {
         bench.iter(|| {
             tid += 1;
-            to_b.send(mad(PERF, 1, 0x01, tid)).unwrap();
-            loop {
-                match at_a.try_recv() {
-                    Ok(m) => break m,
-                    Err(_) => thread::yield_now(),
-                }
-            }
+            floor_round_trip(&link, mad(PERF, 1, 0x01, tid))
         })
     });
-    drop(to_b);
+    drop(link);
     echo.join().unwrap();
     const BATCH: u64 = 1000;
     let (tx, rx) = crossbeam_channel::unbounded::<[u8; 256]>();

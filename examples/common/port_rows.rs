@@ -97,3 +97,40 @@ pub(crate) fn gettable_resp(request: &[u8], payload: &[u8]) -> Vec<u8> {
     r.extend_from_slice(payload);
     r
 }
+
+/// The round trip's floor: a 256-byte MAD through a crossbeam channel to a thread
+/// that spins as a waiting caller does, and back. `floor_echo` starts that thread;
+/// it ends when the sender is dropped.
+pub(crate) type FloorLink = (
+    crossbeam_channel::Sender<[u8; 256]>,
+    crossbeam_channel::Receiver<[u8; 256]>,
+);
+
+pub(crate) fn floor_echo() -> (FloorLink, thread::JoinHandle<()>) {
+    let (to_b, at_b) = crossbeam_channel::unbounded::<[u8; 256]>();
+    let (to_a, at_a) = crossbeam_channel::unbounded::<[u8; 256]>();
+    let echo = thread::spawn(move || loop {
+        match at_b.try_recv() {
+            Ok(mut m) => {
+                m[3] = 0x81;
+                if to_a.send(m).is_err() {
+                    return;
+                }
+            }
+            Err(crossbeam_channel::TryRecvError::Empty) => thread::yield_now(),
+            Err(crossbeam_channel::TryRecvError::Disconnected) => return,
+        }
+    });
+    ((to_b, at_a), echo)
+}
+
+/// One round trip of the floor: `m` out, its echo back (spinning as the echo does).
+pub(crate) fn floor_round_trip(link: &FloorLink, m: [u8; 256]) -> [u8; 256] {
+    link.0.send(m).expect("the echo thread");
+    loop {
+        match link.1.try_recv() {
+            Ok(m) => return m,
+            Err(_) => thread::yield_now(),
+        }
+    }
+}
