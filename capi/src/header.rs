@@ -10,7 +10,7 @@ use vmad::umad;
 use vmad::wire::umad::ADDR_OFFSET;
 
 use crate::abi::IbMadAddr;
-use crate::boundary::guard;
+use crate::boundary::guard_no_cancel_point;
 
 /// Size of the header in front of the MAD: always the 64-byte (P_Key index) form.
 pub(crate) const HEADER_SIZE: usize = umad::size();
@@ -55,7 +55,7 @@ unsafe fn get<T: Copy>(
     if umad.is_null() {
         return fallback;
     }
-    guard(fallback, || {
+    guard_no_cancel_point(fallback, || {
         // SAFETY: the caller's contract; the slice lives for this call only.
         let header = unsafe { core::slice::from_raw_parts(umad.cast::<u8>(), HEADER_SIZE) };
         f(header).unwrap_or(fallback)
@@ -77,21 +77,57 @@ unsafe fn set(umad: *mut c_void, f: impl Fn(&mut [u8]) -> vmad::Result<()>) -> c
     if umad.is_null() {
         return -EINVAL;
     }
-    guard(-EINVAL, || {
+    guard_no_cancel_point(-EINVAL, || {
         let mut zeros = [0u8; HEADER_SIZE];
         let mut ones = [0xffu8; HEADER_SIZE];
         if let Err(e) = f(&mut zeros).and_then(|()| f(&mut ones)) {
             return -e.errno();
         }
-        let dst = umad.cast::<u8>();
-        for (i, (&z, &o)) in zeros.iter().zip(&ones).enumerate() {
-            if z == o {
-                // SAFETY: i < umad_size(): within the bytes the caller's contract lets us write.
-                unsafe { dst.add(i).write(z) };
-            }
-        }
+        // SAFETY: the caller's contract: `umad` is valid for writes of the header.
+        unsafe { store_written(umad.cast::<u8>(), &zeros, &ones) };
         0
     })
+}
+
+/// Store into `dst` the bytes a setter wrote: those where its run on `zeros` and its
+/// run on `ones` agree. Eight bytes at a time: a setter writes a few fields, so most
+/// words hold none of its bytes (skipped) and the rest mostly whole fields.
+///
+/// # Safety
+/// `dst` is valid for writes of `HEADER_SIZE` bytes (initialised or not).
+unsafe fn store_written(dst: *mut u8, zeros: &[u8; HEADER_SIZE], ones: &[u8; HEADER_SIZE]) {
+    const W: usize = 8;
+    let as_u64 = |bytes: &[u8]| {
+        let mut w = [0u8; W];
+        w.copy_from_slice(bytes);
+        u64::from_ne_bytes(w)
+    };
+    for (i, (z, o)) in zeros.chunks_exact(W).zip(ones.chunks_exact(W)).enumerate() {
+        let (z, o) = (as_u64(z), as_u64(o));
+        // A byte the setter wrote is equal in both: zero in `differ`.
+        let differ = z ^ o;
+        if differ == u64::MAX {
+            continue;
+        }
+        // SAFETY: i * W + W <= HEADER_SIZE: within the bytes the caller lets us write.
+        let word = unsafe { dst.add(i * W) };
+        if differ == 0 {
+            // SAFETY: as above; unaligned, as the caller's buffer may be.
+            unsafe { word.cast::<u64>().write_unaligned(z) };
+            continue;
+        }
+        for (b, (&zb, &d)) in z
+            .to_ne_bytes()
+            .iter()
+            .zip(&differ.to_ne_bytes())
+            .enumerate()
+        {
+            if d == 0 {
+                // SAFETY: as above, b < W.
+                unsafe { word.add(b).write(zb) };
+            }
+        }
+    }
 }
 
 /// `int umad_status(void *umad)`: 0, or ETIMEDOUT for a send-timeout completion.
@@ -179,4 +215,43 @@ pub unsafe extern "C" fn umad_set_pkey(umad: *mut c_void, pkey_index: c_int) -> 
 pub unsafe extern "C" fn umad_get_pkey(umad: *mut c_void) -> c_int {
     // SAFETY: the caller's contract.
     unsafe { get(umad, -EINVAL, |h| umad::get_pkey(h).map(c_int::from)) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_setter_stores_the_bytes_it_wrote_and_no_other() {
+        // Word 0 untouched, word 1 whole, word 2 in part, word 7's last byte alone.
+        let set_some = |h: &mut [u8]| {
+            h[8..16].copy_from_slice(&[1, 2, 3, 4, 5, 6, 7, 8]);
+            h[17] = 0x11;
+            h[20..22].copy_from_slice(&[0x00, 0xff]);
+            h[63] = 0x63;
+            Ok(())
+        };
+        let mut caller = [0xa5u8; HEADER_SIZE];
+        // SAFETY: `caller` is HEADER_SIZE bytes, ours to write.
+        assert_eq!(unsafe { set(caller.as_mut_ptr().cast(), set_some) }, 0);
+        let mut want = [0xa5u8; HEADER_SIZE];
+        want[8..16].copy_from_slice(&[1, 2, 3, 4, 5, 6, 7, 8]);
+        want[17] = 0x11;
+        want[20..22].copy_from_slice(&[0x00, 0xff]);
+        want[63] = 0x63;
+        assert_eq!(caller, want);
+    }
+
+    #[test]
+    fn set_addr_leaves_the_rest_of_the_header_as_it_was() {
+        let mut caller = [0x5au8; HEADER_SIZE];
+        let qkey = 0x8001_0000_u32;
+        // SAFETY: `caller` is HEADER_SIZE bytes, ours to write.
+        let r = unsafe { umad_set_addr(caller.as_mut_ptr().cast(), 0x1234, 1, 3, qkey as c_int) };
+        assert_eq!(r, 0);
+        // What the same setter writes over the same bytes: its fields, and the rest kept.
+        let mut want = [0x5au8; HEADER_SIZE];
+        umad::set_addr(&mut want, 0x1234, 1, 3, qkey).unwrap();
+        assert_eq!(caller, want);
+    }
 }

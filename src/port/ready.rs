@@ -196,7 +196,9 @@ impl WaitGuard {
     /// the descriptor shows a message already queued. `core` is the port's, locked.
     pub(super) fn new(shared: Arc<Shared>, key: u32, core: &mut Core) -> Result<WaitGuard> {
         let failed = core.failed.is_some();
-        let o = core.opens.get_mut(&key).ok_or(Error::InvalidPort)?;
+        let Some(o) = core.opens.get_mut(&key) else {
+            return Err(Error::InvalidPort);
+        };
         o.pollers += 1;
         o.show(failed);
         let open = o.fd_read.clone();

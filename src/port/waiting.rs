@@ -62,7 +62,9 @@ impl Port {
             }
             let failed = core.failed.is_some();
             let Core { opens, engine, .. } = &mut *core;
-            let open = opens.get_mut(&self.key).ok_or(Error::InvalidPort)?;
+            let Some(open) = opens.get_mut(&self.key) else {
+                return Err(Error::InvalidPort);
+            };
             if let Some(got) = found(open, engine) {
                 // Only this open's queue changed: its descriptor tells.
                 open.show(failed);

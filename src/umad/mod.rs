@@ -282,11 +282,12 @@ impl Umad {
     /// # Errors
     /// EINVAL if `id` is not open.
     pub fn port(&self, id: PortId) -> Result<Arc<Port>> {
-        self.ports_read()
-            .open
-            .get(&id.0)
-            .cloned()
-            .ok_or(Error::InvalidPort)
+        // Not `ok_or`: that builds the error and drops it, on every call (an out-of-line
+        // drop of the error enum, on each MAD's path).
+        match self.ports_read().open.get(&id.0) {
+            Some(port) => Ok(port.clone()),
+            None => Err(Error::InvalidPort),
+        }
     }
 
     /// `umad_close_port`: unregister every agent, drop queued messages, release the port.
