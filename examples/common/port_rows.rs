@@ -98,14 +98,14 @@ pub(crate) fn gettable_resp(request: &[u8], payload: &[u8]) -> Vec<u8> {
     r
 }
 
-/// The round trip's floor: a 256-byte MAD through a crossbeam channel to a thread
-/// that spins as a waiting caller does, and back. `floor_echo` starts that thread;
-/// it ends when the sender is dropped.
+/// The caller's ends of the floor's channels: to the echo thread, and back from it.
 pub(crate) type FloorLink = (
     crossbeam_channel::Sender<[u8; 256]>,
     crossbeam_channel::Receiver<[u8; 256]>,
 );
 
+/// The round trip's floor: a thread that echoes each 256-byte MAD sent through a
+/// crossbeam channel, spinning as a waiting caller does, until the link is dropped.
 pub(crate) fn floor_echo() -> (FloorLink, thread::JoinHandle<()>) {
     let (to_b, at_b) = crossbeam_channel::unbounded::<[u8; 256]>();
     let (to_a, at_a) = crossbeam_channel::unbounded::<[u8; 256]>();
