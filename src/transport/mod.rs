@@ -291,7 +291,19 @@ impl core::fmt::Debug for Parker {
 /// What a transport has received and not yet handed to a turn (see
 /// [`Transport::arrivals`]).
 #[derive(Debug, Clone)]
-pub struct Arrivals(Arc<std::sync::atomic::AtomicUsize>);
+pub struct Arrivals(Arc<dyn ArrivalCount>);
+
+/// Where a transport counts its arrivals (see [`Arrivals`]).
+pub trait ArrivalCount: core::fmt::Debug + Send + Sync {
+    /// Up by one when a MAD arrives, down when a turn receives it.
+    fn arrivals(&self) -> usize;
+}
+
+impl ArrivalCount for std::sync::atomic::AtomicUsize {
+    fn arrivals(&self) -> usize {
+        self.load(std::sync::atomic::Ordering::Acquire)
+    }
+}
 
 impl Arrivals {
     /// Arrivals counted in `count`: up by one when a MAD arrives, down when a turn
@@ -300,9 +312,15 @@ impl Arrivals {
         Arrivals(count)
     }
 
+    /// Arrivals counted where the transport keeps them (beside what they share a
+    /// cache line with, say).
+    pub fn counted_by(count: Arc<dyn ArrivalCount>) -> Arrivals {
+        Arrivals(count)
+    }
+
     /// How many a turn would find now (or hold back until they are due).
     pub fn count(&self) -> usize {
-        self.0.load(std::sync::atomic::Ordering::Acquire)
+        self.0.arrivals()
     }
 }
 
