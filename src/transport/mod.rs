@@ -306,15 +306,9 @@ impl ArrivalCount for std::sync::atomic::AtomicUsize {
 }
 
 impl Arrivals {
-    /// Arrivals counted in `count`: up by one when a MAD arrives, down when a turn
-    /// receives it.
-    pub fn new(count: Arc<std::sync::atomic::AtomicUsize>) -> Arrivals {
-        Arrivals(count)
-    }
-
-    /// Arrivals counted where the transport keeps them (beside what they share a
-    /// cache line with, say).
-    pub fn counted_by(count: Arc<dyn ArrivalCount>) -> Arrivals {
+    /// Arrivals counted in `count` (an `AtomicUsize`, or wherever the transport keeps
+    /// its count): up by one when a MAD arrives, down when a turn receives it.
+    pub fn new(count: Arc<dyn ArrivalCount>) -> Arrivals {
         Arrivals(count)
     }
 
